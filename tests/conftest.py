@@ -1,0 +1,56 @@
+"""Shared fixtures: tiny images and VGG19 with seeded random weights (no network, ever)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from style_transfer.models import random_vgg19_features, freeze
+
+IMAGES = Path(__file__).resolve().parent.parent / "images"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # No test may touch the network: an empty hub cache in a temp folder, and urlopen refused.
+    os.environ.setdefault("TORCH_HOME", str(Path(config.rootpath) / ".pytest_cache" / "torch_home_unused"))
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a test tried to use the network")
+
+    monkeypatch.setattr("urllib.request.urlopen", refuse)
+
+
+@pytest.fixture(scope="session")
+def cnn() -> torch.nn.Sequential:
+    """VGG19 features with seeded random weights, frozen (share it; never modify it)."""
+    return freeze(random_vgg19_features(seed=0))
+
+
+def small_image(name: str, size: tuple[int, int]) -> Image.Image:
+    with Image.open(IMAGES / name) as image:
+        return image.convert("RGB").resize(size, Image.Resampling.LANCZOS)
+
+
+def to_tensor(image: Image.Image) -> torch.Tensor:
+    data = torch.from_numpy(np.asarray(image, dtype=np.float32).copy())  # (H, W, 3)
+    return (data / 255).permute(2, 0, 1).unsqueeze(0).contiguous()
+
+
+@pytest.fixture(scope="session")
+def content_32() -> torch.Tensor:
+    """A 32x21 content tensor (the cat), (1, 3, 21, 32) in [0, 1]."""
+    return to_tensor(small_image("chelsea.png", (32, 21)))
+
+
+@pytest.fixture(scope="session")
+def style_32() -> torch.Tensor:
+    """A 32x32 style tensor (the stain), (1, 3, 32, 32) in [0, 1]."""
+    return to_tensor(small_image("ihc.png", (32, 32)))
