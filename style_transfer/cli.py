@@ -9,9 +9,11 @@ import click
 from tqdm import tqdm
 
 from . import __version__
-from .config import CPU_DEFAULT_SIZE, GPU_DEFAULT_SIZE, INITS, StyleConfig
+from .config import CPU_DEFAULT_SIZE, GPU_DEFAULT_SIZE, INITS, LOSS_FORMS, OPTIMIZERS, PRESERVE_COLORS, StyleConfig
 from .errors import StyleTransferError
 from .images import check_output, save_image
+from .layers import POOLINGS
+from .presets import PRESET_NAMES, PRESETS
 from .transfer import StepInfo, stylize
 
 DEFAULTS = StyleConfig()  # every default below is read from here, so it is written once
@@ -39,10 +41,32 @@ def _layers(value: str) -> tuple[str, ...]:
     return tuple(v.strip() for v in value.split(",") if v.strip())
 
 
+def _numbers(option: str, value: str | None) -> tuple[float, ...] | None:
+    """A comma-separated list of numbers (None stays None, for "from the preset")."""
+    if value is None:
+        return None
+    try:
+        return tuple(float(v) for v in value.split(",") if v.strip())
+    except ValueError:
+        raise UsageFault(f"{option}: expected comma-separated numbers, got {value!r}") from None
+
+
+TUTORIAL, PAPER = PRESETS["tutorial"], PRESETS["paper"]
+ALPHA_FORMATS = ("PNG", "WEBP", "TIFF")  # output formats that keep --keep-alpha's transparency
+
+
+def show_config(config: StyleConfig) -> None:
+    """The resolved settings, one ``name: value`` per line, on stdout."""
+    for name, value in vars(config).items():
+        if isinstance(value, tuple):
+            value = ",".join(str(v) for v in value)
+        click.echo(f"{name}: {'auto' if value is None and name in ('size', 'lr') else value}")
+
+
 @click.command(cls=OneLineCommand, context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("content", type=click.Path(dir_okay=False, path_type=str))
-@click.argument("style", type=click.Path(dir_okay=False, path_type=str))
-@click.option("-o", "--output", required=True, type=click.Path(path_type=str),
+@click.argument("content", required=False, metavar="CONTENT", type=click.Path(dir_okay=False, path_type=str))
+@click.argument("styles", nargs=-1, metavar="STYLE...", type=click.Path(dir_okay=False, path_type=str))
+@click.option("-o", "--output", type=click.Path(path_type=str),
               help="Where to write the result; the format follows the extension (.jpg, .png, ...).")
 @click.option("--size", type=int, default=None,
               help=f"Long side of the working image in px (aspect kept). Default: {GPU_DEFAULT_SIZE} on a GPU, "
@@ -50,12 +74,17 @@ def _layers(value: str) -> tuple[str, ...]:
 @click.option("--steps", type=int, default=DEFAULTS.steps, show_default=True,
               help="Closure evaluations (forward+backward passes); the run ends with the LBFGS step that passes "
                    "this, as in the tutorial.")
-@click.option("--style-weight", type=float, default=DEFAULTS.style_weight, show_default=True,
-              help="Weight of the style losses.")
-@click.option("--content-weight", type=float, default=DEFAULTS.content_weight, show_default=True,
-              help="Weight of the content losses.")
-@click.option("--init", type=click.Choice(INITS), default=DEFAULTS.init, show_default=True,
-              help="Start from the content image or from uniform noise (seeded by --seed).")
+@click.option("--style-weight", type=float, default=None,
+              help=f"Weight of the style losses. Default: the preset's (tutorial {TUTORIAL['style_weight']:g}, "
+                   f"paper {PAPER['style_weight']:g}).")
+@click.option("--content-weight", type=float, default=None,
+              help=f"Weight of the content losses. Default: the preset's (tutorial {TUTORIAL['content_weight']:g}, "
+                   f"paper {PAPER['content_weight']:g}). Raise it to keep more of the content's shapes.")
+@click.option("--init", default=DEFAULTS.init, show_default=True,
+              help=f"Start image: {', '.join(INITS)} or an image FILE. content keeps the photo's layout best; "
+                   "noise (uniform, seeded by --seed) gives a freer painting, as in the paper; style starts "
+                   "from the (first) style image, FILE from your own picture (both stretched to the content's "
+                   "size).")
 @click.option("--seed", type=int, default=DEFAULTS.seed, show_default=True,
               help="Seed of everything random; the same inputs, options and seed give the same image.")
 @click.option("--weights", default=DEFAULTS.weights, show_default=True,
@@ -64,25 +93,88 @@ def _layers(value: str) -> tuple[str, ...]:
                    "runs and tests only, gives no artistic result).")
 @click.option("--device", default=DEFAULTS.device, show_default=True,
               help="auto, cpu, cuda, cuda:N or mps; auto picks a GPU when there is one.")
-@click.option("--content-layers", default=",".join(DEFAULTS.content_layers), show_default=True,
-              help="Comma-separated layers that get a ContentLoss (tutorial names: conv_N, relu_N, pool_N).")
-@click.option("--style-layers", default=",".join(DEFAULTS.style_layers), show_default=True,
-              help="Comma-separated layers that get a StyleLoss.")
+@click.option("--content-layers", default=None,
+              help="Comma-separated layers that get a ContentLoss, by the tutorial's names (conv_N, relu_N, "
+                   "pool_N: N counts convs) or the paper's (conv4_2, relu4_2, pool3). The tutorial's conv_4 is "
+                   "the paper's conv2_2. Default: the preset's (tutorial conv_4, paper conv4_2). Deeper layers "
+                   "keep less of the photo's detail.")
+@click.option("--style-layers", default=None,
+              help="Comma-separated layers that get a StyleLoss. The tutorial's conv_1..conv_5 are the paper's "
+                   "conv1_1,conv1_2,conv2_1,conv2_2,conv3_1. Default: the preset's (tutorial conv_1..conv_5, "
+                   "paper conv1_1,conv2_1,conv3_1,conv4_1,conv5_1). Deeper layers give larger brush strokes.")
+@click.option("--style-layer-weights", default=None,
+              help="Comma-separated weights, one per style layer (default: the preset's; tutorial 1 each, "
+                   "paper 1/n each). Raise a layer's weight to stress its scale of texture.")
+@click.option("--preset", type=click.Choice(PRESET_NAMES), default=DEFAULTS.preset, show_default=True,
+              help="Defaults of the algorithm's settings. tutorial: the PyTorch tutorial. paper: Gatys et al. "
+                   "2016 (content conv4_2; style conv1_1..conv5_1 weighted 1/5; average pooling; "
+                   "E_l = sum (G-A)^2/(4 N^2 M^2) and 1/2 sum (F-P)^2; alpha/beta = 1e-3). The best weight "
+                   "balance depends on how the VGG weights expect their input scaled (torchvision's: [0, 1] "
+                   "and ImageNet's std; the paper's caffe VGG: [0, 255]); tune --style-weight. Explicit "
+                   "options override the preset.")
+@click.option("--style-blend", default=None,
+              help="With several STYLE images: comma-separated weights, one per style (normalised; default "
+                   "equal). Their Gram targets are blended: 0.7,0.3 is mostly the first style.")
+@click.option("--style-scale", type=float, default=DEFAULTS.style_scale, show_default=True,
+              help="Long side of the style image(s) relative to --size: below 1 gives finer brush strokes, above "
+                   "1 coarser ones.")
+@click.option("--preserve-colors", type=click.Choice(PRESERVE_COLORS), default=DEFAULTS.preserve_colors,
+              show_default=True,
+              help="Keep the content's colours (Gatys et al. 2017). luminance: transfer the style on the "
+                   "luminance only and keep the content's chroma exactly (YIQ). histogram: first give the style "
+                   "image the content's colour mean and covariance (keeps more of the style's look).")
+@click.option("--tv-weight", type=float, default=DEFAULTS.tv_weight, show_default=True,
+              help="Weight of a total variation term (mean absolute difference between neighbouring pixels): "
+                   "smooths noise and high-frequency artefacts. 0 as in the tutorial.")
+@click.option("--pooling", type=click.Choice(POOLINGS), default=None,
+              help="VGG's pooling layers: max (tutorial) or avg (paper; replaces every max pool, with the same "
+                   "kernel and stride: smoother results). Default: the preset's.")
+@click.option("--loss-form", type=click.Choice(LOSS_FORMS), default=None,
+              help="Loss definitions: tutorial (mse of Grams normalised by N*M; mse of features) or paper "
+                   "(E_l = sum (G-A)^2/(4 N^2 M^2); 1/2 sum (F-P)^2). Default: the preset's.")
+@click.option("--optimizer", type=click.Choice(OPTIMIZERS), default=DEFAULTS.optimizer, show_default=True,
+              help="lbfgs: the tutorial's (up to 20 evaluations per step; best quality per evaluation). "
+                   "adam: one evaluation per step, steadier with unusual weights or large --lr.")
+@click.option("--lr", type=float, default=None,
+              help="Learning rate. Default: 1 for lbfgs (torch's, as in the tutorial), 0.02 for adam.")
+@click.option("--keep-alpha", is_flag=True, default=DEFAULTS.keep_alpha,
+              help="Give the result the content's transparency (alpha channel), exactly; needs a .png, .webp "
+                   "or .tiff output. Without it, transparency is composited over white.")
+@click.option("--print-config", is_flag=True,
+              help="Print the resolved settings (preset filled in, explicit options applied) and exit.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar or summary on stderr.")
 @click.version_option(__version__, "--version", prog_name="stylize")
-def main(content: str, style: str, output: str, size: int | None, steps: int, style_weight: float,
-         content_weight: float, init: str, seed: int, weights: str, device: str, content_layers: str,
-         style_layers: str, quiet: bool) -> None:
+def main(content: str | None, styles: tuple[str, ...], output: str | None, size: int | None, steps: int,
+         style_weight: float | None, content_weight: float | None, init: str, seed: int, weights: str,
+         device: str, content_layers: str | None, style_layers: str | None, style_layer_weights: str | None,
+         preset: str, style_blend: str | None, style_scale: float, preserve_colors: str, tv_weight: float,
+         pooling: str | None, loss_form: str | None, optimizer: str, lr: float | None, keep_alpha: bool,
+         print_config: bool, quiet: bool) -> None:
     """Repaint CONTENT in the style of STYLE (Gatys et al.) and write the result to OUTPUT.
 
     A faithful port of the PyTorch neural style transfer tutorial: VGG19, LBFGS,
-    content loss after conv_4, style losses after conv_1..conv_5.
+    content loss after conv_4, style losses after conv_1..conv_5. Several STYLE images
+    are blended (--style-blend).
     """
     try:
         config = StyleConfig(size=size, steps=steps, style_weight=style_weight, content_weight=content_weight,
                              init=init, seed=seed, weights=weights, device=device,
-                             content_layers=_layers(content_layers), style_layers=_layers(style_layers))
-        check_output(output)
+                             content_layers=None if content_layers is None else _layers(content_layers),
+                             style_layers=None if style_layers is None else _layers(style_layers),
+                             preset=preset, style_layer_weights=_numbers("--style-layer-weights", style_layer_weights),
+                             style_blend=_numbers("--style-blend", style_blend), style_scale=style_scale,
+                             preserve_colors=preserve_colors, tv_weight=tv_weight, pooling=pooling,
+                             loss_form=loss_form, optimizer=optimizer, lr=lr, keep_alpha=keep_alpha)
+        if print_config:
+            show_config(config)
+            return
+        if content is None or not styles:
+            raise UsageFault(f"Missing argument '{'CONTENT' if content is None else 'STYLE...'}'")
+        if output is None:
+            raise UsageFault("Missing option '-o' / '--output'")
+        fmt = check_output(output)
+        if keep_alpha and fmt not in ALPHA_FORMATS:
+            raise UsageFault(f"--keep-alpha: {output} cannot store transparency; use .png, .webp or .tiff")
     except ValueError as exc:
         raise UsageFault(str(exc)) from None
 
@@ -107,7 +199,8 @@ def main(content: str, style: str, output: str, size: int | None, steps: int, st
         bars["download"].update(done - bars["download"].n)
 
     try:
-        image = stylize(content, style, config, progress=on_step, download_progress=on_download)
+        image = stylize(content, list(styles) if len(styles) > 1 else styles[0], config, progress=on_step,
+                        download_progress=on_download)
         save_image(image, output)
     except StyleTransferError as exc:
         raise click.ClickException(str(exc)) from None

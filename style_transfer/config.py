@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import math
+import os
 import re
 from dataclasses import dataclass
+
+from .layers import POOLINGS, resolve_layers
+from .presets import LOSS_FORMS, PRESET_NAMES, layer_weights, preset_values
 
 # The tutorial's layers: content after conv_4, style after conv_1 .. conv_5.
 TUTORIAL_CONTENT_LAYERS: tuple[str, ...] = ("conv_4",)
@@ -14,7 +19,9 @@ TUTORIAL_STYLE_LAYERS: tuple[str, ...] = ("conv_1", "conv_2", "conv_3", "conv_4"
 GPU_DEFAULT_SIZE = 512
 CPU_DEFAULT_SIZE = 448
 
-INITS = ("content", "noise")
+INITS = ("content", "noise", "style")  # or the path of an image file
+PRESERVE_COLORS = ("none", "luminance", "histogram")
+OPTIMIZERS = ("lbfgs", "adam")
 WEIGHTS_CHOICES = ("imagenet", "random")  # or the path of a local state dict file
 _DEVICE_RE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 _LAYER_RE = re.compile(r"^(conv|relu|pool)_[1-9]\d*$")
@@ -30,16 +37,28 @@ class StyleConfig:
 
     size: int | None = None  # long side of the working image in px; None: 512 on GPU, 448 on CPU
     steps: int = 300  # closure evaluations; the run ends with the LBFGS step that passes this
-    style_weight: float = 1e6  # weight of the summed style losses (tutorial: 1e6)
-    content_weight: float = 1.0  # weight of the summed content losses (tutorial: 1)
-    init: str = "content"  # start image: a copy of the content image, or uniform noise
+    style_weight: float | None = None  # weight of the summed style losses (None: the preset's; tutorial 1e6)
+    content_weight: float | None = None  # weight of the summed content losses (None: the preset's; tutorial 1)
+    init: str = "content"  # start image: content, noise (uniform, seeded), style, or an image file path
     seed: int = 0  # seeds everything random in a run (noise init)
     weights: str = "imagenet"  # "imagenet" (torchvision, cached), "random" (seeded), or a file path
     device: str = "auto"  # auto | cpu | cuda | cuda:N | mps; auto picks a GPU when there is one
-    content_layers: tuple[str, ...] = TUTORIAL_CONTENT_LAYERS  # ContentLoss after these layers
-    style_layers: tuple[str, ...] = TUTORIAL_STYLE_LAYERS  # StyleLoss after these layers
+    content_layers: tuple[str, ...] | None = None  # ContentLoss after these (tutorial or paper names; None: preset's)
+    style_layers: tuple[str, ...] | None = None  # StyleLoss after these layers (None: the preset's)
+    preset: str = "tutorial"  # fills every setting above and below left None: tutorial | paper
+    style_layer_weights: tuple[float, ...] | None = None  # one per style layer (None: tutorial 1 each, paper 1/n)
+    style_blend: tuple[float, ...] | None = None  # one weight per style image, normalised (None: equal)
+    style_scale: float = 1.0  # long side of the style image(s) = size * style_scale
+    preserve_colors: str = "none"  # none | luminance (keep the content's chroma) | histogram (recolour the style)
+    tv_weight: float = 0.0  # weight of the total variation (smoothness) term; 0 as in the tutorial
+    pooling: str | None = None  # max | avg: VGG's pools (None: the preset's; tutorial max, paper avg)
+    loss_form: str | None = None  # tutorial (mse of normalised Grams) | paper (E_l, 1/2 sum) (None: preset's)
+    optimizer: str = "lbfgs"  # lbfgs (the tutorial's) | adam; every step runs the same closure
+    lr: float | None = None  # learning rate (None: 1 for LBFGS, torch's default; 0.02 for Adam)
+    keep_alpha: bool = False  # give the result the content's alpha channel (PNG, WebP, TIFF outputs)
 
     def __post_init__(self) -> None:
+        _apply_preset(self)
         # Accept lists for the layer fields but store tuples, so the config stays hashable.
         for name in ("content_layers", "style_layers"):
             value = getattr(self, name)
@@ -54,8 +73,8 @@ class StyleConfig:
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not value >= 0 or value == float("inf"):
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-        if self.init not in INITS:
-            raise ValueError(f"init must be one of {', '.join(INITS)}, got {self.init!r}")
+        if not isinstance(self.init, str) or (self.init not in INITS and not os.path.isfile(self.init)):
+            raise ValueError(f"init must be one of {', '.join(INITS)} or an image file, got {self.init!r}")
         if not _is_int(self.seed) or self.seed < 0:
             raise ValueError(f"seed must be an integer >= 0, got {self.seed!r}")
         if not isinstance(self.weights, str) or not self.weights:
@@ -63,11 +82,62 @@ class StyleConfig:
         if not isinstance(self.device, str) or not _DEVICE_RE.match(self.device):
             raise ValueError(f"device must be auto, cpu, cuda, cuda:N or mps, got {self.device!r}")
         for name in ("content_layers", "style_layers"):
-            for layer in getattr(self, name):
-                if not isinstance(layer, str) or not _LAYER_RE.match(layer):
-                    raise ValueError(f"{name}: unknown layer name {layer!r} (expected conv_N, relu_N or pool_N)")
+            try:  # tutorial (conv_4) or paper (conv2_2) names of VGG19
+                resolved = resolve_layers(getattr(self, name))
+            except ValueError as exc:
+                raise ValueError(f"{name}: {exc}") from None
+            if len(set(resolved)) != len(resolved):
+                raise ValueError(f"{name}: a layer is named twice in {','.join(getattr(self, name))}")
+        _check_controls(self)
         if not self.content_layers and not self.style_layers:
             raise ValueError("content_layers and style_layers are both empty: nothing to optimise")
+
+
+def _apply_preset(config: StyleConfig) -> None:
+    """Fill the settings left None from the preset; lists become tuples (the config stays hashable)."""
+    values = preset_values(config.preset) if isinstance(config.preset, str) else preset_values(repr(config.preset))
+    for name, value in values.items():
+        if getattr(config, name) is None and name != "style_layer_weights":
+            object.__setattr__(config, name, value)
+    for name in ("content_layers", "style_layers", "style_layer_weights", "style_blend"):
+        value = getattr(config, name)
+        if isinstance(value, str) and name in ("content_layers", "style_layers"):
+            value = tuple(v.strip() for v in value.split(",") if v.strip())
+        if value is not None:
+            object.__setattr__(config, name, tuple(value))
+    if config.style_layer_weights is None:
+        rule = values["style_layer_weights"]
+        object.__setattr__(config, "style_layer_weights", layer_weights(rule, len(config.style_layers)))
+
+
+def _check_controls(config: StyleConfig) -> None:
+    """Validate the style controls (issue 5) beyond the tutorial's settings."""
+    weights = config.style_layer_weights
+    if len(weights) != len(config.style_layers):
+        raise ValueError(f"style_layer_weights: {len(weights)} weight(s) for {len(config.style_layers)} "
+                         f"style layer(s) {','.join(config.style_layers)}")
+    for name in ("style_layer_weights", "style_blend"):
+        for value in getattr(config, name) or ():
+            if not _is_number(value) or not 0 <= value < math.inf:
+                raise ValueError(f"{name} must hold finite numbers >= 0, got {value!r}")
+    if config.style_blend is not None and not sum(config.style_blend) > 0:
+        raise ValueError(f"style_blend must have a positive sum, got {config.style_blend!r}")
+    if not _is_number(config.style_scale) or not 0 < config.style_scale < math.inf:
+        raise ValueError(f"style_scale must be a finite number > 0, got {config.style_scale!r}")
+    if not _is_number(config.tv_weight) or not 0 <= config.tv_weight < math.inf:
+        raise ValueError(f"tv_weight must be a finite number >= 0, got {config.tv_weight!r}")
+    if config.lr is not None and (not _is_number(config.lr) or not 0 < config.lr < math.inf):
+        raise ValueError(f"lr must be a finite number > 0, got {config.lr!r}")
+    for name, choices in (("preserve_colors", PRESERVE_COLORS), ("pooling", POOLINGS),
+                          ("loss_form", LOSS_FORMS), ("optimizer", OPTIMIZERS)):
+        if getattr(config, name) not in choices:
+            raise ValueError(f"{name} must be one of {', '.join(choices)}, got {getattr(config, name)!r}")
+    if not isinstance(config.keep_alpha, bool):
+        raise ValueError(f"keep_alpha must be True or False, got {config.keep_alpha!r}")
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _is_int(value: object) -> bool:

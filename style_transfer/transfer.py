@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from PIL import Image
 from torch import nn, optim
 
 from .config import CPU_DEFAULT_SIZE, GPU_DEFAULT_SIZE, TUTORIAL_CONTENT_LAYERS, TUTORIAL_STYLE_LAYERS, StyleConfig
-from .images import ImageSource, load_image, tensor_to_pil
+from . import colors
+from .images import MIN_SIDE, ImageSource, load_image, tensor_to_pil
+from .layers import resolve_layers, swap_pooling
+from .loss_terms import TotalVariationLoss, make_content_loss, make_style_loss, normalized_blend
 from .losses import ContentLoss, StyleLoss
 from .models import IMAGENET_MEAN, IMAGENET_STD, DownloadProgress, Normalization, load_vgg19_features
 
@@ -85,10 +90,15 @@ def get_style_model_and_losses(
     cnn: nn.Sequential,
     normalization_mean: torch.Tensor | Sequence[float],
     normalization_std: torch.Tensor | Sequence[float],
-    style_img: torch.Tensor,
+    style_img: torch.Tensor | Sequence[torch.Tensor],
     content_img: torch.Tensor,
     content_layers: Sequence[str] = TUTORIAL_CONTENT_LAYERS,
     style_layers: Sequence[str] = TUTORIAL_STYLE_LAYERS,
+    *,
+    style_layer_weights: Sequence[float] | None = None,
+    style_blend: Sequence[float] | None = None,
+    loss_form: str = "tutorial",
+    pooling: str = "max",
 ) -> tuple[nn.Sequential, list[StyleLoss], list[ContentLoss]]:
     """Copy ``cnn`` into a new ``nn.Sequential`` with loss modules after the named layers.
 
@@ -96,15 +106,24 @@ def get_style_model_and_losses(
     by a running conv counter; ReLUs out of place (an in-place ReLU would overwrite the
     features a loss module just saw); the network cut after the last loss module.
 
+    Beyond the tutorial (keyword-only; the defaults are the tutorial's): layers may be given by
+    the paper's names (``conv4_2``); ``style_img`` may be a sequence of style images whose Gram
+    targets are blended by ``style_blend``; ``style_layer_weights`` weigh each style layer;
+    ``loss_form="paper"`` uses the paper's loss definitions; ``pooling="avg"`` swaps the pools.
+
     Raises:
         ValueError: a requested layer is not in the network (the message lists valid names).
     """
     normalization = Normalization(normalization_mean, normalization_std).to(content_img.device)
-    wanted = set(content_layers) | set(style_layers)
     valid = layer_names(cnn)
-    missing = [name for name in [*content_layers, *style_layers] if name not in valid]
-    if missing:
-        raise ValueError(f"unknown layer {missing[0]!r}; valid layers: {', '.join(valid)}")
+    content_layers = resolve_layers(content_layers, valid)  # paper names (conv2_2) become conv_4
+    style_layers = resolve_layers(style_layers, valid)
+    wanted = set(content_layers) | set(style_layers)
+    style_imgs = list(style_img) if isinstance(style_img, (list, tuple)) else [style_img]
+    normalized_blend(style_blend, len(style_imgs))  # checks the blend before any work
+    layer_weights = [1.0] * len(style_layers) if style_layer_weights is None else list(style_layer_weights)
+    if len(layer_weights) != len(style_layers):
+        raise ValueError(f"{len(layer_weights)} style layer weight(s) for {len(style_layers)} style layer(s)")
 
     content_losses: list[ContentLoss] = []
     style_losses: list[StyleLoss] = []
@@ -113,32 +132,46 @@ def get_style_model_and_losses(
     # as it is built (the tutorial re-runs the partial model per loss); same operations, same values.
     with torch.no_grad():
         content_x = normalization(content_img)
-        style_x = normalization(style_img)
+        style_xs = [normalization(img) for img in style_imgs]
     for layer, name in zip(cnn.children(), valid):
         if not wanted:
             break  # the tutorial builds the rest and cuts it off; skipping it is the same model
         if isinstance(layer, nn.ReLU):
             layer = nn.ReLU(inplace=False)
+        layer = swap_pooling(layer, pooling)
         model.add_module(name, layer)
         with torch.no_grad():
             content_x = layer(content_x)
-            style_x = layer(style_x)
+            style_xs = [layer(x) for x in style_xs]
         index = name.split("_")[1]
         if name in content_layers:
-            content_loss = ContentLoss(content_x)
+            content_loss = make_content_loss(content_x, form=loss_form)
             model.add_module(f"content_loss_{index}", content_loss)
             content_losses.append(content_loss)
         if name in style_layers:
-            style_loss = StyleLoss(style_x)
+            style_loss = make_style_loss(style_xs, style_blend, weight=layer_weights[style_layers.index(name)],
+                                         form=loss_form)
             model.add_module(f"style_loss_{index}", style_loss)
             style_losses.append(style_loss)
         wanted.discard(name)
     return model, style_losses, content_losses
 
 
-def get_input_optimizer(input_img: torch.Tensor) -> optim.LBFGS:
-    """The tutorial's optimiser: LBFGS over the image's pixels, torch's defaults."""
-    return optim.LBFGS([input_img])
+OPTIMIZER_LR = {"lbfgs": 1.0, "adam": 0.02}  # learning rates when none is given (LBFGS: torch's)
+
+
+def get_input_optimizer(input_img: torch.Tensor, *, optimizer_name: str = "lbfgs",
+                        lr: float | None = None) -> optim.Optimizer:
+    """The tutorial's optimiser: LBFGS over the image's pixels, torch's defaults.
+
+    ``optimizer_name="adam"`` gives Adam instead (lr 0.02 unless given: 2 % of the [0, 1]
+    range per step at most); ``lr`` sets either's learning rate.
+    """
+    if optimizer_name == "adam":
+        return optim.Adam([input_img], lr=OPTIMIZER_LR["adam"] if lr is None else lr)
+    if optimizer_name != "lbfgs":
+        raise ValueError(f"optimizer must be lbfgs or adam, got {optimizer_name!r}")
+    return optim.LBFGS([input_img]) if lr is None else optim.LBFGS([input_img], lr=lr)
 
 
 def optimize(
@@ -150,15 +183,22 @@ def optimize(
     style_weight: float = 1000000,
     content_weight: float = 1,
     progress: ProgressCallback | None = None,
+    *,
+    optimizer_name: str = "lbfgs",
+    lr: float | None = None,
+    extra_losses: Sequence[nn.Module] = (),
 ) -> torch.Tensor:
     """The tutorial's loop: LBFGS steps until more than ``num_steps`` closure evaluations ran.
 
-    Optimises ``input_img`` in place (clamped to [0, 1]) and returns it.
+    Optimises ``input_img`` in place (clamped to [0, 1]) and returns it. ``optimizer_name``
+    and ``lr`` choose the optimiser (``get_input_optimizer``; Adam runs one evaluation per
+    step); ``extra_losses`` are modules of the model whose ``.loss`` (weighted already, such
+    as total variation) is added to the loss.
     """
     input_img.requires_grad_(True)
     model.eval()
     model.requires_grad_(False)
-    optimizer = get_input_optimizer(input_img)
+    optimizer = get_input_optimizer(input_img, optimizer_name=optimizer_name, lr=lr)
     run = [0]
     while run[0] <= num_steps:
 
@@ -176,11 +216,13 @@ def optimize(
             style_score *= style_weight
             content_score *= content_weight
             loss = style_score + content_score
+            for extra in extra_losses:  # terms beyond the tutorial's two (total variation)
+                loss = loss + extra.loss
             loss.backward()
             run[0] += 1
             if progress is not None:
                 progress(StepInfo(run[0], num_steps, _value(style_score), _value(content_score)))
-            return style_score + content_score
+            return style_score + content_score if not extra_losses else loss
 
         optimizer.step(closure)
     with torch.no_grad():
@@ -198,7 +240,7 @@ def run_style_transfer(
     normalization_mean: torch.Tensor | Sequence[float],
     normalization_std: torch.Tensor | Sequence[float],
     content_img: torch.Tensor,
-    style_img: torch.Tensor,
+    style_img: torch.Tensor | Sequence[torch.Tensor],
     input_img: torch.Tensor,
     num_steps: int = 300,
     style_weight: float = 1000000,
@@ -207,6 +249,13 @@ def run_style_transfer(
     content_layers: Sequence[str] = TUTORIAL_CONTENT_LAYERS,
     style_layers: Sequence[str] = TUTORIAL_STYLE_LAYERS,
     progress: ProgressCallback | None = None,
+    style_layer_weights: Sequence[float] | None = None,
+    style_blend: Sequence[float] | None = None,
+    loss_form: str = "tutorial",
+    pooling: str = "max",
+    tv_weight: float = 0.0,
+    optimizer_name: str = "lbfgs",
+    lr: float | None = None,
 ) -> torch.Tensor:
     """The tutorial's ``run_style_transfer``: build the style model, optimise ``input_img``.
 
@@ -216,20 +265,43 @@ def run_style_transfer(
             image may have another size. ``input_img`` is optimised in place.
         num_steps: closure evaluations (the run ends at the end of the LBFGS step passing it).
         progress: called after every closure evaluation with a ``StepInfo``.
+        style_layer_weights, style_blend, loss_form, pooling: see ``get_style_model_and_losses``
+            (``style_img`` may be a sequence of style images, blended by ``style_blend``).
+        tv_weight: weight of a total variation term on ``input_img`` (0: none, as in the tutorial).
+        optimizer_name, lr: see ``get_input_optimizer``.
 
     Returns:
         ``input_img``, clamped to [0, 1].
     """
     model, style_losses, content_losses = get_style_model_and_losses(
-        cnn, normalization_mean, normalization_std, style_img, content_img, content_layers, style_layers)
+        cnn, normalization_mean, normalization_std, style_img, content_img, content_layers, style_layers,
+        style_layer_weights=style_layer_weights, style_blend=style_blend, loss_form=loss_form, pooling=pooling)
+    extra_losses = []
+    if tv_weight > 0:  # a smoothness term on the image itself, first in the model
+        tv_loss = TotalVariationLoss(tv_weight)
+        model = nn.Sequential(OrderedDict([("tv_loss", tv_loss), *model.named_children()]))
+        extra_losses.append(tv_loss)
     return optimize(model, style_losses, content_losses, input_img, num_steps, style_weight, content_weight,
-                    progress)
+                    progress, optimizer_name=optimizer_name, lr=lr, extra_losses=extra_losses)
 
 
-def initial_image(content_img: torch.Tensor, init: str, seed: int) -> torch.Tensor:
-    """The start image: a copy of the content, or uniform noise in [0, 1] drawn on the CPU."""
+def initial_image(content_img: torch.Tensor, init: str, seed: int, *,
+                  style_img: torch.Tensor | None = None) -> torch.Tensor:
+    """The start image: a copy of the content, or uniform noise in [0, 1] drawn on the CPU.
+
+    Also ``"style"``: ``style_img`` stretched to the content's size; or the path of an image
+    file, loaded and stretched to the content's size.
+
+    Raises:
+        ImageError: the init file cannot be read. ValueError: ``"style"`` without ``style_img``.
+    """
     if init == "content":
         return content_img.clone()
+    if init != "noise":
+        if init == "style" and style_img is None:
+            raise ValueError("init 'style' needs a style image")
+        start = style_img if init == "style" else load_image(init, max(content_img.shape[-2:]))
+        return _fit(start, content_img).to(content_img.device)
     # Departure from the tutorial: its commented-out randn noise lies mostly outside [0, 1]
     # and is clamped to black and white at once; uniform noise from a seeded CPU generator
     # is repeatable on every device.
@@ -239,7 +311,7 @@ def initial_image(content_img: torch.Tensor, init: str, seed: int) -> torch.Tens
 
 def stylize(
     content: ImageSource,
-    style: ImageSource,
+    style: ImageSource | Sequence[ImageSource],
     config: StyleConfig | None = None,
     *,
     progress: ProgressCallback | None = None,
@@ -248,13 +320,15 @@ def stylize(
     """Repaint ``content`` in the style of ``style``; the one-call API.
 
     Args:
-        content, style: file paths, Pillow images or ``(1, 3, H, W)`` tensors in [0, 1].
+        content, style: file paths, Pillow images or ``(1, 3, H, W)`` tensors in [0, 1];
+            ``style`` may be a list of them (several styles, blended by ``config.style_blend``).
         config: every setting; ``StyleConfig()`` (the tutorial's) when None.
         progress: called after every closure evaluation with a ``StepInfo``.
         download_progress: called while the pretrained weights download (first run only).
 
     Returns:
-        The result as an RGB Pillow image, long side ``config.size``.
+        The result as an RGB Pillow image, long side ``config.size`` (RGBA with the content's
+        alpha when ``config.keep_alpha`` and the content has one).
 
     Raises:
         ImageError: an input image cannot be read. WeightsError: weights cannot be had.
@@ -263,13 +337,55 @@ def stylize(
     config = config or StyleConfig()
     device = resolve_device(config.device)
     size = config.size or default_size(device)
+    styles = list(style) if isinstance(style, (list, tuple)) else [style]
+    normalized_blend(config.style_blend, len(styles))  # a blend that does not fit fails before any work
     # Images are read before the model loads, so a bad image fails fast.
     content_img = load_image(content, size, device)
-    style_img = load_image(style, size, device)
+    style_imgs = [load_image(s, style_size(size, config.style_scale), device) for s in styles]
+    alpha = colors.content_alpha(content, size) if config.keep_alpha else None
+    transfer_content, style_imgs = prepare_colors(content_img, style_imgs, config.preserve_colors)
+    input_img = initial_image(transfer_content, config.init, config.seed, style_img=style_imgs[0])
+    if config.preserve_colors == "luminance" and config.init not in ("content", "noise", "style"):
+        input_img = colors.gray(colors.luminance(input_img))  # a start file's luminance
     cnn = load_vgg19_features(config.weights, download_progress=download_progress).to(device)
-    input_img = initial_image(content_img, config.init, config.seed)
-    output = run_style_transfer(cnn, IMAGENET_MEAN, IMAGENET_STD, content_img, style_img, input_img,
+    output = run_style_transfer(cnn, IMAGENET_MEAN, IMAGENET_STD, transfer_content,
+                                style_imgs[0] if len(style_imgs) == 1 else style_imgs, input_img,
                                 config.steps, config.style_weight, config.content_weight,
                                 content_layers=config.content_layers, style_layers=config.style_layers,
-                                progress=progress)
-    return tensor_to_pil(output)
+                                progress=progress, style_layer_weights=config.style_layer_weights,
+                                style_blend=config.style_blend, loss_form=config.loss_form, pooling=config.pooling,
+                                tv_weight=config.tv_weight, optimizer_name=config.optimizer, lr=config.lr)
+    if config.preserve_colors == "luminance":
+        output = colors.keep_content_chroma(output, content_img)
+    return colors.attach_alpha(tensor_to_pil(output), alpha)
+
+
+def style_size(size: int, style_scale: float) -> int:
+    """The long side of the style image(s): ``size * style_scale``, at least ``MIN_SIDE``."""
+    return max(MIN_SIDE, round(size * style_scale))
+
+
+def prepare_colors(content_img: torch.Tensor, style_imgs: Sequence[torch.Tensor],
+                   preserve_colors: str = "none") -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """The content and style images the transfer sees under a colour preservation mode.
+
+    ``none``: as they are. ``histogram``: each style recoloured to the content's colour mean
+    and covariance. ``luminance``: gray images of the luminance, the styles' matched to the
+    content's mean and std (the result gets the content's chroma back, ``keep_content_chroma``).
+    """
+    if preserve_colors == "histogram":
+        return content_img, [colors.match_color_histogram(s, content_img) for s in style_imgs]
+    if preserve_colors == "luminance":
+        return colors.gray(colors.luminance(content_img)), [colors.match_luminance(s, content_img)
+                                                             for s in style_imgs]
+    if preserve_colors != "none":
+        raise ValueError(f"preserve_colors must be none, luminance or histogram, got {preserve_colors!r}")
+    return content_img, list(style_imgs)
+
+
+def _fit(image: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """``image`` resized (stretched) to the height and width of ``like``."""
+    if image.shape[-2:] == like.shape[-2:]:
+        return image.clone()
+    return F.interpolate(image, size=tuple(like.shape[-2:]), mode="bilinear", antialias=True,
+                         align_corners=False).clamp(0, 1)
