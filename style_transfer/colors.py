@@ -83,7 +83,7 @@ def match_color_histogram(source: torch.Tensor, reference: torch.Tensor, eps: fl
         eps: floor of the eigenvalues (a gray image has a singular covariance).
     """
     def stats(img: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        pixels = img.detach().double().reshape(3, -1)
+        pixels = img.detach().cpu().double().reshape(3, -1)  # on the CPU: MPS has no float64
         mean = pixels.mean(dim=1, keepdim=True)
         centred = pixels - mean
         return centred, mean, centred @ centred.T / pixels.shape[1]
@@ -96,7 +96,7 @@ def match_color_histogram(source: torch.Tensor, reference: torch.Tensor, eps: fl
     _, mean_r, cov_r = stats(reference)
     transform = sqrt_m(cov_r, 0.5) @ sqrt_m(cov_s, -0.5)
     out = transform @ centred_s + mean_r
-    return out.reshape(source.shape).to(source.dtype)
+    return out.reshape(source.shape).to(device=source.device, dtype=source.dtype)
 
 
 def content_alpha(source: ImageSource, size: int) -> Image.Image | None:

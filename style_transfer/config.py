@@ -24,7 +24,6 @@ PRESERVE_COLORS = ("none", "luminance", "histogram")
 OPTIMIZERS = ("lbfgs", "adam")
 WEIGHTS_CHOICES = ("imagenet", "random")  # or the path of a local state dict file
 _DEVICE_RE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
-_LAYER_RE = re.compile(r"^(conv|relu|pool)_[1-9]\d*$")
 
 
 @dataclass(frozen=True)

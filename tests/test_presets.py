@@ -15,7 +15,7 @@ from style_transfer.cli import main
 from style_transfer.images import pil_to_tensor, tensor_to_pil
 from style_transfer.loss_terms import PaperContentLoss, WeightedStyleLoss, paper_content_loss, paper_style_loss
 from style_transfer.losses import ContentLoss, StyleLoss
-from style_transfer.models import IMAGENET_MEAN, IMAGENET_STD, freeze, random_vgg19_features
+from style_transfer.models import IMAGENET_MEAN, IMAGENET_STD
 
 from . import tutorial_reference as tutorial
 
@@ -70,12 +70,13 @@ def test_bad_control_values(kwargs, needle: str) -> None:
         StyleConfig(**kwargs)
 
 
-def test_tutorial_preset_equals_the_tutorial_code(content_32, style_32) -> None:
+def test_tutorial_preset_equals_the_tutorial_code(cnn, content_32, style_32) -> None:
     """stylize() with the tutorial preset gives what the tutorial's own code gives."""
     style_32 = style_32[..., 5:26, :].contiguous()  # the tutorial needs both images the same size
     config = StyleConfig(preset="tutorial", size=32, steps=1, weights="random", device="cpu")  # 20 evaluations
     ours = stylize(content_32, style_32, config)
-    theirs, _ = tutorial.run_style_transfer(freeze(random_vgg19_features(0)), list(IMAGENET_MEAN),
+    # The cnn fixture is random_vgg19_features(0), the weights stylize() builds (the reference copies it).
+    theirs, _ = tutorial.run_style_transfer(cnn, list(IMAGENET_MEAN),
                                             list(IMAGENET_STD), content_32, style_32, content_32.clone(),
                                             num_steps=1)
     assert ours.tobytes() == tensor_to_pil(theirs.detach()).tobytes()
@@ -163,3 +164,15 @@ def test_config_is_unchanged_by_copy() -> None:
     config = StyleConfig(preset="paper", pooling="max")
     assert copy.deepcopy(config) == config
     assert dataclasses.replace(config, steps=5).pooling == "max"
+
+
+def test_every_config_field_is_a_documented_cli_option() -> None:
+    result = CliRunner().invoke(main, ["--help"])
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    for field in dataclasses.fields(StyleConfig):
+        option = "--" + field.name.replace("_", "-")
+        assert option in text, f"{field.name} has no CLI option {option}"
+    for words in ["conv_4 is the paper's conv2_2", "conv1_1,conv1_2,conv2_1,conv2_2,conv3_1", "luminance",
+                  "covariance", "replaces every max pool", "input scaled", "Explicit options override"]:
+        assert words in text, words
