@@ -220,3 +220,20 @@ def test_lr_reaches_the_optimizer(cnn, content_32, style_32) -> None:
     fast, _ = run(cnn, content_32, style_32, optimizer_name="adam", lr=1e-1, steps=2)
     assert (slow - content_32).abs().max() <= 3e-3 + 1e-5  # 3 Adam steps move each pixel <= 3 lr
     assert (fast - content_32).abs().max() > 3e-3
+
+
+# --- per-layer style weights ----------------------------------------------------------------
+
+def test_style_layer_weights_scale_each_layers_loss(cnn, content_32, style_32) -> None:
+    def style_losses(**kwargs):
+        model, styles, _ = get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD, style_32, content_32,
+                                                      **kwargs)
+        model(content_32)
+        return [float(s.loss) for s in styles]
+
+    weights = (2.0, 0.5, 0.0, 1.0, 3.0)
+    plain, weighted = style_losses(), style_losses(style_layer_weights=weights)
+    assert all(p > 0 for p in plain)
+    assert weighted == pytest.approx([w * p for w, p in zip(weights, plain)], rel=1e-6)
+    with pytest.raises(ValueError, match="2 style layer weight"):
+        style_losses(style_layer_weights=(1.0, 2.0))
