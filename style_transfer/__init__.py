@@ -1,7 +1,9 @@
 """style_transfer: neural style transfer (Gatys et al.), a faithful modern port of the PyTorch tutorial."""
 
 from .config import StyleConfig
-from .errors import ImageError, OutputError, StyleTransferError, WeightsError
+from .errors import (ImageError, Interrupted, NonFiniteLoss, OutputError, ResourceError, RunStopped,
+                     StyleTransferError, WeightsError)
+from .guards import RunStats
 from .images import load_image, save_image
 from .losses import ContentLoss, StyleLoss, gram_matrix
 from .models import Normalization, load_vgg19_features
@@ -18,8 +20,13 @@ __version__ = "0.1.0"
 __all__ = [
     "ContentLoss",
     "ImageError",
+    "Interrupted",
+    "NonFiniteLoss",
     "Normalization",
     "OutputError",
+    "ResourceError",
+    "RunStats",
+    "RunStopped",
     "StepInfo",
     "StyleConfig",
     "StyleLoss",

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+import traceback
+from typing import Any, NoReturn
 
 import click
 from tqdm import tqdm
 
 from . import __version__
 from .config import CPU_DEFAULT_SIZE, GPU_DEFAULT_SIZE, INITS, LOSS_FORMS, OPTIMIZERS, PRESERVE_COLORS, StyleConfig
-from .errors import StyleTransferError
-from .images import check_output, save_image
+from .errors import Interrupted, RunStopped, StyleTransferError
+from .files import shown
+from .guards import RunStats
+from .images import INPUT_FORMATS_TEXT, MAX_PIXELS, MIN_INPUT_SIDE, check_output, save_image
 from .layers import POOLINGS
 from .presets import PRESET_NAMES, PRESETS
 from .transfer import StepInfo, stylize
@@ -64,8 +67,8 @@ def show_config(config: StyleConfig) -> None:
 
 
 @click.command(cls=OneLineCommand, context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("content", required=False, metavar="CONTENT", type=click.Path(dir_okay=False, path_type=str))
-@click.argument("styles", nargs=-1, metavar="STYLE...", type=click.Path(dir_okay=False, path_type=str))
+@click.argument("content", required=False, metavar="CONTENT", type=click.Path(path_type=str))  # the loader checks files (exit 1)
+@click.argument("styles", nargs=-1, metavar="STYLE...", type=click.Path(path_type=str))
 @click.option("-o", "--output", type=click.Path(path_type=str),
               help="Where to write the result; the format follows the extension (.jpg, .png, ...).")
 @click.option("--size", type=int, default=None,
@@ -143,18 +146,27 @@ def show_config(config: StyleConfig) -> None:
 @click.option("--print-config", is_flag=True,
               help="Print the resolved settings (preset filled in, explicit options applied) and exit.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar or summary on stderr.")
+@click.option("--debug", is_flag=True, help="On an error, print the traceback before the one-line message.")
 @click.version_option(__version__, "--version", prog_name="stylize")
 def main(content: str | None, styles: tuple[str, ...], output: str | None, size: int | None, steps: int,
          style_weight: float | None, content_weight: float | None, init: str, seed: int, weights: str,
          device: str, content_layers: str | None, style_layers: str | None, style_layer_weights: str | None,
          preset: str, style_blend: str | None, style_scale: float, preserve_colors: str, tv_weight: float,
          pooling: str | None, loss_form: str | None, optimizer: str, lr: float | None, keep_alpha: bool,
-         print_config: bool, quiet: bool) -> None:
+         print_config: bool, quiet: bool, debug: bool) -> None:
     """Repaint CONTENT in the style of STYLE (Gatys et al.) and write the result to OUTPUT.
 
     A faithful port of the PyTorch neural style transfer tutorial: VGG19, LBFGS,
     content loss after conv_4, style losses after conv_1..conv_5. Several STYLE images
     are blended (--style-blend).
+
+    Inputs are recognised by content, not extension: {formats} only. Animated or multi-page
+    files give their first frame (frame 0). An input must be at least {min_side} px on its
+    shorter side (a 1x1 image is refused; small icons are upscaled) and at most {max_mpx}
+    megapixels as declared in its header. The output is written atomically, in the same
+    formats; file names starting with '-' go after '--'. Ctrl-C saves the current image to
+    OUTPUT and exits 130; a NaN or infinite loss stops the run, saves the last finite
+    image and exits 1. Exit codes: 0 done, 1 failure, 2 bad option, 130 interrupted.
     """
     try:
         config = StyleConfig(size=size, steps=steps, style_weight=style_weight, content_weight=content_weight,
@@ -198,17 +210,66 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, size:
                                     desc="downloading VGG19 weights (once)")
         bars["download"].update(done - bars["download"].n)
 
+    stats = RunStats()
     try:
         image = stylize(content, list(styles) if len(styles) > 1 else styles[0], config, progress=on_step,
-                        download_progress=on_download)
+                        download_progress=on_download, stats=stats)
         save_image(image, output)
+    except RunStopped as exc:  # Ctrl-C or a NaN loss: keep the last good image
+        _close(bars)
+        _keep_partial(exc, output, debug)
     except StyleTransferError as exc:
+        _traceback(debug)
         raise click.ClickException(str(exc)) from None
     except ValueError as exc:  # a setting only the model can check (a layer name, a device)
+        _traceback(debug)
         raise UsageFault(str(exc)) from None
+    except KeyboardInterrupt:  # before the first step (loading) or while writing the result
+        _close(bars)
+        click.echo(f"interrupted before the result was written; {shown(output)} left as it was", err=True)
+        raise SystemExit(130) from None
+    except Exception as exc:  # a bug: still one line, the traceback only with --debug
+        _traceback(debug)
+        raise click.ClickException(f"unexpected {type(exc).__name__}: {exc} (rerun with --debug for the "
+                                   f"traceback)") from None
     finally:
-        for bar in bars.values():
-            bar.close()
+        _close(bars)
     if not quiet:
-        evaluations = bars["steps"].n if "steps" in bars else 0
-        click.echo(f"wrote {output} ({image.width}x{image.height}, {evaluations} evaluations)", err=True)
+        if stats.converged:
+            click.echo(f"LBFGS stopped early on its tolerances: {stats.evaluations} of {config.steps} "
+                       f"evaluations run", err=True)
+        click.echo(f"wrote {shown(output)} ({image.width}x{image.height}, {stats.evaluations} evaluations)",
+                   err=True)
+
+
+main.help = (main.help or "").format(formats=INPUT_FORMATS_TEXT, min_side=MIN_INPUT_SIDE,
+                                     max_mpx=MAX_PIXELS // 1_000_000)
+
+
+def _close(bars: dict[str, tqdm]) -> None:
+    for bar in bars.values():
+        bar.close()
+
+
+def _traceback(debug: bool) -> None:
+    if debug:
+        traceback.print_exc(file=sys.stderr)
+
+
+def _keep_partial(exc: RunStopped, output: str, debug: bool) -> NoReturn:
+    """Save the image a stopped run carries (atomically), say so in one line, exit 130 or 1."""
+    _traceback(debug)
+    if exc.image is None:
+        message = f"{exc}; nothing written"
+    else:
+        try:
+            save_image(exc.image, output)
+            message = f"{exc}, saved {shown(output)}"
+        except StyleTransferError as error:
+            message = f"{exc}; could not save it: {error}"
+        except KeyboardInterrupt:
+            message = f"{exc}; interrupted again while saving, {shown(output)} left as it was"
+    if isinstance(exc, Interrupted):
+        click.echo(message, err=True)
+        raise SystemExit(130)
+    raise click.ClickException(message)

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
 
 class StyleTransferError(Exception):
     """Base class of the errors this package raises on purpose (never a bug)."""
@@ -17,3 +22,30 @@ class OutputError(StyleTransferError, ValueError):
 
 class WeightsError(StyleTransferError):
     """VGG19 weights that cannot be had or do not fit the network."""
+
+
+class ResourceError(StyleTransferError, MemoryError):
+    """Not enough memory for the asked size (refused beforehand, or the allocator gave up)."""
+
+
+class RunStopped(StyleTransferError):
+    """The run stopped before the end; ``image`` is the last good (finite, clamped) image, or None.
+
+    Attributes:
+        image: a ``(1, 3, H, W)`` tensor in [0, 1] on the CPU, or None when there is none.
+        step: closure evaluations run so far.
+    """
+
+    def __init__(self, message: str, image: torch.Tensor | None, step: int) -> None:
+        super().__init__(message)
+        self.image = image
+        self.step = step
+
+
+class Interrupted(RunStopped):
+    """The run was interrupted (Ctrl-C, SIGINT); ``image`` is the image at that moment."""
+
+
+class NonFiniteLoss(RunStopped):
+    """The loss became NaN or infinite; ``image`` is the last image whose loss was finite."""
+

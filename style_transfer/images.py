@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import tempfile
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Union
 
@@ -13,11 +17,23 @@ import torch.nn.functional as F
 from PIL import Image, ImageOps
 
 from .errors import ImageError, OutputError
+from .files import open_regular, shown
 
 ImageSource = Union[str, os.PathLike, Image.Image, torch.Tensor]
 
 # The shortest side a working image may have: a few pooling layers must leave >= 1 px.
 MIN_SIDE = 16
+
+# Formats read, by content (never by extension): photos and web images. Others are refused,
+# so no rarely used decoder ever parses a user's file.
+INPUT_FORMATS = ("JPEG", "PNG", "WEBP", "BMP", "TIFF", "GIF")
+_FORMAT_ALIASES = {"MPO": "JPEG"}  # Pillow names a JPEG with extra pictures (phones, 3D cameras) MPO
+INPUT_FORMATS_TEXT = "JPEG, PNG, WebP, BMP, TIFF, GIF"
+# Our own pixel cap, checked on the header before decoding (Pillow warns only above 89 Mpx).
+MAX_PIXELS = 80_000_000
+# The smallest input accepted, on its shorter side: a 1x1 image holds no picture to repaint;
+# small icons are accepted and upscaled to the working size.
+MIN_INPUT_SIDE = 8
 
 
 def output_format(path: str | os.PathLike) -> str:
@@ -28,11 +44,13 @@ def output_format(path: str | os.PathLike) -> str:
     """
     ext = Path(path).suffix.lower()
     if not ext:
-        raise OutputError(f"{os.fspath(path)}: output has no extension (use .jpg, .png, ...)")
+        raise OutputError(f"{shown(path)}: output has no extension (use .jpg, .png, ...)")
     Image.init()
     fmt = Image.registered_extensions().get(ext)
-    if fmt is None or fmt not in Image.SAVE:
-        raise OutputError(f"{os.fspath(path)}: cannot write images with extension {ext!r}")
+    # The same allow-list as for inputs: what Pillow may write in other formats is not our business.
+    if fmt is None or fmt not in Image.SAVE or fmt not in INPUT_FORMATS:
+        raise OutputError(f"{shown(path)}: cannot write images with extension {shown(ext)!r} "
+                          f"(use .jpg, .png, .webp, .bmp, .tif or .gif)")
     return fmt
 
 
@@ -44,18 +62,18 @@ def check_output(path: str | os.PathLike) -> str:
     """
     name = os.fspath(path)
     if os.path.isdir(name):
-        raise OutputError(f"{name}: is a directory; give an output file name such as out.jpg")
+        raise OutputError(f"{shown(name)}: is a directory; give an output file name such as out.jpg")
     fmt = output_format(name)
     folder = os.path.dirname(os.path.abspath(name))
     if not os.path.isdir(folder):
         what = "is not a folder" if os.path.exists(folder) else "does not exist"
-        raise OutputError(f"{name}: output folder {folder} {what}")
+        raise OutputError(f"{shown(name)}: output folder {shown(folder)} {what}")
     try:  # the honest test of writability (os.access says yes to root on a read-only mount)
         fd, probe = tempfile.mkstemp(prefix=".stylize-probe-", dir=folder)
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:
-        raise OutputError(f"{name}: output folder {folder} is not writable ({exc.strerror})") from None
+        raise OutputError(f"{shown(name)}: output folder {shown(folder)} is not writable ({exc.strerror})") from None
     return fmt
 
 
@@ -84,17 +102,27 @@ def pil_to_rgb(image: Image.Image) -> Image.Image:
 
 
 def _high_depth_to_rgb(image: Image.Image) -> Image.Image:
-    """16-bit, 32-bit integer and float grayscale to RGB, scaled (not clipped) to 8 bits."""
-    data = torch.from_numpy(np.asarray(image).astype(np.float64))
-    data = torch.nan_to_num(data, nan=0.0, posinf=0.0, neginf=0.0)
+    """16-bit, 32-bit integer and float grayscale to RGB, scaled (not clipped) to 8 bits.
+
+    16-bit data is divided by 65535; 32-bit integers by 2**32 - 1 unless they fit in 16 bits
+    (Pillow reads unsigned 32-bit TIFFs as signed: negative values are wrapped back);
+    floats already in [0, 1] are kept, other floats are stretched from their min to max.
+    NaN becomes the minimum, +inf the maximum, -inf the minimum of the finite values.
+    """
+    data = np.asarray(image).astype(np.float64)
+    finite = np.isfinite(data)
+    low = float(data[finite].min()) if finite.any() else 0.0
+    high = float(data[finite].max()) if finite.any() else 0.0
+    data = np.nan_to_num(data, nan=low, posinf=high, neginf=low)
     if image.mode == "F":
-        low, high = float(data.min()), float(data.max())
-        data = (data - low) / (high - low) if high > low else torch.zeros_like(data)
+        if not (low >= 0 and high <= 1):
+            data = (data - low) / (high - low) if high > low else np.zeros_like(data)
+    elif image.mode.startswith("I;16") or (low >= 0 and high <= 65535):
+        data = np.clip(data, 0, 65535) / 65535
     else:
-        top = 65535.0 if image.mode.startswith("I;16") or float(data.max()) <= 65535 else 2.0**32 - 1
-        data = data.clamp(0, top) / top
-    gray = (data * 255).round().to(torch.uint8).reshape(image.height, image.width)
-    return Image.fromarray(gray.numpy()).convert("RGB")
+        data = np.where(data < 0, data + 2.0**32, data) / (2.0**32 - 1)
+    gray = np.round(np.clip(data, 0, 1) * 255).astype(np.uint8).reshape(image.height, image.width)
+    return Image.fromarray(gray).convert("RGB")
 
 
 def pil_to_tensor(image: Image.Image) -> torch.Tensor:
@@ -114,21 +142,113 @@ def tensor_to_pil(tensor: torch.Tensor) -> Image.Image:
 def open_image(path: str | os.PathLike) -> Image.Image:
     """Open an image file fully (``load()`` inside, so a truncated file fails here), upright.
 
+    The file is opened by content, never by extension, and only in ``INPUT_FORMATS``; frame 0
+    of an animated or multi-page file is read. The size declared in the header is checked
+    (``MAX_PIXELS``, ``MIN_INPUT_SIDE``) before any pixel is decoded.
+
     Raises:
         ImageError: naming the file and what is wrong with it.
     """
     name = os.fspath(path)
-    if not os.path.exists(name):
-        raise ImageError(f"{name}: no such file")
-    if os.path.isdir(name):
-        raise ImageError(f"{name}: is a directory, not an image")
+    with open_regular(name, ImageError) as handle, _quiet_pillow() as caught:
+        head = handle.read(512)
+        handle.seek(0)
+        try:
+            image = Image.open(handle, formats=INPUT_FORMATS)
+        except Image.DecompressionBombError as exc:  # over twice Pillow's own limit: refused in open()
+            pixels = re.search(r"\((\d+) pixels\)", str(exc))
+            declared = f"{int(pixels.group(1)):,} pixels" if pixels else "too many pixels"
+            raise ImageError(f"{shown(name)}: declares {declared}, over the cap of {MAX_PIXELS:,} "
+                             f"(a decompression bomb?)") from None
+        except Exception:  # UnidentifiedImageError, or a plugin choking on a broken header
+            raise ImageError(f"{shown(name)}: not a readable image: {_what_it_is(head)}") from None
+        with image:
+            _check_header(image, name, bomb=any(issubclass(w.category, Image.DecompressionBombWarning)
+                                                for w in caught))
+            try:
+                image.load()
+                # Departure from the tutorial: phone photos carry an EXIF orientation; show them upright.
+                return ImageOps.exif_transpose(image)
+            except Exception as exc:  # OSError (truncated), SyntaxError (bad CRC), ValueError, ...
+                reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+                raise ImageError(f"{shown(name)}: not a readable image: corrupt or truncated "
+                                 f"{image.format} data ({reason})") from None
+
+
+@contextlib.contextmanager
+def _quiet_pillow() -> Iterator[list[warnings.WarningMessage]]:
+    """Record Pillow's warnings instead of printing them (the caller decides what is an error)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield caught
+
+
+def _check_header(image: Image.Image, name: str, bomb: bool) -> None:
+    """Refuse, before decoding, a format off the allow-list, a pixel bomb or a too small image."""
+    fmt = _FORMAT_ALIASES.get(image.format or "", image.format)
+    if fmt not in INPUT_FORMATS:
+        raise ImageError(f"{shown(name)}: not a readable image: {image.format} is not supported "
+                         f"(supported: {INPUT_FORMATS_TEXT})")
+    width, height = image.size
+    if bomb or width * height > MAX_PIXELS:
+        raise ImageError(f"{shown(name)}: declares {width}x{height} = {width * height:,} pixels, over the cap "
+                         f"of {MAX_PIXELS:,} (a decompression bomb?); downscale it first")
+    check_min_size(width, height, shown(name))
+
+
+def check_min_size(width: int, height: int, label: str) -> None:
+    """Refuse an input whose shorter side is below ``MIN_INPUT_SIDE`` (a 1x1 image, a 2000x3 line).
+
+    Raises:
+        ImageError: naming ``label`` and the size.
+    """
+    if min(width, height) < MIN_INPUT_SIDE:
+        raise ImageError(f"{label}: is {width}x{height} px; the smallest input accepted is "
+                         f"{MIN_INPUT_SIDE} px on its shorter side (smaller images are upscaled)")
+
+
+# Signatures of files users mistake for images we read, to say what they got instead.
+_NOT_SUPPORTED = (
+    (b"%PDF", "a PDF document"),
+    (b"8BPS", "a Photoshop (PSD) file"),
+    (b"\x00\x00\x00\x0cjP  ", "a JPEG 2000 image"),
+    (b"\xff\x4f\xff\x51", "a JPEG 2000 codestream"),
+    (b"\x00\x00\x01\x00", "an ICO icon"),
+    (b"PK\x03\x04", "a ZIP archive"),
+)
+_BROKEN = (
+    (b"\x89PNG", "PNG"), (b"\xff\xd8\xff", "JPEG"), (b"GIF8", "GIF"), (b"BM", "BMP"),
+    (b"II*\x00", "TIFF"), (b"MM\x00*", "TIFF"),
+)
+
+
+def _what_it_is(head: bytes) -> str:
+    """A short description of a file Pillow could not open within the allow-list."""
+    if head[4:8] == b"ftyp":
+        brand = head[8:12]
+        kind = ("an HEIC image" if brand in (b"heic", b"heix", b"mif1", b"msf1", b"hevc", b"heim", b"heis")
+                else "an AVIF image" if brand in (b"avif", b"avis") else "a video or HEIF file")
+        return f"it is {kind}, which is not supported (supported: {INPUT_FORMATS_TEXT}); convert it to JPEG or PNG"
+    for magic, kind in _NOT_SUPPORTED:
+        if head.startswith(magic):
+            return f"it is {kind}, which is not supported (supported: {INPUT_FORMATS_TEXT})"
+    if head.startswith(b"RIFF") and head[8:12] == b"WEBP":
+        return "corrupt WEBP header"
+    for magic, kind in _BROKEN:
+        if head.startswith(magic):
+            return f"corrupt {kind} header"
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n").lower()
+    if text.startswith((b"<svg", b"<?xml")) and b"<svg" in text:
+        return f"it is an SVG drawing, which is not supported (supported: {INPUT_FORMATS_TEXT}); export it as PNG"
+    if text.startswith((b"<!doctype html", b"<html", b"<head", b"<!--")) or b"<html" in text:
+        return "it is an HTML page (a failed download?), not an image"
     try:
-        with Image.open(name) as image:
-            image.load()
-            # Departure from the tutorial: phone photos carry an EXIF orientation; show them upright.
-            return ImageOps.exif_transpose(image)
-    except OSError as exc:  # UnidentifiedImageError is an OSError
-        raise ImageError(f"{name}: not a readable image ({exc})") from None
+        decoded = head.decode("utf-8")
+    except UnicodeDecodeError:
+        decoded = ""
+    if decoded and all(c.isprintable() or c in "\t\r\n" for c in decoded):
+        return "it is text, not an image"
+    return f"unknown format (supported: {INPUT_FORMATS_TEXT})"
 
 
 def load_image(source: ImageSource, size: int, device: torch.device | str = "cpu") -> torch.Tensor:
@@ -146,6 +266,7 @@ def load_image(source: ImageSource, size: int, device: torch.device | str = "cpu
     if isinstance(source, torch.Tensor):
         tensor = _check_tensor(source)
         height, width = tensor.shape[-2:]
+        check_min_size(width, height, "image tensor")
         new_width, new_height = working_size(width, height, size)
         if (new_width, new_height) != (width, height):
             tensor = F.interpolate(tensor, size=(new_height, new_width), mode="bilinear", antialias=True,
@@ -157,10 +278,12 @@ def load_image(source: ImageSource, size: int, device: torch.device | str = "cpu
         image = source
     else:
         raise TypeError(f"expected a path, a PIL image or a tensor, got {type(source).__name__}")
-    image = pil_to_rgb(image)
-    target = working_size(image.width, image.height, size)
-    if target != image.size:
-        image = image.resize(target, Image.Resampling.LANCZOS)
+    check_min_size(image.width, image.height, shown(source) if isinstance(source, (str, os.PathLike)) else "image")
+    with _quiet_pillow():  # e.g. "Palette images with Transparency ..." must not reach stderr
+        image = pil_to_rgb(image)
+        target = working_size(image.width, image.height, size)
+        if target != image.size:  # big photos shrink here, before they become float tensors
+            image = image.resize(target, Image.Resampling.LANCZOS)
     return pil_to_tensor(image).to(device)
 
 
@@ -188,23 +311,39 @@ def save_image(image: Image.Image | torch.Tensor, path: str | os.PathLike) -> No
     fmt = check_output(path)
     name = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(name))
-    if fmt == "JPEG" and image.mode not in ("RGB", "L"):
-        image = image.convert("RGB")
+    if image.mode not in (("RGB", "L") if fmt == "JPEG" else ("RGB", "RGBA", "L", "P", "1")):
+        with _quiet_pillow():
+            image = pil_to_rgb(image)  # RGBA over white, 16-bit scaled: what JPEG and others can hold
     try:
         fd, tmp = tempfile.mkstemp(prefix=".stylize-", suffix=Path(name).suffix, dir=folder)
     except OSError as exc:
-        raise OutputError(f"{name}: cannot write to folder {folder} ({exc.strerror})") from None
+        raise OutputError(f"{shown(name)}: cannot write to folder {shown(folder)} ({exc.strerror})") from None
     try:
         with os.fdopen(fd, "wb") as handle:
             image.save(handle, format=fmt)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, name)
+        _fsync_folder(folder)
     except BaseException as exc:
         try:
             os.unlink(tmp)
         except OSError:
             pass
         if isinstance(exc, OSError):
-            raise OutputError(f"{name}: cannot write ({exc.strerror or exc})") from None
+            raise OutputError(f"{shown(name)}: cannot write ({exc.strerror or exc})") from None
         raise
+
+
+def _fsync_folder(folder: str) -> None:
+    """Make the rename durable (best effort: some systems cannot open a folder)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -8,6 +8,7 @@ import re
 import tempfile
 import urllib.error
 import urllib.request
+import zipfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from torch import nn
 from torchvision.models import VGG19_Weights
 
 from .errors import WeightsError
+from .files import open_regular, shown
 
 # ImageNet statistics the VGG weights were trained with (the tutorial's values).
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -111,9 +113,9 @@ def load_vgg19_features(weights: str = "imagenet", *, seed: int = 0,
         return freeze(random_vgg19_features(seed))
     if weights == "imagenet":
         path = imagenet_weights_path()
-        if not path.is_file():
+        if not os.path.lexists(path):  # anything else there (a folder, a broken link) is named below
             download_imagenet_weights(path, progress=download_progress)
-        state = load_state_file(path, hint=f"delete {path} to download it again")
+        state = load_state_file(path, hint=f"delete {shown(path)} to download it again, or pass --weights FILE")
     else:
         state = load_state_file(Path(weights), hint="expected a VGG19 state dict (.pth)")
         path = Path(weights)
@@ -122,23 +124,41 @@ def load_vgg19_features(weights: str = "imagenet", *, seed: int = 0,
         features.load_state_dict(features_state(state))
     except (RuntimeError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise WeightsError(f"{path}: weights do not fit VGG19 features ({first})") from None
+        raise WeightsError(f"{shown(path)}: weights do not fit VGG19 features ({first}); "
+                           f"expected a VGG19 state dict") from None
     return freeze(features)
 
 
 def load_state_file(path: Path, *, hint: str) -> Mapping[str, torch.Tensor]:
-    """Load a state dict with ``weights_only=True``: a file holding code is refused, never run."""
-    if path.is_dir():
-        raise WeightsError(f"{path}: is a directory, not a weights file")
-    if not path.is_file():
-        raise WeightsError(f"{path}: no such weights file")
+    """Load a state dict with ``weights_only=True``: a file holding code is refused, never run.
+
+    Raises:
+        WeightsError: one line naming the file, what is wrong (missing, a directory or FIFO,
+            empty, an HTML page, truncated, pickled code, not tensors) and ``hint``, the fix.
+    """
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises many types for bad files: pickle, zip, EOF, runtime
-        reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-        raise WeightsError(f"{path}: cannot load weights ({reason}); {hint}") from None
+        handle = open_regular(path, WeightsError)
+    except WeightsError as exc:
+        raise WeightsError(f"{exc}; {hint}") from None
+    with handle:
+        head = handle.read(64)
+        handle.seek(0)
+        text = head.lstrip().lower()
+        if text.startswith((b"<!doctype html", b"<html", b"<?xml", b"<head")):
+            raise WeightsError(f"{shown(path)}: is an HTML page (a failed download?), not weights; {hint}")
+        if head.startswith(b"PK\x03\x04") and not zipfile.is_zipfile(handle):  # torch.save writes a zip
+            raise WeightsError(f"{shown(path)}: cannot load weights (truncated or corrupt: the zip archive is "
+                               f"incomplete); {hint}")
+        handle.seek(0)
+        try:
+            state = torch.load(handle, map_location="cpu", weights_only=True)
+        except Exception as exc:  # torch raises many types for bad files: pickle, zip, EOF, runtime
+            reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+            if "central directory" in reason or isinstance(exc, EOFError):
+                reason = f"truncated or corrupt: {reason}"
+            raise WeightsError(f"{shown(path)}: cannot load weights ({reason}); {hint}") from None
     if not isinstance(state, Mapping) or not all(isinstance(v, torch.Tensor) for v in state.values()):
-        raise WeightsError(f"{path}: not a state dict of tensors; {hint}")
+        raise WeightsError(f"{shown(path)}: not a state dict of tensors; {hint}")
     return state
 
 

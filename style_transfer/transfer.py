@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -13,7 +14,8 @@ from torch import nn, optim
 
 from .config import CPU_DEFAULT_SIZE, GPU_DEFAULT_SIZE, TUTORIAL_CONTENT_LAYERS, TUTORIAL_STYLE_LAYERS, StyleConfig
 from . import colors
-from .images import MIN_SIDE, ImageSource, load_image, tensor_to_pil
+from .guards import RunStats, SizeFn, check_memory, keeps_image_on_interrupt, out_of_memory
+from .images import MIN_SIDE, ImageSource, load_image, tensor_to_pil, working_size
 from .layers import resolve_layers, swap_pooling
 from .loss_terms import TotalVariationLoss, make_content_loss, make_style_loss, normalized_blend
 from .losses import ContentLoss, StyleLoss
@@ -174,6 +176,7 @@ def get_input_optimizer(input_img: torch.Tensor, *, optimizer_name: str = "lbfgs
     return optim.LBFGS([input_img]) if lr is None else optim.LBFGS([input_img], lr=lr)
 
 
+@keeps_image_on_interrupt
 def optimize(
     model: nn.Module,
     style_losses: Sequence[StyleLoss],
@@ -187,13 +190,16 @@ def optimize(
     optimizer_name: str = "lbfgs",
     lr: float | None = None,
     extra_losses: Sequence[nn.Module] = (),
+    stats: RunStats,
 ) -> torch.Tensor:
     """The tutorial's loop: LBFGS steps until more than ``num_steps`` closure evaluations ran.
 
     Optimises ``input_img`` in place (clamped to [0, 1]) and returns it. ``optimizer_name``
     and ``lr`` choose the optimiser (``get_input_optimizer``; Adam runs one evaluation per
     step); ``extra_losses`` are modules of the model whose ``.loss`` (weighted already, such
-    as total variation) is added to the loss.
+    as total variation) is added to the loss. ``stats`` (made by the decorator when not
+    given) counts evaluations, stops the run on a NaN/inf loss (``NonFiniteLoss``), notes
+    LBFGS stopping early, and turns Ctrl-C into ``Interrupted``.
     """
     input_img.requires_grad_(True)
     model.eval()
@@ -218,16 +224,22 @@ def optimize(
             loss = style_score + content_score
             for extra in extra_losses:  # terms beyond the tutorial's two (total variation)
                 loss = loss + extra.loss
+            stats.check_finite(loss, input_img)  # departure: a NaN/inf loss stops the run, keeping the last image
             loss.backward()
             run[0] += 1
             if progress is not None:
                 progress(StepInfo(run[0], num_steps, _value(style_score), _value(content_score)))
             return style_score + content_score if not extra_losses else loss
 
+        iterations = optimizer.state[input_img].get("n_iter", 0)
         optimizer.step(closure)
+        # Departure: when LBFGS stops early on its tolerances the tutorial calls it again; we stop, and say so.
+        if stats.stopped_early(optimizer, input_img, iterations, unfinished=run[0] <= num_steps):
+            break
     with torch.no_grad():
         input_img.clamp_(0, 1)
     input_img.requires_grad_(False)
+    stats.check_final(input_img)  # LBFGS's last update is never evaluated: it must be finite too
     return input_img
 
 
@@ -256,6 +268,7 @@ def run_style_transfer(
     tv_weight: float = 0.0,
     optimizer_name: str = "lbfgs",
     lr: float | None = None,
+    stats: RunStats | None = None,
 ) -> torch.Tensor:
     """The tutorial's ``run_style_transfer``: build the style model, optimise ``input_img``.
 
@@ -269,6 +282,7 @@ def run_style_transfer(
             (``style_img`` may be a sequence of style images, blended by ``style_blend``).
         tv_weight: weight of a total variation term on ``input_img`` (0: none, as in the tutorial).
         optimizer_name, lr: see ``get_input_optimizer``.
+        stats: filled in with the evaluations run and whether LBFGS stopped early.
 
     Returns:
         ``input_img``, clamped to [0, 1].
@@ -282,7 +296,8 @@ def run_style_transfer(
         model = nn.Sequential(OrderedDict([("tv_loss", tv_loss), *model.named_children()]))
         extra_losses.append(tv_loss)
     return optimize(model, style_losses, content_losses, input_img, num_steps, style_weight, content_weight,
-                    progress, optimizer_name=optimizer_name, lr=lr, extra_losses=extra_losses)
+                    progress, optimizer_name=optimizer_name, lr=lr, extra_losses=extra_losses,
+                    stats=stats)
 
 
 def initial_image(content_img: torch.Tensor, init: str, seed: int, *,
@@ -309,6 +324,26 @@ def initial_image(content_img: torch.Tensor, init: str, seed: int, *,
     return torch.rand(content_img.shape, generator=generator).to(content_img.device)
 
 
+def _memory_guarded(function: Callable[..., Image.Image]) -> Callable[..., Image.Image]:
+    """Turn an allocator failure inside ``stylize`` into a one-line ``ResourceError``."""
+
+    @functools.wraps(function)
+    def guarded(content: ImageSource, style: ImageSource, config: StyleConfig | None = None,
+                **kwargs: object) -> Image.Image:
+        try:
+            return function(content, style, config, **kwargs)
+        except (RuntimeError, MemoryError) as exc:
+            config = config or StyleConfig()
+            device = resolve_device(config.device)
+            error = out_of_memory(exc, config.size or default_size(device), device)
+            if error is None:
+                raise
+            raise error from None
+
+    return guarded
+
+
+@_memory_guarded
 def stylize(
     content: ImageSource,
     style: ImageSource | Sequence[ImageSource],
@@ -316,6 +351,7 @@ def stylize(
     *,
     progress: ProgressCallback | None = None,
     download_progress: DownloadProgress | None = None,
+    stats: RunStats | None = None,
 ) -> Image.Image:
     """Repaint ``content`` in the style of ``style``; the one-call API.
 
@@ -325,6 +361,7 @@ def stylize(
         config: every setting; ``StyleConfig()`` (the tutorial's) when None.
         progress: called after every closure evaluation with a ``StepInfo``.
         download_progress: called while the pretrained weights download (first run only).
+        stats: filled in with the evaluations run and whether LBFGS stopped early.
 
     Returns:
         The result as an RGB Pillow image, long side ``config.size`` (RGBA with the content's
@@ -333,6 +370,8 @@ def stylize(
     Raises:
         ImageError: an input image cannot be read. WeightsError: weights cannot be had.
         ValueError: a bad setting (unknown layer, unavailable device).
+        ResourceError: the size cannot fit in memory (checked before the model loads) or ran out.
+        Interrupted, NonFiniteLoss: the run stopped early; the exception carries the last good image.
     """
     config = config or StyleConfig()
     device = resolve_device(config.device)
@@ -342,6 +381,9 @@ def stylize(
     # Images are read before the model loads, so a bad image fails fast.
     content_img = load_image(content, size, device)
     style_imgs = [load_image(s, style_size(size, config.style_scale), device) for s in styles]
+    largest_style = max(style_imgs, key=lambda image: image.shape[-1] * image.shape[-2])
+    check_memory(tuple(content_img.shape[-2:]), tuple(largest_style.shape[-2:]), device, size,
+                 _working_sizes(content_img, largest_style, config.style_scale))
     alpha = colors.content_alpha(content, size) if config.keep_alpha else None
     transfer_content, style_imgs = prepare_colors(content_img, style_imgs, config.preserve_colors)
     input_img = initial_image(transfer_content, config.init, config.seed, style_img=style_imgs[0])
@@ -354,7 +396,8 @@ def stylize(
                                 content_layers=config.content_layers, style_layers=config.style_layers,
                                 progress=progress, style_layer_weights=config.style_layer_weights,
                                 style_blend=config.style_blend, loss_form=config.loss_form, pooling=config.pooling,
-                                tv_weight=config.tv_weight, optimizer_name=config.optimizer, lr=config.lr)
+                                tv_weight=config.tv_weight, optimizer_name=config.optimizer, lr=config.lr,
+                                stats=stats)
     if config.preserve_colors == "luminance":
         output = colors.keep_content_chroma(output, content_img)
     return colors.attach_alpha(tensor_to_pil(output), alpha)
@@ -389,3 +432,10 @@ def _fit(image: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
         return image.clone()
     return F.interpolate(image, size=tuple(like.shape[-2:]), mode="bilinear", antialias=True,
                          align_corners=False).clamp(0, 1)
+
+
+def _working_sizes(content_img: torch.Tensor, style_img: torch.Tensor, style_scale: float) -> SizeFn:
+    """For ``check_memory``: the (height, width) of the working images at another long side."""
+    (content_h, content_w), (style_h, style_w) = content_img.shape[-2:], style_img.shape[-2:]
+    return lambda size: (working_size(content_w, content_h, size)[::-1],
+                         working_size(style_w, style_h, style_size(size, style_scale))[::-1])

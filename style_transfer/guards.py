@@ -1,0 +1,181 @@
+"""Guards around a run: memory estimated before it starts, out-of-memory named, how the run ended."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from .errors import Interrupted, NonFiniteLoss, ResourceError
+
+# Maps a long side in px to the (height, width) working sizes of the content and style images.
+SizeFn = Callable[[int], tuple[tuple[int, int], tuple[int, int]]]
+
+GIB = 2**30
+# What a run needs beyond the process it runs in, measured on the CPU with the tutorial's layers
+# (peak RSS at 64..384 px, see benchmarks/memory.py): the cut network, the targets, slack.
+BASE_BYTES = 256 * 2**20
+# Per pixel of the working content image: saved activations and gradients (measured 3072 B),
+# plus LBFGS's history of 100 (step, gradient-change) pairs of 3 floats each (2400 B).
+ACTIVATION_BYTES_PER_PIXEL = 3072
+LBFGS_HISTORY_BYTES_PER_PIXEL = 100 * 2 * 3 * 4
+# Per pixel of the style image: its one no_grad pass keeps about two feature maps of 64 channels.
+STYLE_BYTES_PER_PIXEL = 2 * 64 * 4
+
+
+@dataclass
+class RunStats:
+    """How a run went, filled in by the loop (pass one to ``stylize(..., stats=...)``).
+
+    The loop also uses it to keep the last image whose loss was finite, so that a stopped
+    run (Ctrl-C, a NaN loss) can hand back a good image.
+    """
+
+    evaluations: int = 0  # closure evaluations whose loss was finite
+    converged: bool = False  # LBFGS stopped early on its tolerances (tolerance_grad/_change)
+    _image: torch.Tensor | None = field(default=None, repr=False)  # the image being optimised
+    _last_good: torch.Tensor | None = field(default=None, repr=False)  # a copy, at the last finite loss
+
+    def check_finite(self, loss: torch.Tensor, image: torch.Tensor) -> None:
+        """Count an evaluation whose loss is finite and keep a copy of its image.
+
+        Raises:
+            NonFiniteLoss: the loss is NaN or infinite; it carries the last good image.
+        """
+        self._image = image
+        if not bool(torch.isfinite(loss.detach())):
+            kept = "no finite image to keep" if self._last_good is None else \
+                f"kept the image of step {self.evaluations}"
+            raise NonFiniteLoss(f"the loss became {float(loss)} at step {self.evaluations + 1} (weights too "
+                                f"large?); stopped, {kept}", self._good_image(), self.evaluations)
+        self._last_good = image.detach().clone()
+        self.evaluations += 1
+
+    def stopped_early(self, optimizer: torch.optim.LBFGS, image: torch.Tensor, iterations_before: int,
+                      unfinished: bool) -> bool:
+        """True (and ``converged`` set) when the run is ``unfinished`` but the ``optimizer.step()``
+        just run did fewer than ``max_iter`` iterations: LBFGS stopped on its tolerances."""
+        max_iter = optimizer.param_groups[0].get("max_iter")  # None: not LBFGS (Adam never stops early)
+        done = optimizer.state[image].get("n_iter", 0) - iterations_before
+        self.converged = unfinished and max_iter is not None and done < max_iter
+        return self.converged
+
+    def check_final(self, image: torch.Tensor) -> None:
+        """Raise ``NonFiniteLoss`` if the result itself is not finite (LBFGS's last, unevaluated update)."""
+        if not bool(torch.isfinite(image).all()):
+            raise NonFiniteLoss(f"the image became non-finite after step {self.evaluations}; stopped, kept the "
+                                f"image of step {self.evaluations}", self._good_image(), self.evaluations)
+
+    def interrupted(self) -> Interrupted:
+        """The ``Interrupted`` error for Ctrl-C now: the current image clamped, else the last good one."""
+        image = None
+        if self._image is not None and self.evaluations > 0:
+            now = self._image.detach().clamp(0, 1).cpu()
+            image = now if bool(torch.isfinite(now).all()) else self._good_image()
+        return Interrupted(f"interrupted at step {self.evaluations}", image, self.evaluations)
+
+    def _good_image(self) -> torch.Tensor | None:
+        return None if self._last_good is None else self._last_good.clamp(0, 1).cpu()
+
+
+def keeps_image_on_interrupt(function: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    """Decorate the loop: give it a ``RunStats`` when the caller did not, and turn Ctrl-C
+    (``KeyboardInterrupt``) into ``Interrupted`` carrying the current image."""
+
+    @functools.wraps(function)
+    def run(*args: object, stats: RunStats | None = None, **kwargs: object) -> torch.Tensor:
+        stats = RunStats() if stats is None else stats
+        try:
+            return function(*args, stats=stats, **kwargs)
+        except KeyboardInterrupt:
+            raise stats.interrupted() from None
+
+    return run
+
+
+def estimate_bytes(content_hw: tuple[int, int], style_hw: tuple[int, int]) -> int:
+    """Memory a run needs beyond the process, for working images of these (height, width)."""
+    content = content_hw[0] * content_hw[1]
+    style = style_hw[0] * style_hw[1]
+    return (BASE_BYTES + content * (ACTIVATION_BYTES_PER_PIXEL + LBFGS_HISTORY_BYTES_PER_PIXEL)
+            + style * STYLE_BYTES_PER_PIXEL)
+
+
+def available_bytes(device: torch.device) -> int | None:
+    """Memory free for a run on ``device``: CUDA's free memory, or on Linux the smaller of
+    ``MemAvailable`` and the cgroup's limit minus its use; None where it cannot be known."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    if device.type != "cpu":
+        return None
+    candidates = []
+    try:
+        with open("/proc/meminfo") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    candidates.append(int(line.split()[1]) * 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    for limit_file, usage_file in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                                   ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                                    "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+        try:
+            with open(limit_file) as limit, open(usage_file) as usage:
+                text = limit.read().strip()
+                if text != "max" and int(text) < 2**60:
+                    candidates.append(max(0, int(text) - int(usage.read().strip())))
+        except (OSError, ValueError):
+            continue
+    return min(candidates) if candidates else None
+
+
+def largest_fitting_size(content_hw: tuple[int, int], style_hw: tuple[int, int], available: int,
+                         sizes: SizeFn) -> int | None:
+    """The largest long side (a multiple of 16, >= 16) whose estimate fits in ``available``.
+
+    Args:
+        sizes: maps a long side to the (content_hw, style_hw) working sizes it gives.
+    """
+    best = None
+    low, high = 1, max(max(content_hw), max(style_hw)) // 16  # in units of 16 px
+    while low <= high:
+        mid = (low + high) // 2
+        if estimate_bytes(*sizes(16 * mid)) <= available:
+            best, low = 16 * mid, mid + 1
+        else:
+            high = mid - 1
+    return best
+
+
+def check_memory(content_hw: tuple[int, int], style_hw: tuple[int, int], device: torch.device,
+                 size: int, sizes: SizeFn, available: int | None = None) -> None:
+    """Refuse, before the model loads, a size whose run cannot fit in the free memory.
+
+    Raises:
+        ResourceError: naming the size, the estimate, the free memory and the largest size that fits.
+    """
+    available = available_bytes(device) if available is None else available
+    needed = estimate_bytes(content_hw, style_hw)
+    if available is None or needed <= available:
+        return
+    best = largest_fitting_size(content_hw, style_hw, available, sizes)
+    advice = f"the largest size that fits is about {best} px (--size {best})" if best else \
+        "no size fits; free some memory or use another device"
+    raise ResourceError(f"size {size} px needs about {needed / GIB:.1f} GiB but only {available / GIB:.1f} GiB "
+                        f"is free on {device}: {advice}")
+
+
+def out_of_memory(exc: BaseException, size: int, device: torch.device) -> ResourceError | None:
+    """Our one-line error for an allocator failure (CUDA's, the CPU's, Python's), else None."""
+    text = str(exc)
+    if isinstance(exc, ResourceError):
+        return None  # already ours (refused beforehand)
+    if not (isinstance(exc, (torch.OutOfMemoryError, MemoryError))
+            or (isinstance(exc, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text
+                                                   or "not enough memory" in text))):
+        return None
+    smaller = max(16, (size * 7 // 10) // 16 * 16)
+    return ResourceError(f"out of memory on {device} at size {size} px; try a smaller --size (e.g. {smaller})")
+
