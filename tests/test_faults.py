@@ -1,0 +1,321 @@
+"""Faults during a run: Ctrl-C, a NaN loss, out of memory, LBFGS converging early, bugs."""
+
+from __future__ import annotations
+
+import collections
+import os
+import re
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from torch import nn
+
+from style_transfer import StyleConfig, get_style_model_and_losses, run_style_transfer, stylize
+from style_transfer import guards, losses, transfer
+from style_transfer.errors import Interrupted, NonFiniteLoss, ResourceError
+from style_transfer.guards import RunStats, estimate_bytes
+from style_transfer.images import working_size
+from style_transfer.models import IMAGENET_MEAN, IMAGENET_STD
+from style_transfer.transfer import optimize
+
+from .conftest import IMAGES
+from .test_cli import FAST, invoke, one_error_line
+
+ROOT = Path(__file__).resolve().parent.parent
+CONTENT = str(IMAGES / "chelsea.png")
+STYLE = str(IMAGES / "ihc.png")
+
+
+def noise_png(path: Path, width: int, height: int) -> str:
+    rng = np.random.default_rng(1)
+    Image.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8)).save(path)
+    return str(path)
+
+
+# --- Ctrl-C ---
+
+def read_until(stream: int, pattern: str, timeout: float) -> str:
+    """Read a pipe until ``pattern`` matches what was read (or fail after ``timeout`` s)."""
+    text, deadline = "", time.monotonic() + timeout
+    while not re.search(pattern, text):
+        left = deadline - time.monotonic()
+        assert left > 0, f"no {pattern!r} in time; stderr so far: {text!r}"
+        if select.select([stream], [], [], left)[0]:
+            chunk = os.read(stream, 4096)
+            assert chunk, f"process ended; stderr: {text!r}"
+            text += chunk.decode(errors="replace")
+    return text
+
+
+def test_sigint_saves_current_image_and_exits_130(tmp_path: Path) -> None:
+    content = noise_png(tmp_path / "c.png", 48, 32)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    out = out_dir / "result.png"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "style_transfer", content, STYLE, "-o", str(out), "--weights", "random",
+         "--size", "48", "--steps", "100000", "--device", "cpu"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        before = read_until(process.stderr.fileno(), r"\b[3-9]/100000", timeout=120)  # a few steps ran
+        process.send_signal(signal.SIGINT)
+        stdout, rest = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    stderr = before + rest.decode()
+    assert process.returncode == 130, stderr
+    assert stdout == b""
+    assert "Traceback" not in stderr
+    last = re.split(r"[\r\n]+", stderr.strip())[-1]
+    match = re.fullmatch(r"interrupted at step (\d+), saved (.+)", last)
+    assert match, stderr
+    assert int(match.group(1)) >= 3 and match.group(2) == str(out)
+    with Image.open(out) as image:
+        assert image.format == "PNG" and image.size == (48, 32)
+    assert os.listdir(out_dir) == ["result.png"]  # no temp file left
+
+
+def test_interrupted_carries_the_image_of_that_step(cnn, content_32, style_32) -> None:
+    input_img = content_32.clone()
+    seen = []
+
+    def progress(info) -> None:
+        seen.append(input_img.detach().clone())
+        if info.step == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(Interrupted) as caught:
+        run_style_transfer(cnn, IMAGENET_MEAN, IMAGENET_STD, content_32, style_32, input_img, 50, progress=progress)
+    assert caught.value.step == 3
+    assert torch.equal(caught.value.image, seen[2].clamp(0, 1))
+    assert not torch.equal(caught.value.image, content_32)  # the run had moved
+
+
+def test_interrupt_before_the_first_evaluation_carries_no_image(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Stopped:  # an optimiser interrupted at once (LBFGS's state is a defaultdict too)
+        state: dict = collections.defaultdict(dict)
+        param_groups = [{"max_iter": 20}]
+
+        def step(self, closure):
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(transfer, "get_input_optimizer", lambda image: Stopped())
+    poisoned = Poisoned(bad_from=100)
+    with pytest.raises(Interrupted, match="interrupted at step 0") as caught:
+        optimize(poisoned, [], [poisoned], torch.rand(1, 3, 8, 8), num_steps=5)
+    assert caught.value.image is None
+
+
+def test_interrupt_before_the_first_step_leaves_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(transfer, "load_vgg19_features", interrupted)
+    out = tmp_path / "o.png"
+    out.write_bytes(b"precious")
+    result = invoke([CONTENT, STYLE, "-o", str(out), *FAST], 130)
+    assert result.stderr.strip() == f"interrupted before the result was written; {out} left as it was"
+    assert out.read_bytes() == b"precious"
+    assert os.listdir(tmp_path) == ["o.png"]
+
+
+# --- non-finite loss ---
+
+class Poisoned(nn.Module):
+    """A loss module: (x - 0.25)^2 summed, NaN from the ``bad_from``-th evaluation on."""
+
+    def __init__(self, bad_from: int) -> None:
+        super().__init__()
+        self.calls, self.bad_from = 0, bad_from
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        self.loss = ((x - 0.25) ** 2).sum()
+        if self.calls >= self.bad_from:
+            self.loss = self.loss * float("nan")
+        return x
+
+
+def test_nan_loss_stops_keeping_last_finite_image() -> None:
+    image = torch.full((1, 3, 8, 8), 0.9)
+    poisoned = Poisoned(bad_from=4)
+    seen = []
+    with pytest.raises(NonFiniteLoss, match="the loss became nan at step 4") as caught:
+        optimize(poisoned, [], [poisoned], image, num_steps=50, progress=lambda info: seen.append(image.detach().clone()))
+    assert caught.value.step == 3
+    assert torch.equal(caught.value.image, seen[2])  # the image evaluated at step 3
+    assert torch.isfinite(caught.value.image).all() and not torch.equal(seen[2], seen[0])
+
+
+def test_nan_at_first_step_keeps_nothing() -> None:
+    poisoned = Poisoned(bad_from=1)
+    with pytest.raises(NonFiniteLoss, match="no finite image to keep") as caught:
+        optimize(poisoned, [], [poisoned], torch.rand(1, 3, 8, 8), num_steps=5)
+    assert caught.value.image is None and caught.value.step == 0
+
+
+def poison_content_loss(monkeypatch: pytest.MonkeyPatch, bad_from: int) -> None:
+    original = losses.ContentLoss.forward
+    calls = [0]
+
+    def forward(self, x):
+        out = original(self, x)
+        calls[0] += 1
+        if calls[0] >= bad_from:
+            self.loss = self.loss * float("nan")
+        return out
+
+    monkeypatch.setattr(losses.ContentLoss, "forward", forward)
+
+
+def test_cli_nan_saves_last_finite_image_and_exits_1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    poison_content_loss(monkeypatch, bad_from=4)
+    out = tmp_path / "o.png"
+    line = one_error_line(invoke([CONTENT, STYLE, "-o", str(out), "-q", *FAST], 1))
+    assert "the loss became nan at step 4" in line and f"saved {out}" in line
+    with Image.open(out) as image:
+        assert image.size == (32, 21)
+        assert np.asarray(image).mean() > 20  # a real picture, not black
+    assert os.listdir(tmp_path) == ["o.png"]
+
+
+def test_cli_nan_at_first_step_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    poison_content_loss(monkeypatch, bad_from=1)
+    line = one_error_line(invoke([CONTENT, STYLE, "-o", str(tmp_path / "o.png"), "-q", *FAST], 1))
+    assert "nothing written" in line
+    assert os.listdir(tmp_path) == []
+
+
+# --- out of memory ---
+
+@pytest.mark.parametrize("error", [
+    torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"),
+    RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory: you tried to "
+                 "allocate 9663676416 bytes. Error code 12 (Cannot allocate memory)"),
+    MemoryError(),
+])
+def test_out_of_memory_one_line_suggests_smaller_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      error: BaseException) -> None:
+    def exhausted(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(transfer, "run_style_transfer", exhausted)
+    line = one_error_line(invoke([CONTENT, STYLE, "-o", str(tmp_path / "o.png"), *FAST], 1))
+    assert line == "Error: out of memory on cpu at size 32 px; try a smaller --size (e.g. 16)"
+    assert os.listdir(tmp_path) == []
+
+
+def test_size_that_cannot_fit_is_refused_before_the_model_loads(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    content = noise_png(tmp_path / "c.png", 60, 40)
+    style = noise_png(tmp_path / "s.png", 50, 50)
+
+    def sizes(long_side: int) -> tuple[tuple[int, int], tuple[int, int]]:  # (height, width) of both
+        return working_size(60, 40, long_side)[::-1], (long_side, long_side)
+
+    free = estimate_bytes(*sizes(160)) + 1  # room for 160 px, not for 176
+    assert estimate_bytes(*sizes(176)) > free
+    monkeypatch.setattr(guards, "available_bytes", lambda device: free)
+    monkeypatch.setattr(transfer, "load_vgg19_features", lambda *a, **k: pytest.fail("the model was loaded"))
+    out = tmp_path / "o.png"
+    line = one_error_line(invoke([content, style, "-o", str(out), "--weights", "random", "--size", "1024",
+                                  "--device", "cpu"], 1))
+    needed = estimate_bytes(*sizes(1024)) / 2**30
+    assert line == (f"Error: size 1024 px needs about {needed:.1f} GiB but only {free / 2**30:.1f} GiB is free on "
+                    f"cpu: the largest size that fits is about 160 px (--size 160)")
+    assert not out.exists()
+
+
+def test_memory_estimate_covers_what_autograd_keeps(cnn) -> None:
+    """Independent count: the bytes autograd saves for backward in the tutorial's model."""
+
+    def saved_bytes(height: int, width: int) -> int:
+        content, style = torch.rand(1, 3, height, width), torch.rand(1, 3, 64, 64)
+        model, _, _ = get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD, style, content)
+        constant = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers()]}
+        saved = {}
+
+        def pack(tensor: torch.Tensor) -> torch.Tensor:
+            storage = tensor.untyped_storage()
+            if storage.data_ptr() not in constant:
+                saved[storage.data_ptr()] = storage.nbytes()
+            return tensor
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+            model(content.clone().requires_grad_(True))
+        return sum(saved.values())
+
+    # The slope between two sizes removes what does not grow with the image (the Gram matrices).
+    per_pixel = (saved_bytes(64, 96) - saved_bytes(32, 48)) / (64 * 96 - 32 * 48)
+    # By hand for conv_1..conv_5: 475 floats (1900 B) per pixel; the RSS slope measured 3072 B.
+    assert per_pixel == pytest.approx(1900, rel=0.02)
+    assert per_pixel <= guards.ACTIVATION_BYTES_PER_PIXEL <= 2 * per_pixel
+    history = 100 * 2 * 3 * 4  # LBFGS keeps 100 (s, y) pairs, each the size of the image
+    assert estimate_bytes((64, 96), (64, 64)) >= guards.BASE_BYTES + saved_bytes(64, 96) + history * 64 * 96
+
+
+def test_free_memory_is_known_on_this_machine() -> None:
+    free = guards.available_bytes(torch.device("cpu"))
+    with open("/proc/meminfo") as handle:
+        total = int(next(line for line in handle if line.startswith("MemTotal:")).split()[1]) * 1024
+    assert free is not None and 0 < free <= total
+
+
+# --- LBFGS stopping early on its tolerances ---
+
+def test_lbfgs_early_stop_is_reported(content_32, style_32) -> None:
+    # Style weight 0 and the content as start: loss and gradient are exactly 0, below
+    # tolerance_grad, so LBFGS returns after its first evaluation (the tutorial's loop
+    # would call it 300 more times for nothing).
+    stats = RunStats()
+    config = StyleConfig(size=32, steps=300, style_weight=0, weights="random", device="cpu")
+    image = stylize(content_32, style_32, config, stats=stats)
+    assert (stats.evaluations, stats.converged) == (1, True)
+    assert image.size == (32, 21)
+    stats = RunStats()
+    stylize(content_32, style_32, StyleConfig(size=32, steps=5, weights="random", device="cpu"), stats=stats)
+    assert (stats.evaluations, stats.converged) == (20, False)
+
+
+def test_cli_reports_early_stop(tmp_path: Path) -> None:
+    out = tmp_path / "o.png"
+    result = invoke([CONTENT, STYLE, "-o", str(out), "--weights", "random", "--size", "32", "--device", "cpu",
+                     "--style-weight", "0"], 0)
+    assert "LBFGS stopped early on its tolerances: 1 of 300 evaluations run" in result.stderr
+    assert f"wrote {out} (32x21, 1 evaluations)" in result.stderr
+
+
+# --- bugs and --debug ---
+
+def test_unexpected_error_is_one_line_and_debug_shows_traceback(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    def buggy(*args, **kwargs):
+        raise TypeError("boom")
+
+    monkeypatch.setattr("style_transfer.cli.stylize", buggy)
+    args = [CONTENT, STYLE, "-o", str(tmp_path / "o.png"), *FAST]
+    line = one_error_line(invoke(args, 1))
+    assert line == "Error: unexpected TypeError: boom (rerun with --debug for the traceback)"
+    debug = invoke([*args, "--debug"], 1)
+    assert "Traceback" in debug.stderr and "TypeError: boom" in debug.stderr
+    assert debug.stderr.strip().splitlines()[-1] == line
+    assert os.listdir(tmp_path) == []
+
+
+def test_debug_shows_traceback_of_a_bad_input(tmp_path: Path) -> None:
+    result = invoke([str(tmp_path / "nope.png"), STYLE, "-o", str(tmp_path / "o.png"), *FAST, "--debug"], 1)
+    assert "Traceback" in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == f"Error: {tmp_path / 'nope.png'}: no such file"
+
+
+def test_resource_error_is_a_memory_error() -> None:
+    assert issubclass(ResourceError, MemoryError)
