@@ -48,7 +48,7 @@ class RunStats:
         if not bool(torch.isfinite(loss.detach())):
             kept = "no finite image to keep" if self._last_good is None else \
                 f"kept the image of step {self.evaluations}"
-            raise NonFiniteLoss(f"the loss became {float(loss)} at step {self.evaluations + 1} (weights too "
+            raise NonFiniteLoss(f"the loss became {float(loss.detach())} at step {self.evaluations + 1} (weights too "
                                 f"large?); stopped, {kept}", self._good_image(), self.evaluations)
         self._last_good = image.detach().clone()
         self.evaluations += 1

@@ -108,7 +108,7 @@ def test_interrupt_before_the_first_evaluation_carries_no_image(monkeypatch: pyt
         def step(self, closure):
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(transfer, "get_input_optimizer", lambda image: Stopped())
+    monkeypatch.setattr(transfer, "get_input_optimizer", lambda image, **options: Stopped())
     poisoned = Poisoned(bad_from=100)
     with pytest.raises(Interrupted, match="interrupted at step 0") as caught:
         optimize(poisoned, [], [poisoned], torch.rand(1, 3, 8, 8), num_steps=5)
