@@ -242,8 +242,9 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, size:
                    err=True)
 
 
-main.help = (main.help or "").format(formats=INPUT_FORMATS_TEXT, min_side=MIN_INPUT_SIDE,
-                                     max_mpx=MAX_PIXELS // 1_000_000)
+for _key, _value in {"{formats}": INPUT_FORMATS_TEXT, "{min_side}": str(MIN_INPUT_SIDE),
+                     "{max_mpx}": str(MAX_PIXELS // 1_000_000)}.items():
+    main.help = (main.help or "").replace(_key, _value)  # the documented limits, written once
 
 
 def _close(bars: dict[str, tqdm]) -> None:

@@ -195,6 +195,25 @@ def test_cli_nan_at_first_step_writes_nothing(tmp_path: Path, monkeypatch: pytes
     assert os.listdir(tmp_path) == []
 
 
+def test_non_finite_result_and_interrupt_fall_back_to_last_good_image() -> None:
+    stats = RunStats()
+    image = torch.full((1, 3, 4, 4), 0.5)
+    stats.check_finite(torch.tensor(1.0), image)  # step 1: finite, its image kept
+    image.fill_(float("nan"))  # then LBFGS's last (unevaluated) update breaks the image
+    with pytest.raises(NonFiniteLoss, match="non-finite after step 1") as caught:
+        stats.check_final(image)
+    assert torch.equal(caught.value.image, torch.full((1, 3, 4, 4), 0.5))
+    interrupted = stats.interrupted()
+    assert interrupted.step == 1 and torch.equal(interrupted.image, torch.full((1, 3, 4, 4), 0.5))
+
+
+def test_help_documents_the_input_decisions() -> None:
+    text = " ".join(invoke(["--help"], 0).output.split())
+    for needle in ["JPEG, PNG, WebP, BMP, TIFF, GIF only", "frame 0", "at least 8 px on its shorter side",
+                   "at most 80 megapixels", "exits 130", "--debug"]:
+        assert needle in text
+
+
 # --- out of memory ---
 
 @pytest.mark.parametrize("error", [
