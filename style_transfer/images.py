@@ -9,7 +9,7 @@ import tempfile
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Union
+from typing import BinaryIO, Union
 
 import numpy as np
 import torch
@@ -166,6 +166,8 @@ def open_image(path: str | os.PathLike) -> Image.Image:
             _check_header(image, name, bomb=any(issubclass(w.category, Image.DecompressionBombWarning)
                                                 for w in caught))
             try:
+                if image.format == "PNG":  # Pillow checks PNG CRCs only in verify(), not while decoding
+                    _verify_png(handle)
                 image.load()
                 # Departure from the tutorial: phone photos carry an EXIF orientation; show them upright.
                 return ImageOps.exif_transpose(image)
@@ -173,6 +175,15 @@ def open_image(path: str | os.PathLike) -> Image.Image:
                 reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
                 raise ImageError(f"{shown(name)}: not a readable image: corrupt or truncated "
                                  f"{image.format} data ({reason})") from None
+
+
+def _verify_png(handle: BinaryIO) -> None:
+    """Check every chunk's CRC of the PNG file open in ``handle`` (raises on a bad one)."""
+    position = handle.tell()
+    handle.seek(0)
+    with Image.open(handle, formats=["PNG"]) as check:
+        check.verify()
+    handle.seek(position)
 
 
 @contextlib.contextmanager

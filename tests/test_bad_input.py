@@ -58,6 +58,13 @@ def bad_png_crc() -> bytes:
     return bytes(data)
 
 
+def bad_idat_crc() -> bytes:
+    data = bytearray(encoded(noise(16, 16), "PNG"))
+    start = data.index(b"IDAT")
+    data[start + 4 + int.from_bytes(data[start - 4:start], "big")] ^= 0xFF  # the pixel data is intact
+    return bytes(data)
+
+
 def truncated(fmt: str) -> bytes:
     data = encoded(noise(64, 64), fmt)
     return data[: len(data) // 2]
@@ -77,6 +84,7 @@ CONTENT_CASES = {
     "ppm (Pillow reads it; not on our list)": (lambda tmp: write(tmp / "x.png", encoded(noise(16, 16), "PPM")),
                                                "unknown format"),
     "bad png crc": (lambda tmp: write(tmp / "crc.png", bad_png_crc()), "corrupt PNG header"),
+    "bad png data crc": (lambda tmp: write(tmp / "idat.png", bad_idat_crc()), "corrupt or truncated PNG data"),
     "truncated png": (lambda tmp: write(tmp / "cut.png", truncated("PNG")), "corrupt or truncated PNG"),
     "truncated jpeg": (lambda tmp: write(tmp / "cut.jpg", truncated("JPEG")), "corrupt or truncated JPEG"),
     "directory": (lambda tmp: (tmp / "folder").mkdir() or str(tmp / "folder"), "is a directory"),
