@@ -10,7 +10,8 @@ import click
 from tqdm import tqdm
 
 from . import __version__
-from .config import CPU_DEFAULT_SIZE, GPU_DEFAULT_SIZE, INITS, LOSS_FORMS, OPTIMIZERS, PRESERVE_COLORS, StyleConfig
+from .config import (BACKWARDS, CPU_DEFAULT_SIZE, GPU_DEFAULT_SIZE, INITS, LOSS_FORMS, OPTIMIZERS, PRESERVE_COLORS,
+                     StyleConfig)
 from .errors import Interrupted, RunStopped, StyleTransferError
 from .files import shown
 from .guards import RunStats
@@ -143,6 +144,10 @@ def show_config(config: StyleConfig) -> None:
 @click.option("--keep-alpha", is_flag=True, default=DEFAULTS.keep_alpha,
               help="Give the result the content's transparency (alpha channel), exactly; needs a .png, .webp "
                    "or .tiff output. Without it, transparency is composited over white.")
+@click.option("--backward", type=click.Choice(BACKWARDS), default=DEFAULTS.backward, show_default=True,
+              help="combined: one backward of the summed loss (the tutorial's). per-module: each loss module "
+                   "backpropagates its own loss, retaining the graph (the 2017 tutorial's; same objective, about "
+                   "twice the time, more memory). See docs/retain_graph.md; stylize-compare-backward measures both.")
 @click.option("--print-config", is_flag=True,
               help="Print the resolved settings (preset filled in, explicit options applied) and exit.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar or summary on stderr.")
@@ -153,7 +158,7 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, size:
          device: str, content_layers: str | None, style_layers: str | None, style_layer_weights: str | None,
          preset: str, style_blend: str | None, style_scale: float, preserve_colors: str, tv_weight: float,
          pooling: str | None, loss_form: str | None, optimizer: str, lr: float | None, keep_alpha: bool,
-         print_config: bool, quiet: bool, debug: bool) -> None:
+         backward: str, print_config: bool, quiet: bool, debug: bool) -> None:
     """Repaint CONTENT in the style of STYLE (Gatys et al.) and write the result to OUTPUT.
 
     A faithful port of the PyTorch neural style transfer tutorial: VGG19, LBFGS,
@@ -176,7 +181,8 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, size:
                              preset=preset, style_layer_weights=_numbers("--style-layer-weights", style_layer_weights),
                              style_blend=_numbers("--style-blend", style_blend), style_scale=style_scale,
                              preserve_colors=preserve_colors, tv_weight=tv_weight, pooling=pooling,
-                             loss_form=loss_form, optimizer=optimizer, lr=lr, keep_alpha=keep_alpha)
+                             loss_form=loss_form, optimizer=optimizer, lr=lr, keep_alpha=keep_alpha,
+                             backward=backward)
         if print_config:
             show_config(config)
             return

@@ -22,6 +22,9 @@ CPU_DEFAULT_SIZE = 448
 INITS = ("content", "noise", "style")  # or the path of an image file
 PRESERVE_COLORS = ("none", "luminance", "histogram")
 OPTIMIZERS = ("lbfgs", "adam")
+# How the losses are backpropagated: one backward of their sum (today's tutorial), or one
+# backward per loss module with the graph retained (the 2017 tutorial); see docs/retain_graph.md.
+BACKWARDS = ("combined", "per-module")
 WEIGHTS_CHOICES = ("imagenet", "random")  # or the path of a local state dict file
 _DEVICE_RE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 
@@ -55,6 +58,7 @@ class StyleConfig:
     optimizer: str = "lbfgs"  # lbfgs (the tutorial's) | adam; every step runs the same closure
     lr: float | None = None  # learning rate (None: 1 for LBFGS, torch's default; 0.02 for Adam)
     keep_alpha: bool = False  # give the result the content's alpha channel (PNG, WebP, TIFF outputs)
+    backward: str = "combined"  # "combined": one backward of the summed loss; "per-module": one per loss module
 
     def __post_init__(self) -> None:
         _apply_preset(self)
@@ -88,6 +92,8 @@ class StyleConfig:
             if len(set(resolved)) != len(resolved):
                 raise ValueError(f"{name}: a layer is named twice in {','.join(getattr(self, name))}")
         _check_controls(self)
+        if self.backward not in BACKWARDS:
+            raise ValueError(f"backward must be one of {', '.join(BACKWARDS)}, got {self.backward!r}")
         if not self.content_layers and not self.style_layers:
             raise ValueError("content_layers and style_layers are both empty: nothing to optimise")
 

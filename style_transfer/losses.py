@@ -27,6 +27,27 @@ def gram_matrix(input: torch.Tensor) -> torch.Tensor:
     return gram.div(a * b * c * d)
 
 
+def backward_weighted(loss: torch.Tensor, weight: float = 1.0, *, retain_graph: bool = False) -> torch.Tensor:
+    """Backpropagate ``weight * loss`` on its own and return it, detached.
+
+    The per-module backward of the 2017 tutorial (there ``retain_variables=True``). Our weight
+    multiplies the loss, as in the combined path; the 2017 code multiplied input and target
+    inside the MSE, so its effective weight was ``weight ** 2``.
+
+    Args:
+        loss: a scalar loss whose graph is still held.
+        weight: the loss weight (style or content weight).
+        retain_graph: keep the graph's saved tensors after this pass, so that another backward
+            through a shared part can follow. The last backward of an evaluation should not.
+
+    Returns:
+        ``weight * loss``, detached (its graph is used up, or kept only for the other modules).
+    """
+    weighted = loss * weight
+    weighted.backward(retain_graph=retain_graph)
+    return weighted.detach()
+
+
 class ContentLoss(nn.Module):
     """Transparent module: stores ``mse_loss(input, target)`` in ``self.loss``, returns ``input``.
 
@@ -43,6 +64,13 @@ class ContentLoss(nn.Module):
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         self.loss = F.mse_loss(input, self.target)
         return input
+
+    def backward(self, weight: float = 1.0, *, retain_graph: bool = False) -> torch.Tensor:
+        """Backpropagate ``weight * self.loss`` and return it (``--backward per-module``).
+
+        See ``backward_weighted``; every call of an evaluation but the last needs ``retain_graph=True``.
+        """
+        return backward_weighted(self.loss, weight, retain_graph=retain_graph)
 
 
 class StyleLoss(nn.Module):
@@ -64,3 +92,10 @@ class StyleLoss(nn.Module):
         G = gram_matrix(input)
         self.loss = F.mse_loss(G, self.target)
         return input
+
+    def backward(self, weight: float = 1.0, *, retain_graph: bool = False) -> torch.Tensor:
+        """Backpropagate ``weight * self.loss`` and return it (``--backward per-module``).
+
+        See ``backward_weighted``; every call of an evaluation but the last needs ``retain_graph=True``.
+        """
+        return backward_weighted(self.loss, weight, retain_graph=retain_graph)

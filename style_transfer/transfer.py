@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from PIL import Image
 from torch import nn, optim
 
+from .backward import check_backward, per_module_backward
 from .config import CPU_DEFAULT_SIZE, GPU_DEFAULT_SIZE, TUTORIAL_CONTENT_LAYERS, TUTORIAL_STYLE_LAYERS, StyleConfig
 from . import colors
 from .guards import RunStats, SizeFn, check_memory, keeps_image_on_interrupt, out_of_memory
@@ -191,6 +192,7 @@ def optimize(
     lr: float | None = None,
     extra_losses: Sequence[nn.Module] = (),
     stats: RunStats,
+    backward: str = "combined",
 ) -> torch.Tensor:
     """The tutorial's loop: LBFGS steps until more than ``num_steps`` closure evaluations ran.
 
@@ -199,8 +201,11 @@ def optimize(
     step); ``extra_losses`` are modules of the model whose ``.loss`` (weighted already, such
     as total variation) is added to the loss. ``stats`` (made by the decorator when not
     given) counts evaluations, stops the run on a NaN/inf loss (``NonFiniteLoss``), notes
-    LBFGS stopping early, and turns Ctrl-C into ``Interrupted``.
+    LBFGS stopping early, and turns Ctrl-C into ``Interrupted``. ``backward`` is ``combined``
+    (one backward of the summed loss, the tutorial's) or ``per-module`` (one backward per loss
+    module, retaining the graph: the 2017 tutorial's; the same objective).
     """
+    check_backward(backward)
     input_img.requires_grad_(True)
     model.eval()
     model.requires_grad_(False)
@@ -225,7 +230,12 @@ def optimize(
             for extra in extra_losses:  # terms beyond the tutorial's two (total variation)
                 loss = loss + extra.loss
             stats.check_finite(loss, input_img)  # departure: a NaN/inf loss stops the run, keeping the last image
-            loss.backward()
+            if backward == "per-module":  # the 2017 tutorial's structure, kept to compare: docs/retain_graph.md
+                style_score, content_score, extra_score = per_module_backward(  # the sum above is not backpropagated
+                    style_losses, content_losses, style_weight, content_weight, extra_losses=extra_losses)
+                loss = style_score + content_score + extra_score
+            else:
+                loss.backward()
             run[0] += 1
             if progress is not None:
                 progress(StepInfo(run[0], num_steps, _value(style_score), _value(content_score)))
@@ -269,6 +279,7 @@ def run_style_transfer(
     optimizer_name: str = "lbfgs",
     lr: float | None = None,
     stats: RunStats | None = None,
+    backward: str = "combined",
 ) -> torch.Tensor:
     """The tutorial's ``run_style_transfer``: build the style model, optimise ``input_img``.
 
@@ -283,6 +294,7 @@ def run_style_transfer(
         tv_weight: weight of a total variation term on ``input_img`` (0: none, as in the tutorial).
         optimizer_name, lr: see ``get_input_optimizer``.
         stats: filled in with the evaluations run and whether LBFGS stopped early.
+        backward: ``combined`` (the tutorial's) or ``per-module`` (see ``optimize``).
 
     Returns:
         ``input_img``, clamped to [0, 1].
@@ -297,7 +309,7 @@ def run_style_transfer(
         extra_losses.append(tv_loss)
     return optimize(model, style_losses, content_losses, input_img, num_steps, style_weight, content_weight,
                     progress, optimizer_name=optimizer_name, lr=lr, extra_losses=extra_losses,
-                    stats=stats)
+                    stats=stats, backward=backward)
 
 
 def initial_image(content_img: torch.Tensor, init: str, seed: int, *,
@@ -397,7 +409,7 @@ def stylize(
                                 progress=progress, style_layer_weights=config.style_layer_weights,
                                 style_blend=config.style_blend, loss_form=config.loss_form, pooling=config.pooling,
                                 tv_weight=config.tv_weight, optimizer_name=config.optimizer, lr=config.lr,
-                                stats=stats)
+                                stats=stats, backward=config.backward)
     if config.preserve_colors == "luminance":
         output = colors.keep_content_chroma(output, content_img)
     return colors.attach_alpha(tensor_to_pil(output), alpha)
