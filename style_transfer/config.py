@@ -59,6 +59,16 @@ class StyleConfig:
     lr: float | None = None  # learning rate (None: 1 for LBFGS, torch's default; 0.02 for Adam)
     keep_alpha: bool = False  # give the result the content's alpha channel (PNG, WebP, TIFF outputs)
     backward: str = "combined"  # "combined": one backward of the summed loss; "per-module": one per loss module
+    # Speed (fast.py; README "Speed" states what each trades). The defaults are the tutorial's path.
+    precision: str = "fp32"  # fp32 | bf16: VGG layers autocast to bfloat16; losses, image, LBFGS stay float32
+    channels_last: bool = False  # NHWC layout for the VGG layers: faster with bf16 on a CPU, same values
+    fused_gram: bool = False  # Gram backward as one matmul: same gradient up to rounding, less time
+    history_size: int = 100  # LBFGS curvature pairs kept (torch's default); each costs 2 image copies
+    scales: int = 1  # coarse-to-fine: this many sizes, each half the next, ending at size
+    min_size: int | None = None  # or coarse-to-fine from this size up, sizes at most 2x apart
+    scale_steps: tuple[int, ...] = ()  # evaluations per size, smallest first; () splits steps
+    threads: int | None = None  # CPU threads, None: physical cores; set by the CLI, never by the library
+    fast: bool = False  # the benchmark's fastest set without quality loss (see fast.speed_from_config)
 
     def __post_init__(self) -> None:
         _apply_preset(self)
@@ -96,6 +106,31 @@ class StyleConfig:
             raise ValueError(f"backward must be one of {', '.join(BACKWARDS)}, got {self.backward!r}")
         if not self.content_layers and not self.style_layers:
             raise ValueError("content_layers and style_layers are both empty: nothing to optimise")
+        _check_speed_fields(self)
+
+
+PRECISIONS = ("fp32", "bf16")
+
+
+def _check_speed_fields(config: StyleConfig) -> None:
+    """Validate the speed fields (issue 6), naming the field and the bad value."""
+    object.__setattr__(config, "scale_steps", tuple(config.scale_steps))
+    if config.precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {config.precision!r}")
+    for name in ("channels_last", "fused_gram", "fast"):
+        if not isinstance(getattr(config, name), bool):
+            raise ValueError(f"{name} must be True or False, got {getattr(config, name)!r}")
+    for name in ("history_size", "scales"):
+        if not _is_int(getattr(config, name)) or getattr(config, name) < 1:
+            raise ValueError(f"{name} must be a positive integer, got {getattr(config, name)!r}")
+    if config.min_size is not None and (not _is_int(config.min_size) or config.min_size < 16):
+        raise ValueError(f"min_size must be an integer >= 16 (px), got {config.min_size!r}")
+    if config.min_size is not None and config.scales > 1:
+        raise ValueError("give scales or min_size, not both")
+    if config.threads is not None and (not _is_int(config.threads) or config.threads < 1):
+        raise ValueError(f"threads must be a positive integer, got {config.threads!r}")
+    if any(not _is_int(n) or n < 1 for n in config.scale_steps):
+        raise ValueError(f"scale_steps must be positive integers, got {config.scale_steps!r}")
 
 
 def _apply_preset(config: StyleConfig) -> None:

@@ -15,6 +15,7 @@ from torch import nn, optim
 from .backward import check_backward, per_module_backward
 from .config import CPU_DEFAULT_SIZE, GPU_DEFAULT_SIZE, TUTORIAL_CONTENT_LAYERS, TUTORIAL_STYLE_LAYERS, StyleConfig
 from . import colors
+from .fast import LBFGS_MAX_ITER, TORCH_LBFGS_HISTORY, Speed, accelerate, scale_budgets, scale_sizes, speed_from_config
 from .guards import RunStats, SizeFn, check_memory, keeps_image_on_interrupt, out_of_memory
 from .images import MIN_SIDE, ImageSource, load_image, tensor_to_pil, working_size
 from .layers import resolve_layers, swap_pooling
@@ -164,16 +165,19 @@ OPTIMIZER_LR = {"lbfgs": 1.0, "adam": 0.02}  # learning rates when none is given
 
 
 def get_input_optimizer(input_img: torch.Tensor, *, optimizer_name: str = "lbfgs",
-                        lr: float | None = None) -> optim.Optimizer:
+                        lr: float | None = None, history_size: int = TORCH_LBFGS_HISTORY) -> optim.Optimizer:
     """The tutorial's optimiser: LBFGS over the image's pixels, torch's defaults.
 
     ``optimizer_name="adam"`` gives Adam instead (lr 0.02 unless given: 2 % of the [0, 1]
-    range per step at most); ``lr`` sets either's learning rate.
+    range per step at most); ``lr`` sets either's learning rate. ``history_size``: LBFGS's
+    curvature pairs (issue 6; torch's default 100 is the tutorial's).
     """
     if optimizer_name == "adam":
         return optim.Adam([input_img], lr=OPTIMIZER_LR["adam"] if lr is None else lr)
     if optimizer_name != "lbfgs":
         raise ValueError(f"optimizer must be lbfgs or adam, got {optimizer_name!r}")
+    if history_size != TORCH_LBFGS_HISTORY:
+        return optim.LBFGS([input_img], lr=OPTIMIZER_LR["lbfgs"] if lr is None else lr, history_size=history_size)
     return optim.LBFGS([input_img]) if lr is None else optim.LBFGS([input_img], lr=lr)
 
 
@@ -193,6 +197,7 @@ def optimize(
     extra_losses: Sequence[nn.Module] = (),
     stats: RunStats,
     backward: str = "combined",
+    history_size: int = TORCH_LBFGS_HISTORY,
 ) -> torch.Tensor:
     """The tutorial's loop: LBFGS steps until more than ``num_steps`` closure evaluations ran.
 
@@ -209,7 +214,7 @@ def optimize(
     input_img.requires_grad_(True)
     model.eval()
     model.requires_grad_(False)
-    optimizer = get_input_optimizer(input_img, optimizer_name=optimizer_name, lr=lr)
+    optimizer = get_input_optimizer(input_img, optimizer_name=optimizer_name, lr=lr, history_size=history_size)
     run = [0]
     while run[0] <= num_steps:
 
@@ -280,6 +285,7 @@ def run_style_transfer(
     lr: float | None = None,
     stats: RunStats | None = None,
     backward: str = "combined",
+    speed: Speed | None = None,
 ) -> torch.Tensor:
     """The tutorial's ``run_style_transfer``: build the style model, optimise ``input_img``.
 
@@ -295,6 +301,7 @@ def run_style_transfer(
         optimizer_name, lr: see ``get_input_optimizer``.
         stats: filled in with the evaluations run and whether LBFGS stopped early.
         backward: ``combined`` (the tutorial's) or ``per-module`` (see ``optimize``).
+        speed: the opt-in fast path (``fast.Speed``); None computes exactly what the tutorial does.
 
     Returns:
         ``input_img``, clamped to [0, 1].
@@ -307,9 +314,12 @@ def run_style_transfer(
         tv_loss = TotalVariationLoss(tv_weight)
         model = nn.Sequential(OrderedDict([("tv_loss", tv_loss), *model.named_children()]))
         extra_losses.append(tv_loss)
+    speed = speed or Speed()
+    if speed.changes_model:  # issue 6: bf16 / channels_last / fused Gram (fast.py)
+        model, style_losses, content_losses = accelerate(model, style_losses, content_losses, speed)
     return optimize(model, style_losses, content_losses, input_img, num_steps, style_weight, content_weight,
                     progress, optimizer_name=optimizer_name, lr=lr, extra_losses=extra_losses,
-                    stats=stats, backward=backward)
+                    stats=stats, backward=backward, history_size=speed.history_size)
 
 
 def initial_image(content_img: torch.Tensor, init: str, seed: int, *,
@@ -388,6 +398,9 @@ def stylize(
     config = config or StyleConfig()
     device = resolve_device(config.device)
     size = config.size or default_size(device)
+    speed = speed_from_config(config, device)  # issue 6: checks bf16 support before any work
+    sizes = scale_sizes(size, config.scales, config.min_size)  # [size] unless coarse-to-fine
+    budgets = scale_budgets(config.steps, len(sizes), config.scale_steps)
     styles = list(style) if isinstance(style, (list, tuple)) else [style]
     normalized_blend(config.style_blend, len(styles))  # a blend that does not fit fails before any work
     # Images are read before the model loads, so a bad image fails fast.
@@ -402,14 +415,18 @@ def stylize(
     if config.preserve_colors == "luminance" and config.init not in ("content", "noise", "style"):
         input_img = colors.gray(colors.luminance(input_img))  # a start file's luminance
     cnn = load_vgg19_features(config.weights, download_progress=download_progress).to(device)
+    steps, report = config.steps, progress
+    if len(sizes) > 1:  # issue 6: coarse-to-fine; the smaller sizes' result starts this one
+        input_img, report = coarse_start(cnn, content, styles, config, device, sizes, budgets, speed, progress, stats)
+        input_img, steps = _fit(input_img, transfer_content), budgets[-1] - 1  # -1: see coarse_start
     output = run_style_transfer(cnn, IMAGENET_MEAN, IMAGENET_STD, transfer_content,
                                 style_imgs[0] if len(style_imgs) == 1 else style_imgs, input_img,
-                                config.steps, config.style_weight, config.content_weight,
+                                steps, config.style_weight, config.content_weight,
                                 content_layers=config.content_layers, style_layers=config.style_layers,
-                                progress=progress, style_layer_weights=config.style_layer_weights,
+                                progress=report, style_layer_weights=config.style_layer_weights,
                                 style_blend=config.style_blend, loss_form=config.loss_form, pooling=config.pooling,
                                 tv_weight=config.tv_weight, optimizer_name=config.optimizer, lr=config.lr,
-                                stats=stats, backward=config.backward)
+                                stats=stats, backward=config.backward, speed=speed)
     if config.preserve_colors == "luminance":
         output = colors.keep_content_chroma(output, content_img)
     return colors.attach_alpha(tensor_to_pil(output), alpha)
@@ -451,3 +468,52 @@ def _working_sizes(content_img: torch.Tensor, style_img: torch.Tensor, style_sca
     (content_h, content_w), (style_h, style_w) = content_img.shape[-2:], style_img.shape[-2:]
     return lambda size: (working_size(content_w, content_h, size)[::-1],
                          working_size(style_w, style_h, style_size(size, style_scale))[::-1])
+
+
+def coarse_start(cnn: nn.Sequential, content: ImageSource, styles: Sequence[ImageSource], config: StyleConfig,
+                 device: torch.device, sizes: Sequence[int], budgets: Sequence[int], speed: Speed | None = None,
+                 progress: ProgressCallback | None = None,
+                 stats: RunStats | None = None) -> tuple[torch.Tensor, ProgressCallback | None]:
+    """Coarse-to-fine (issue 6, not in the tutorial): run every size but the last, smallest first.
+
+    Each size starts from the previous result, upsampled, with its own images and style targets;
+    most evaluations thus run where they are cheap (a quarter of the pixels per halving). A
+    size's budget counts evaluations rounded up to whole LBFGS steps (20), so the loop gets
+    ``budget - 1`` (the tutorial's ``while evaluations <= steps`` would run one step more).
+
+    Returns:
+        The result at ``sizes[-2]`` (the images the transfer sees: gray under ``luminance``), and
+        the progress callback for the last size, which continues the running count.
+    """
+    per_step = LBFGS_MAX_ITER if config.optimizer == "lbfgs" else 1  # Adam: one evaluation per step
+    total = sum(-(-budget // per_step) * per_step for budget in budgets)
+    done: list[int] = [0]
+
+    def report(info: StepInfo) -> None:
+        done[0] += 1
+        if progress is not None:
+            progress(StepInfo(done[0], total, info.style_loss, info.content_loss))
+
+    image: torch.Tensor | None = None
+    for size, budget in zip(sizes[:-1], budgets):
+        content_img = load_image(content, size, device)
+        style_imgs = [load_image(s, style_size(size, config.style_scale), device) for s in styles]
+        transfer_content, style_imgs = prepare_colors(content_img, style_imgs, config.preserve_colors)
+        if image is None:
+            image = initial_image(transfer_content, config.init, config.seed, style_img=style_imgs[0])
+            if config.preserve_colors == "luminance" and config.init not in ("content", "noise", "style"):
+                image = colors.gray(colors.luminance(image))
+        else:
+            image = _fit(image, transfer_content)
+        image = run_style_transfer(cnn, IMAGENET_MEAN, IMAGENET_STD, transfer_content,
+                                   style_imgs[0] if len(style_imgs) == 1 else style_imgs, image, budget - 1,
+                                   config.style_weight, config.content_weight,
+                                   content_layers=config.content_layers, style_layers=config.style_layers,
+                                   progress=report, style_layer_weights=config.style_layer_weights,
+                                   style_blend=config.style_blend, loss_form=config.loss_form,
+                                   pooling=config.pooling, tv_weight=config.tv_weight,
+                                   optimizer_name=config.optimizer, lr=config.lr, stats=stats,
+                                   backward=config.backward, speed=speed)
+    if image is None:
+        raise ValueError("coarse_start needs at least two sizes")
+    return image, report

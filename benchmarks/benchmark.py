@@ -1,0 +1,394 @@
+"""Benchmark of the default path against the fast paths, in one process, on the same inputs.
+
+Run from the repository root::
+
+    python benchmarks/benchmark.py                    # 128, 256 and 512 px on the CPU, ~15 min on 2 cores
+    python benchmarks/benchmark.py --device cuda      # the same on a GPU
+    python benchmarks/benchmark.py --smoke            # one 32 px size, two evaluations per path (CI)
+
+What it measures, per size (VGG19 with seeded random weights, the sample cat and stain):
+
+* seconds per closure evaluation (clamp, forward, loss sum, backward, as in the loop), the median
+  of evaluations interleaved across the paths after a warm-up, so every path sees the same load;
+* FLOPs per evaluation (``torch.utils.flop_counter.FlopCounterMode``) and achieved FLOP/s;
+* peak memory: on a CPU the peak RSS of a fresh child process that builds the model and runs the
+  product's loop for a few LBFGS steps (everything the process holds: torch, weights, images,
+  activations, LBFGS history); on CUDA ``torch.cuda.max_memory_allocated`` in this process;
+* the fp32-evaluated loss after the same evaluation budget (the product's loop from the content
+  image, tutorial weights), for the default path and ``--fast``, their mean absolute pixel
+  difference, and a coarse-to-fine run's wall time and loss at the largest size against the default;
+* how the cost grows with pixels: the exponent ``log(t2/t1) / log(pixels2/pixels1)``.
+
+It prints a table with each path's ratio to the default path and writes the same as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run from a checkout without installing the package
+
+import torch  # noqa: E402
+from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
+
+from style_transfer.config import StyleConfig  # noqa: E402
+from style_transfer.fast import (  # noqa: E402
+    LBFGS_MAX_ITER,
+    Speed,
+    accelerate,
+    bf16_supported,
+    physical_cores,
+    scale_sizes,
+    speed_from_config,
+)
+from style_transfer.images import load_image  # noqa: E402
+from style_transfer.models import IMAGENET_MEAN, IMAGENET_STD, freeze, random_vgg19_features  # noqa: E402
+from style_transfer.transfer import coarse_to_fine, get_style_model_and_losses, run_style_transfer  # noqa: E402
+
+CONTENT = ROOT / "images" / "chelsea.png"
+STYLE = ROOT / "images" / "ihc.png"
+STYLE_WEIGHT, CONTENT_WEIGHT = 1e6, 1.0  # the tutorial's, times --loss-scale
+
+# Each path as StyleConfig speed fields; "default" is the tutorial's computation.
+PATHS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "bf16": {"precision": "bf16"},
+    "channels_last": {"channels_last": True},
+    "bf16+channels_last": {"precision": "bf16", "channels_last": True},
+    "fused_gram": {"fused_gram": True},
+    "fast": {"fast": True},
+}
+BF16_PATHS = ("bf16", "bf16+channels_last")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--device", default="cpu", help="cpu or cuda[:N] (default: cpu)")
+    parser.add_argument("--sizes", default="128,256,512", help="long sides in px, comma-separated")
+    parser.add_argument("--evals", type=int, default=300,
+                        help="evaluation budget of the quality runs (the loop's --steps; 300 runs 320)")
+    parser.add_argument("--rounds", type=int, default=5, help="timed evaluations per path and size")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed evaluations per path first")
+    parser.add_argument("--scales", type=int, default=3, help="coarse-to-fine sizes at the largest size")
+    parser.add_argument("--scale-steps", default="100,60,100",
+                        help="coarse-to-fine evaluations per size, smallest first")
+    parser.add_argument("--probe-steps", type=int, default=20,
+                        help="loop evaluations of each CPU memory probe (one LBFGS step is 20)")
+    parser.add_argument("--budget-s", type=float, default=900.0,
+                        help="skip the quality runs of a size whose estimated time would pass this (s)")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: physical cores)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random VGG19 weights")
+    parser.add_argument("--loss-scale", type=float, default=1000.0,
+                        help="both loss weights times this (default 1000: with random weights LBFGS then "
+                             "stores curvature pairs as with pretrained ones; 1 is the tutorial's weights)")
+    parser.add_argument("--out", default=None, help="JSON output (default: benchmarks/results-DEVICE.json)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="CI smoke mode: one 32 px size, two evaluations per path, tiny runs")
+    parser.add_argument("--probe", nargs=3, metavar=("SIZE", "PATH", "STEPS"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.sizes, args.rounds, args.warmup, args.evals = "32", 2, 1, 1
+        args.scales, args.scale_steps, args.probe_steps = 2, "1,1", 1
+    args.sizes = [int(s) for s in str(args.sizes).split(",")]
+    args.scale_steps = [int(s) for s in str(args.scale_steps).split(",")]
+    return args
+
+
+class Inputs:
+    """The content and style images at one size, and the start image, on the device."""
+
+    def __init__(self, size: int, device: torch.device) -> None:
+        self.size = size
+        self.content = load_image(CONTENT, size, device)
+        self.style = load_image(STYLE, size, device)
+        self.pixels = self.content.shape[-1] * self.content.shape[-2]
+
+
+def path_speed(name: str, device: torch.device) -> Speed:
+    return speed_from_config(StyleConfig(**PATHS[name]), device)
+
+
+def build(cnn: torch.nn.Sequential, inputs: Inputs, speed: Speed) -> tuple[Any, list, list]:
+    model, style_losses, content_losses = get_style_model_and_losses(
+        cnn, IMAGENET_MEAN, IMAGENET_STD, inputs.style, inputs.content)
+    if speed.changes_model:
+        model, style_losses, content_losses = accelerate(model, style_losses, content_losses, speed)
+    return model, style_losses, content_losses
+
+
+def evaluate(built: tuple[Any, list, list], image: torch.Tensor) -> float:
+    """One closure evaluation as the loop runs it: clamp, zero grad, forward, loss sum, backward."""
+    model, style_losses, content_losses = built
+    with torch.no_grad():
+        image.clamp_(0, 1)
+    image.grad = None
+    model(image)
+    loss = STYLE_WEIGHT * sum(sl.loss for sl in style_losses) + CONTENT_WEIGHT * sum(cl.loss for cl in content_losses)
+    loss.backward()
+    return float(loss.detach())
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def fp32_loss(cnn: torch.nn.Sequential, inputs: Inputs, image: torch.Tensor) -> float:
+    """The tutorial's loss (fp32, default path) of ``image`` at this size."""
+    model, style_losses, content_losses = get_style_model_and_losses(
+        cnn, IMAGENET_MEAN, IMAGENET_STD, inputs.style, inputs.content)
+    with torch.no_grad():
+        model(image)
+        return float(STYLE_WEIGHT * sum(sl.loss for sl in style_losses)
+                     + CONTENT_WEIGHT * sum(cl.loss for cl in content_losses))
+
+
+def time_paths(cnn: torch.nn.Sequential, inputs: Inputs, names: list[str], device: torch.device,
+               rounds: int, warmup: int) -> dict[str, dict[str, float]]:
+    """Median s/evaluation (interleaved), FLOPs and FLOP/s of each path at one size."""
+    built = {name: build(cnn, inputs, path_speed(name, device)) for name in names}
+    image = inputs.content.clone().requires_grad_(True)
+    result: dict[str, dict[str, float]] = {}
+    for name in names:
+        with FlopCounterMode(display=False) as counter:
+            first_loss = evaluate(built[name], image)
+        result[name] = {"flops": float(counter.get_total_flops()), "first_loss": first_loss}
+        for _ in range(warmup):
+            evaluate(built[name], image)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for _ in range(rounds):
+        for name in names:  # interleaved: every path sees the same machine load
+            sync(device)
+            start = time.perf_counter()
+            evaluate(built[name], image)
+            sync(device)
+            times[name].append(time.perf_counter() - start)
+    for name in names:
+        seconds = statistics.median(times[name])
+        result[name].update(s_per_eval=seconds, gflops_per_s=result[name]["flops"] / seconds / 1e9)
+    return result
+
+
+def probe_memory(size: int, name: str, steps: int, device: torch.device, seed: int) -> dict[str, float]:
+    """Peak memory of one path: a child process's peak RSS (CPU) or max_memory_allocated (CUDA)."""
+    if device.type == "cuda":
+        return _probe(size, name, steps, device, seed)
+    command = [sys.executable, str(Path(__file__).resolve()), "--probe", str(size), name, str(steps),
+               "--seed", str(seed), "--threads", str(torch.get_num_threads()),
+               "--loss-scale", str(CONTENT_WEIGHT)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"memory probe {size} px {name} failed: {done.stderr.strip().splitlines()[-1:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _rss_mib() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _probe(size: int, name: str, steps: int, device: torch.device, seed: int) -> dict[str, float]:
+    """Build the path's model at ``size`` and run the product's loop for ``steps`` evaluations."""
+    cnn = freeze(random_vgg19_features(seed)).to(device)
+    inputs = Inputs(size, device)
+    speed = path_speed(name, device)
+    if device.type == "cuda":
+        sync(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        base = torch.cuda.memory_allocated(device) / 2**20
+    else:
+        base = _rss_mib() if sys.platform.startswith("linux") else float("nan")
+    run_style_transfer(cnn, IMAGENET_MEAN, IMAGENET_STD, inputs.content, inputs.style, inputs.content.clone(),
+                       steps, STYLE_WEIGHT, CONTENT_WEIGHT, speed=speed)
+    if device.type == "cuda":
+        sync(device)
+        peak = torch.cuda.max_memory_allocated(device) / 2**20
+    else:
+        scale = 1 if sys.platform.startswith("linux") else 1 / 1024  # ru_maxrss: KiB on Linux, bytes on macOS
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 1024
+    return {"peak_mib": peak, "base_mib": base, "run_mib": peak - base}
+
+
+def quality_runs(cnn: torch.nn.Sequential, inputs: Inputs, device: torch.device, evals: int) -> dict[str, Any]:
+    """The default path and --fast for the same budget from the content image: time, fp32 loss, pixels."""
+    result: dict[str, Any] = {}
+    images = {}
+    for name in ("default", "fast"):
+        steps: list[Any] = []
+        sync(device)
+        start, cpu = time.perf_counter(), time.process_time()
+        images[name] = run_style_transfer(cnn, IMAGENET_MEAN, IMAGENET_STD, inputs.content, inputs.style,
+                                          inputs.content.clone(), evals, STYLE_WEIGHT, CONTENT_WEIGHT,
+                                          progress=steps.append,
+                                          speed=path_speed(name, device))
+        sync(device)
+        wall = time.perf_counter() - start
+        result[name] = {"wall_s": wall, "cpu_s": time.process_time() - cpu, "evaluations": len(steps),
+                        "loop_s_per_eval": wall / len(steps), "fp32_loss": fp32_loss(cnn, inputs, images[name])}
+    result["fast"]["loss_ratio"] = result["fast"]["fp32_loss"] / result["default"]["fp32_loss"]
+    result["mean_abs_diff_levels"] = float((images["fast"] - images["default"]).abs().mean() * 255)
+    return result
+
+
+def c2f_run(cnn: torch.nn.Sequential, inputs: Inputs, device: torch.device, scales: int, scale_steps: list[int],
+            target_loss: float) -> dict[str, Any]:
+    """Coarse-to-fine with --fast: wall time, final fp32 loss, and when the last size reached the target."""
+    config = StyleConfig(size=inputs.size, fast=True, scales=scales, scale_steps=tuple(scale_steps),
+                         style_weight=STYLE_WEIGHT, content_weight=CONTENT_WEIGHT)
+    sizes = scale_sizes(inputs.size, scales)
+    speed = speed_from_config(config, device)
+    record: list[tuple[float, int, float]] = []
+    sync(device)
+    start, cpu = time.perf_counter(), time.process_time()
+    image = coarse_to_fine(cnn, CONTENT, STYLE, config, device, sizes, scale_steps, speed,
+                           progress=lambda info: record.append((time.perf_counter() - start, info.step, info.loss)))
+    sync(device)
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    loss = fp32_loss(cnn, inputs, image)
+    earlier = sum(-(-n // LBFGS_MAX_ITER) * LBFGS_MAX_ITER for n in scale_steps[:-1])
+    # The last size's evaluations report its loss (bf16-evaluated on the fast path; the fp32 loss of the
+    # result is checked too). A size's count can fall short if LBFGS stops early: then this is approximate.
+    reached = next((t for t, step, value in record if step > earlier and value <= target_loss), None)
+    return {"sizes": sizes, "scale_steps": scale_steps, "evaluations": len(record), "wall_s": wall, "cpu_s": cpu,
+            "fp32_loss": loss, "reached_target_s": reached}
+
+
+def growth(sizes: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    """Exponent of ``key`` against pixels between consecutive sizes."""
+    out = []
+    for a, b in zip(sizes, sizes[1:]):
+        if a.get(key) and b.get(key):
+            out.append({"from": a["size"], "to": b["size"],
+                        "exponent": math.log(b[key] / a[key]) / math.log(b["pixels"] / a["pixels"])})
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    global STYLE_WEIGHT, CONTENT_WEIGHT
+    STYLE_WEIGHT, CONTENT_WEIGHT = 1e6 * args.loss_scale, 1.0 * args.loss_scale
+    threads = args.threads or physical_cores()
+    torch.set_num_threads(threads)  # a script owns its process; the library never does this
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        print("error: --device cuda but no CUDA GPU is available", file=sys.stderr)
+        return 2
+    if args.probe:
+        size, name, steps = args.probe
+        print(json.dumps(_probe(int(size), name, int(steps), device, args.seed)))
+        return 0
+
+    started = time.perf_counter()
+    bf16 = bf16_supported(device)
+    names = [n for n in PATHS if bf16 or n not in BF16_PATHS]
+    cnn = freeze(random_vgg19_features(args.seed)).to(device)
+    report: dict[str, Any] = {
+        "device": _device_name(device), "threads": threads, "torch": torch.__version__, "bf16_native": bf16,
+        "paths": {n: PATHS[n] for n in names}, "fast_resolves_to": path_speed("fast", device).__dict__,
+        "evals_budget": args.evals, "style_weight": STYLE_WEIGHT, "content_weight": CONTENT_WEIGHT,
+        "sizes": [], "notes": [],
+    }
+    if not bf16:
+        report["notes"].append("no native bf16 on this device: bf16 paths skipped, --fast runs in fp32")
+    for size in args.sizes:
+        inputs = Inputs(size, device)
+        entry: dict[str, Any] = {"size": size, "shape": list(inputs.content.shape[-2:]), "pixels": inputs.pixels}
+        entry["paths"] = time_paths(cnn, inputs, names, device, args.rounds, args.warmup)
+        base = entry["paths"]["default"]["s_per_eval"]
+        for stats in entry["paths"].values():
+            stats["speedup"] = base / stats["s_per_eval"]
+        for name in ("default", "fast"):
+            entry["paths"][name]["memory"] = probe_memory(size, name, args.probe_steps, device, args.seed)
+        entry["s_per_eval_default"] = base
+        entry["s_per_eval_fast"] = entry["paths"]["fast"]["s_per_eval"]
+        entry["peak_mib_default"] = entry["paths"]["default"]["memory"]["peak_mib"]
+        entry["peak_mib_fast"] = entry["paths"]["fast"]["memory"]["peak_mib"]
+        runs = args.evals + 20  # the loop passes its budget by up to one LBFGS step
+        estimate = runs * (base + entry["s_per_eval_fast"]) * 1.15 + sum(
+            n * entry["s_per_eval_fast"] / 4 ** (args.scales - 1 - i) for i, n in enumerate(args.scale_steps))
+        spent = time.perf_counter() - started
+        if spent + estimate > args.budget_s:
+            entry["quality"] = None
+            report["notes"].append(f"{size} px: quality runs skipped (estimated {estimate:.0f} s, "
+                                   f"{spent:.0f} s spent of the {args.budget_s:.0f} s budget)")
+        else:
+            entry["quality"] = quality_runs(cnn, inputs, device, args.evals)
+            if size == max(args.sizes) or args.smoke:
+                target = entry["quality"]["default"]["fp32_loss"]
+                c2f = c2f_run(cnn, inputs, device, args.scales, args.scale_steps, target)
+                default = entry["quality"]["default"]
+                c2f["time_ratio"] = c2f["wall_s"] / default["wall_s"]
+                c2f["cpu_ratio"] = c2f["cpu_s"] / default["cpu_s"]
+                if c2f["reached_target_s"] is not None:
+                    c2f["reach_ratio"] = c2f["reached_target_s"] / default["wall_s"]
+                entry["coarse_to_fine"] = c2f
+        report["sizes"].append(entry)
+        print_size(entry)
+    report["growth"] = {key: growth(report["sizes"], key) for key in
+                        ("s_per_eval_default", "s_per_eval_fast", "peak_mib_default", "peak_mib_fast")}
+    report["wall_s"] = time.perf_counter() - started
+    print_summary(report)
+    out = Path(args.out) if args.out else ROOT / "benchmarks" / f"results-{device.type}.json"
+    out.write_text(json.dumps(report, indent=1) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
+def _device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"{platform.processor() or platform.machine()}, {os.cpu_count()} logical CPUs"
+
+
+def print_size(entry: dict[str, Any]) -> None:
+    h, w = entry["shape"]
+    print(f"\n{entry['size']} px ({w}x{h})")
+    print(f"  {'path':20s} {'s/eval':>8s} {'ratio':>6s} {'GFLOP':>7s} {'GFLOP/s':>8s} {'peak MiB':>9s}")
+    for name, stats in entry["paths"].items():
+        memory = stats.get("memory", {}).get("peak_mib")
+        print(f"  {name:20s} {stats['s_per_eval']:8.4f} {stats['speedup']:5.2f}x {stats['flops'] / 1e9:7.2f} "
+              f"{stats['gflops_per_s']:8.1f} {'' if memory is None else f'{memory:9.0f}'}")
+    quality = entry.get("quality")
+    if quality:
+        d, f = quality["default"], quality["fast"]
+        print(f"  after {d['evaluations']} evaluations: fp32 loss default {d['fp32_loss']:.6g} "
+              f"({d['wall_s']:.1f} s, {d['cpu_s']:.1f} s CPU), fast {f['fp32_loss']:.6g} ({f['wall_s']:.1f} s, "
+              f"{f['cpu_s']:.1f} s CPU; loss ratio {f['loss_ratio']:.3f}); "
+              f"mean |fast - default| = {quality['mean_abs_diff_levels']:.2f} / 255")
+    c2f = entry.get("coarse_to_fine")
+    if c2f:
+        reached = c2f["reached_target_s"]
+        print(f"  coarse-to-fine --fast {c2f['sizes']} x {c2f['scale_steps']} evaluations: {c2f['wall_s']:.1f} s "
+              f"({c2f['time_ratio']:.3f} of the default's wall, {c2f['cpu_ratio']:.3f} of its CPU time), "
+              f"fp32 loss {c2f['fp32_loss']:.6g}; reached the default's loss "
+              + (f"after {reached:.1f} s ({c2f['reach_ratio']:.3f} of the default's wall)" if reached else "never"))
+    sys.stdout.flush()
+
+
+def print_summary(report: dict[str, Any]) -> None:
+    print("\ncost growth with pixels (exponent between sizes):")
+    for key, rows in report["growth"].items():
+        print(f"  {key:20s} " + ", ".join(f"{r['from']}->{r['to']}: {r['exponent']:.2f}" for r in rows))
+    for note in report["notes"]:
+        print(f"note: {note}")
+    print(f"device: {report['device']}, {report['threads']} threads, torch {report['torch']}; "
+          f"total {report['wall_s']:.0f} s")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

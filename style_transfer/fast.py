@@ -1,0 +1,285 @@
+"""Opt-in fast paths: bf16 autocast, channels_last, a cheaper Gram backward, coarse-to-fine sizes.
+
+Nothing here runs on the default path: ``StyleConfig()`` computes exactly what the tutorial
+computes. Each option trades something, stated on its ``StyleConfig`` field and in the README.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .config import StyleConfig
+from .losses import ContentLoss, StyleLoss
+
+TORCH_LBFGS_HISTORY = 100  # torch.optim.LBFGS's default history_size, the tutorial's
+LBFGS_MAX_ITER = 20  # torch.optim.LBFGS's default max_iter: evaluations per optimizer.step()
+
+
+class _Gram(torch.autograd.Function):
+    """``G = F Fᵀ / n`` in float32 for features ``F`` of shape ``(C, M)``, with a one-matmul backward.
+
+    ``F`` is passed as ``(C, M)``, or as ``Fᵀ`` of shape ``(M, C)`` with ``rows_last=True``
+    (the free view of a channels_last feature map); the gradient comes back in the same layout.
+
+    Autograd's ``mm`` backward runs two matrix products (one per operand, ``dG F`` and
+    ``(Fᵀ dG)ᵀ``) and adds them; ``dF = F (dG + dGᵀ) / n`` is the same gradient in one product.
+    The forward runs in float32 whatever ``F``'s dtype (a bf16 ``F`` is widened exactly); the
+    backward runs in ``F``'s dtype, which is the dtype its gradient must have anyway.
+    """
+
+    @staticmethod
+    def forward(ctx: torch.autograd.function.FunctionCtx, features: torch.Tensor,  # type: ignore[override]
+                n: int, rows_last: bool) -> torch.Tensor:
+        ctx.save_for_backward(features)
+        ctx.n, ctx.rows_last = n, rows_last  # type: ignore[attr-defined]
+        wide = features.float()
+        return (torch.mm(wide.t(), wide) if rows_last else torch.mm(wide, wide.t())).div(n)
+
+    @staticmethod
+    def backward(ctx: torch.autograd.function.FunctionCtx,  # type: ignore[override]
+                 grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        (features,) = ctx.saved_tensors  # type: ignore[attr-defined]
+        grad = grad.div(ctx.n)  # type: ignore[attr-defined]
+        both = (grad + grad.t()).to(features.dtype)
+        if ctx.rows_last:  # type: ignore[attr-defined]
+            return torch.mm(features, both), None, None
+        return torch.mm(both, features), None, None
+
+
+def fused_gram_matrix(input: torch.Tensor) -> torch.Tensor:
+    """The tutorial's normalised Gram matrix, in float32, with a one-matmul backward.
+
+    Equals ``losses.gram_matrix(input.float())`` up to float rounding (the product runs on the
+    transposed layout, which is a free view of a channels_last tensor).
+
+    Args:
+        input: feature maps ``(a, b, c, d)``, float32 or bfloat16, NCHW or channels_last.
+
+    Returns:
+        ``(a*b, a*b)`` float32 tensor ``F Fᵀ / (a*b*c*d)``.
+    """
+    a, b, c, d = input.size()
+    if a == 1 and input.is_contiguous(memory_format=torch.channels_last):
+        features = input.permute(0, 2, 3, 1).reshape(c * d, b)  # a view: no copy of the feature maps
+        return _Gram.apply(features, a * b * c * d, True)
+    return _Gram.apply(input.reshape(a * b, c * d), a * b * c * d, False)
+
+
+class FusedStyleLoss(StyleLoss):
+    """``StyleLoss`` with the Gram matrix of ``fused_gram_matrix``: same loss, cheaper backward."""
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        self.loss = F.mse_loss(fused_gram_matrix(input), self.target)
+        return input
+
+
+class FastContentLoss(ContentLoss):
+    """``ContentLoss`` in float32 on a feature map of any dtype and layout; same loss.
+
+    On channels_last maps the mean runs over ``(N, H, W, C)`` views (a free permutation):
+    ``mse_loss``'s backward on channels_last tensors is several times slower on the CPU.
+    """
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        x, target = input.float(), self.target
+        if x.is_contiguous(memory_format=torch.channels_last) and x.dim() == 4:
+            target = target.contiguous(memory_format=torch.channels_last)  # a no-op once accelerate() ran
+            x, target = x.permute(0, 2, 3, 1), target.permute(0, 2, 3, 1)
+        self.loss = F.mse_loss(x, target)
+        return input
+
+
+@dataclass(frozen=True)
+class Speed:
+    """The speed settings of a run, resolved from a ``StyleConfig`` (see its fields)."""
+
+    precision: str = "fp32"
+    channels_last: bool = False
+    fused_gram: bool = False
+    history_size: int = TORCH_LBFGS_HISTORY
+
+    @property
+    def changes_model(self) -> bool:
+        """Whether ``accelerate`` has anything to do (the history size is the optimiser's)."""
+        return self.precision != "fp32" or self.channels_last or self.fused_gram
+
+
+def speed_from_config(config: StyleConfig, device: torch.device) -> Speed:
+    """Resolve the speed fields of ``config`` for ``device`` (``fast`` turns on the fast set).
+
+    Raises:
+        ValueError: bf16 asked for explicitly where the device cannot run it fast.
+    """
+    precision = config.precision
+    if precision == "bf16":
+        check_bf16(device)
+    if config.fast:
+        if precision == "fp32" and bf16_supported(device):
+            precision = "bf16"
+        return Speed(precision, True, True, min(config.history_size, FAST_HISTORY_SIZE))
+    return Speed(precision, config.channels_last, config.fused_gram, config.history_size)
+
+
+FAST_HISTORY_SIZE = 20  # --fast's LBFGS history: see README, "Speed"
+
+
+def bf16_supported(device: torch.device) -> bool:
+    """Whether ``device`` runs bfloat16 convolutions natively (CPU: AVX512-BF16 or AMX; CUDA: Ampere+)."""
+    if device.type == "cuda":
+        return bool(torch.cuda.is_bf16_supported(including_emulation=False))
+    if device.type == "cpu":
+        check = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
+        return bool(torch.backends.mkldnn.is_available() and check is not None and check())
+    return False  # MPS: autocast to bf16 is not tested here
+
+
+def check_bf16(device: torch.device) -> None:
+    """Raise ``ValueError`` when ``device`` cannot run the bf16 path natively."""
+    if not bf16_supported(device):
+        what = {"cpu": "this CPU has no native bfloat16 (AVX512-BF16/AMX) through oneDNN",
+                "cuda": "this GPU has no native bfloat16 (needs compute capability 8.0+)"}.get(
+                    device.type, f"bf16 autocast is not supported on {device.type}")
+        raise ValueError(f"precision 'bf16' is not available: {what}; use --precision fp32")
+
+
+class FastStyleModel(nn.Module):
+    """Runs a style model's layers in bf16 and/or channels_last; its loss modules stay float32.
+
+    The loss modules see float32 feature maps outside autocast, so losses, targets and the
+    image gradient's dtype are float32; only the VGG layers' arithmetic is in bfloat16.
+    """
+
+    def __init__(self, body: nn.Sequential, speed: Speed, device_type: str) -> None:
+        super().__init__()
+        self.body = body
+        self.speed = speed
+        self.device_type = device_type
+
+    def forward(self, img: torch.Tensor) -> torch.Tensor:
+        x = img.contiguous(memory_format=torch.channels_last) if self.speed.channels_last else img
+        bf16 = self.speed.precision == "bf16"
+        with torch.autocast(self.device_type, dtype=torch.bfloat16, enabled=bf16):
+            for module in self.body:
+                if isinstance(module, (FusedStyleLoss, FastContentLoss)):
+                    with torch.autocast(self.device_type, enabled=False):
+                        module(x)  # widens to float32 itself
+                elif hasattr(module, "loss"):  # any other loss module: float32, outside autocast
+                    with torch.autocast(self.device_type, enabled=False):
+                        module(x.float())
+                else:
+                    x = module(x)
+        return x
+
+
+def accelerate(model: nn.Sequential, style_losses: Sequence[StyleLoss], content_losses: Sequence[ContentLoss],
+               speed: Speed) -> tuple[nn.Module, list[StyleLoss], list[ContentLoss]]:
+    """Turn a model from ``get_style_model_and_losses`` into its fast form.
+
+    Convolutions are copied before their layout changes (the caller's ``cnn`` is never changed);
+    loss modules become ``FusedStyleLoss`` / ``FastContentLoss`` sharing the same targets.
+
+    Returns:
+        ``(model, style_losses, content_losses)`` to hand to ``transfer.optimize``.
+
+    Raises:
+        ValueError: bf16 on a device without native bf16.
+    """
+    device = next((b.device for b in model.buffers()), torch.device("cpu"))
+    if speed.precision == "bf16":
+        check_bf16(device)
+    body = nn.Sequential()
+    new_style: list[StyleLoss] = []
+    new_content: list[ContentLoss] = []
+    for name, module in model.named_children():
+        # Only the tutorial's own loss classes are swapped; other loss modules (weighted, paper
+        # form, total variation) run as they are, in float32 (see FastStyleModel).
+        if isinstance(module, StyleLoss):
+            if speed.fused_gram and type(module) is StyleLoss:
+                module = _recast(module, FusedStyleLoss)
+            new_style.append(module)
+        elif isinstance(module, ContentLoss):
+            if type(module) is ContentLoss:
+                module = _recast(module, FastContentLoss)
+                if speed.channels_last:
+                    # The target in the features' layout: a mixed-layout mse_loss is several times slower.
+                    module.target = module.target.contiguous(memory_format=torch.channels_last)
+            new_content.append(module)
+        elif isinstance(module, nn.Conv2d) and speed.channels_last:
+            module = copy.deepcopy(module).to(memory_format=torch.channels_last)
+        body.add_module(name, module)
+    return FastStyleModel(body, speed, device.type), new_style, new_content
+
+
+def _recast(module: nn.Module, cls: type) -> nn.Module:
+    """A shallow copy of a loss module as ``cls``, sharing its target tensors."""
+    new = cls.__new__(cls)
+    new.__dict__.update(module.__dict__)
+    new._buffers = dict(module._buffers)  # its own buffer dict: a new target leaves the old module alone
+    return new
+
+
+def scale_sizes(size: int, scales: int = 1, min_size: int | None = None) -> list[int]:
+    """The working sizes of a coarse-to-fine run, smallest first, ending at ``size``.
+
+    ``scales`` sizes spaced by a factor of 2 (``size/2^(scales-1)``, ..., ``size``); or, with
+    ``min_size``, sizes from ``min_size`` up to ``size`` spaced by at most a factor of 2.
+    No size is below 16 px.
+    """
+    if min_size is not None and min_size < size:
+        count = math.ceil(math.log2(size / min_size)) + 1
+        ratio = (size / min_size) ** (1 / (count - 1))
+        sizes = [round(min_size * ratio**k) for k in range(count - 1)] + [size]
+    else:
+        sizes = [round(size / 2**k) for k in range(scales - 1, 0, -1)] + [size]
+    return [max(16, s) for s in sizes]
+
+
+def scale_budgets(total_steps: int, count: int, scale_steps: Sequence[int] | None = None) -> list[int]:
+    """Evaluations per scale, smallest first: ``scale_steps`` when given, else split ``total_steps``.
+
+    The default split gives the final size a quarter of the evaluations (at least one) and the
+    rest to the coarser sizes in equal parts: coarse evaluations are 4x cheaper per halving.
+    """
+    if scale_steps:
+        if len(scale_steps) != count:
+            raise ValueError(f"scale_steps has {len(scale_steps)} entries for {count} sizes; give one per size")
+        return list(scale_steps)
+    if count == 1:
+        return [total_steps]
+    final = max(1, total_steps // 4)
+    coarse = max(1, (total_steps - final) // (count - 1))
+    return [coarse] * (count - 1) + [final]
+
+
+def physical_cores() -> int:
+    """Physical CPU cores available to this process (hyper-threads not counted)."""
+    available = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        with open("/proc/cpuinfo") as f:
+            text = f.read()
+    except OSError:
+        return available
+    cores = set()
+    physical = core = None
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key == "physical id":
+            physical = value.strip()
+        elif key == "core id":
+            core = value.strip()
+        elif not line.strip():
+            if core is not None:
+                cores.add((physical, core))
+            physical = core = None
+    if core is not None:
+        cores.add((physical, core))
+    return max(1, min(available, len(cores))) if cores else available

@@ -1,0 +1,255 @@
+"""The opt-in fast paths (fast.py): correctness only, never timing (timing lives in benchmarks/)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from style_transfer import StyleConfig, run_style_transfer, stylize
+from style_transfer.cli import main
+from style_transfer.fast import (
+    FAST_HISTORY_SIZE,
+    FastContentLoss,
+    FusedStyleLoss,
+    Speed,
+    accelerate,
+    bf16_supported,
+    fused_gram_matrix,
+    scale_budgets,
+    scale_sizes,
+    speed_from_config,
+)
+from style_transfer.images import pil_to_tensor
+from style_transfer.losses import gram_matrix
+from style_transfer.models import IMAGENET_MEAN, IMAGENET_STD
+from style_transfer.transfer import get_style_model_and_losses
+
+from .conftest import IMAGES
+
+ROOT = Path(__file__).resolve().parent.parent
+CPU = torch.device("cpu")
+needs_bf16 = pytest.mark.skipif(not bf16_supported(CPU), reason="this CPU has no native bf16")
+
+
+def tutorial_loss(cnn, content, style, image) -> float:
+    """The default path's fp32 loss of ``image``: the plain second computation to judge a fast path."""
+    model, style_losses, content_losses = get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD, style, content)
+    with torch.no_grad():
+        model(image)
+    return float(1e6 * sum(s.loss for s in style_losses) + sum(c.loss for c in content_losses))
+
+
+class TestFusedGram:
+    @pytest.mark.parametrize("channels_last", [False, True])
+    def test_value_and_gradient_match_autograd_gram(self, channels_last: bool) -> None:
+        generator = torch.Generator().manual_seed(0)
+        x = torch.rand(1, 8, 5, 7, generator=generator, dtype=torch.float64)
+        target = torch.rand(8, 8, generator=generator, dtype=torch.float64)
+        plain = x.clone().requires_grad_(True)
+        torch.nn.functional.mse_loss(gram_matrix(plain), target).backward()
+        fused_in = x.clone()
+        if channels_last:
+            fused_in = fused_in.contiguous(memory_format=torch.channels_last)
+        fused_in.requires_grad_(True)
+        gram = fused_gram_matrix(fused_in)
+        torch.nn.functional.mse_loss(gram, target.float()).backward()
+        # The fused Gram works in float32: compare with float32 tolerances.
+        assert gram.dtype == torch.float32
+        torch.testing.assert_close(gram.double(), gram_matrix(x), rtol=1e-6, atol=1e-7)
+        torch.testing.assert_close(fused_in.grad.double(), plain.grad, rtol=1e-5, atol=1e-8)
+
+    def test_by_hand(self) -> None:
+        # F = [[1, 2], [3, 4]] as (1, 2, 1, 2): G = F Fᵀ / 4 = [[5, 11], [11, 25]] / 4.
+        x = torch.tensor([[[[1.0, 2.0]], [[3.0, 4.0]]]], requires_grad=True)
+        gram = fused_gram_matrix(x)
+        torch.testing.assert_close(gram, torch.tensor([[5.0, 11.0], [11.0, 25.0]]) / 4)
+        # d(sum G)/dF = (1 + 1ᵀ) F / 4 = [[2, 2], [2, 2]] F / 4: each row gets (sum of column) / 2.
+        gram.sum().backward()
+        torch.testing.assert_close(x.grad, torch.tensor([[[[2.0, 3.0]], [[2.0, 3.0]]]]))
+
+    def test_gradcheck_float64(self) -> None:
+        x = torch.rand(1, 3, 4, 5, dtype=torch.float64, requires_grad=True)
+        # float64 in, float32 out: check the backward against finite differences at float32 accuracy.
+        assert torch.autograd.gradcheck(lambda t: fused_gram_matrix(t).double(), (x,), eps=1e-3, atol=1e-3)
+
+
+class TestAccelerate:
+    def test_same_first_loss_and_gradient_in_fp32(self, cnn, content_32, style_32) -> None:
+        """fp32 with channels_last and the fused Gram: the same loss and gradient up to rounding."""
+        def first(speed: Speed | None):
+            model, sl, cl = get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD, style_32, content_32)
+            if speed is not None:
+                model, sl, cl = accelerate(model, sl, cl, speed)
+            image = content_32.clone().requires_grad_(True)
+            model(image)
+            loss = 1e6 * sum(s.loss for s in sl) + sum(c.loss for c in cl)
+            loss.backward()
+            return loss.detach(), image.grad
+
+        loss, grad = first(None)
+        fast_loss, fast_grad = first(Speed("fp32", True, True))
+        torch.testing.assert_close(fast_loss, loss, rtol=1e-5, atol=0)
+        torch.testing.assert_close(fast_grad, grad, rtol=1e-4, atol=1e-4 * grad.abs().max().item())
+
+    def test_leaves_the_callers_network_alone(self, cnn, content_32, style_32) -> None:
+        model, sl, cl = get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD, style_32, content_32)
+        fast, fast_sl, fast_cl = accelerate(model, sl, cl, Speed("fp32", True, True))
+        assert all(p.is_contiguous() for p in cnn.parameters())
+        assert all(type(s) is FusedStyleLoss for s in fast_sl) and len(fast_sl) == len(sl) == 5
+        assert all(type(c) is FastContentLoss for c in fast_cl) and len(fast_cl) == len(cl) == 1
+        assert all(s.target is f.target for s, f in zip(sl, fast_sl))  # targets shared, not recomputed
+        assert cl[0].target.is_contiguous()  # the original module keeps its NCHW target
+
+
+# Both loss weights x1000: LBFGS's normal regime under random weights (see PERFORMANCE.md); with the
+# tutorial's weights its first 20-40 evaluations swing wildly and a 1-step run proves nothing.
+SCALED = {"style_weight": 1e9, "content_weight": 1e3}
+
+
+def run(cnn, content, style, speed: Speed, steps: int = 1):
+    infos = []
+    out = run_style_transfer(cnn, IMAGENET_MEAN, IMAGENET_STD, content, style, content.clone(), steps,
+                             progress=infos.append, speed=speed, **SCALED)
+    return out, infos
+
+
+@pytest.mark.parametrize("speed", [
+    pytest.param(Speed(precision="bf16"), id="bf16", marks=needs_bf16),
+    pytest.param(Speed(channels_last=True), id="channels_last"),
+    pytest.param(Speed(fused_gram=True), id="fused_gram"),
+    pytest.param(Speed(history_size=5), id="history_5"),
+    pytest.param(Speed("bf16", True, True, FAST_HISTORY_SIZE), id="fast", marks=needs_bf16),
+])
+def test_each_fast_option_lowers_the_loss(cnn, content_32, style_32, speed: Speed) -> None:
+    out, infos = run(cnn, content_32, style_32, speed)
+    before = tutorial_loss(cnn, content_32, style_32, content_32)
+    after = tutorial_loss(cnn, content_32, style_32, out)
+    assert len(infos) == 20  # the tutorial's loop: one LBFGS step of 20 evaluations
+    assert after < 0.1 * before  # judged by the default path's fp32 loss, not the path's own (~0.01 seen)
+
+
+@needs_bf16
+def test_bf16_gives_a_float32_image_in_range(cnn, content_32, style_32) -> None:
+    out, infos = run(cnn, content_32, style_32, Speed(precision="bf16", channels_last=True))
+    assert out.dtype == torch.float32
+    assert out.min() >= 0 and out.max() <= 1
+    assert out.is_contiguous()  # the optimiser's image stays NCHW float32
+    assert all(isinstance(i.loss, float) for i in infos)
+
+
+@pytest.mark.parametrize("extra", [{"scales": 2}, {"min_size": 16, "scale_steps": (1, 1)}])
+def test_coarse_to_fine_returns_the_requested_size(cnn, content_32, style_32, extra) -> None:
+    infos = []
+    config = StyleConfig(size=32, steps=20, weights="random", device="cpu", **SCALED, **extra)
+    image = stylize(content_32, style_32, config, progress=infos.append)
+    assert image.size == (32, 21)
+    assert [i.step for i in infos] == list(range(1, len(infos) + 1))  # one running count over both sizes
+    assert len(infos) == 40 and infos[-1].total == 40  # each size: its budget rounded up to one LBFGS step
+    out = pil_to_tensor(image)
+    assert tutorial_loss(cnn, content_32, style_32, out) < 0.1 * tutorial_loss(cnn, content_32, style_32, content_32)
+
+
+class TestSchedules:
+    def test_scale_sizes(self) -> None:
+        assert scale_sizes(512) == [512]
+        assert scale_sizes(512, 3) == [128, 256, 512]
+        assert scale_sizes(500, 2) == [250, 500]
+        assert scale_sizes(512, 1, min_size=128) == [128, 256, 512]
+        assert scale_sizes(512, 1, min_size=200) == [200, 320, 512]  # 2.56x in two even steps of 1.6x
+        assert scale_sizes(40, 4) == [16, 16, 20, 40]  # never below 16 px
+        assert scale_sizes(256, 1, min_size=300) == [256]
+
+    def test_scale_budgets(self) -> None:
+        assert scale_budgets(300, 1) == [300]
+        assert scale_budgets(300, 3) == [112, 112, 75]
+        assert scale_budgets(300, 3, (100, 60, 20)) == [100, 60, 20]
+        with pytest.raises(ValueError, match="scale_steps has 2 entries for 3 sizes"):
+            scale_budgets(300, 3, (100, 60))
+
+
+class TestConfig:
+    @pytest.mark.parametrize("field, value, needle", [
+        ("precision", "fp16", "precision"),
+        ("history_size", 0, "history_size"),
+        ("scales", 0, "scales"),
+        ("min_size", 8, "min_size"),
+        ("threads", 0, "threads"),
+        ("scale_steps", (10, 0), "scale_steps"),
+        ("channels_last", "yes", "channels_last"),
+    ])
+    def test_bad_values_name_the_field(self, field: str, value: object, needle: str) -> None:
+        with pytest.raises(ValueError, match=needle):
+            StyleConfig(**{field: value})
+
+    def test_fast_resolves_to_the_fast_set(self) -> None:
+        speed = speed_from_config(StyleConfig(fast=True), CPU)
+        assert speed.channels_last and speed.fused_gram and speed.history_size == FAST_HISTORY_SIZE
+        assert speed.precision == ("bf16" if bf16_supported(CPU) else "fp32")
+        assert speed_from_config(StyleConfig(), CPU) == Speed()
+
+    def test_bf16_refused_where_unsupported(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr("style_transfer.fast.bf16_supported", lambda device: False)
+        with pytest.raises(ValueError, match="bf16.*not available"):
+            speed_from_config(StyleConfig(precision="bf16"), CPU)
+        assert speed_from_config(StyleConfig(fast=True), CPU).precision == "fp32"  # --fast falls back
+
+    def test_library_leaves_the_thread_count_alone(self, content_32, style_32) -> None:
+        before = torch.get_num_threads()
+        stylize(content_32, style_32, StyleConfig(size=32, steps=1, weights="random", device="cpu", threads=1,
+                                                  fast=True))
+        assert torch.get_num_threads() == before
+
+
+def test_cli_refuses_bf16_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("style_transfer.fast.bf16_supported", lambda device: False)
+    out = tmp_path / "o.png"
+    result = CliRunner().invoke(main, [str(IMAGES / "chelsea.png"), str(IMAGES / "ihc.png"), "-o", str(out),
+                                       "--weights", "random", "--size", "32", "--steps", "1", "--device", "cpu",
+                                       "--precision", "bf16"])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "bf16" in lines[0] and "Traceback" not in result.output
+    assert not out.exists()
+
+
+def test_cli_fast_coarse_to_fine(tmp_path: Path) -> None:
+    out = tmp_path / "o.png"
+    result = CliRunner().invoke(main, [str(IMAGES / "chelsea.png"), str(IMAGES / "ihc.png"), "-o", str(out),
+                                       "--weights", "random", "--size", "32", "--device", "cpu", "--fast",
+                                       "--scales", "2", "--scale-steps", "1,1", "--threads", "1"])
+    assert result.exit_code == 0, result.output
+    assert "40 evaluations" in result.stderr
+    from PIL import Image
+
+    with Image.open(out) as image:
+        assert image.size == (32, 21)
+
+
+def test_benchmark_smoke(tmp_path: Path) -> None:
+    """The benchmark runs end to end in its smoke mode and writes a sane report."""
+    out = tmp_path / "bench.json"
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "benchmark.py"), "--smoke", "--threads", "1",
+                           "--out", str(out)],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    (entry,) = report["sizes"]
+    assert entry["size"] == 32
+    paths = entry["paths"]
+    assert paths["default"]["speedup"] == 1.0
+    for stats in paths.values():
+        assert stats["s_per_eval"] > 0 and stats["flops"] > 0
+    # The fused Gram's backward is one matmul instead of two: fewer counted FLOPs, same forward.
+    assert paths["fused_gram"]["flops"] < paths["default"]["flops"]
+    assert paths["default"]["memory"]["peak_mib"] > 100  # a process holding torch and VGG19
+    quality = entry["quality"]
+    assert quality["default"]["fp32_loss"] < paths["default"]["first_loss"]  # the run lowered the loss
+    assert 0 < quality["fast"]["fp32_loss"]
+    assert entry["coarse_to_fine"]["sizes"] == [16, 32]
+    assert "speedup" in done.stdout or "ratio" in done.stdout
