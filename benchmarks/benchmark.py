@@ -55,7 +55,8 @@ from style_transfer.fast import (  # noqa: E402
 )
 from style_transfer.images import load_image  # noqa: E402
 from style_transfer.models import IMAGENET_MEAN, IMAGENET_STD, freeze, random_vgg19_features  # noqa: E402
-from style_transfer.transfer import coarse_to_fine, get_style_model_and_losses, run_style_transfer  # noqa: E402
+from style_transfer.images import pil_to_tensor  # noqa: E402
+from style_transfer.transfer import get_style_model_and_losses, run_style_transfer, stylize  # noqa: E402
 
 CONTENT = ROOT / "images" / "chelsea.png"
 STYLE = ROOT / "images" / "ihc.png"
@@ -89,7 +90,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--budget-s", type=float, default=900.0,
                         help="skip the quality runs of a size whose estimated time would pass this (s)")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: physical cores)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the random VGG19 weights")
     parser.add_argument("--loss-scale", type=float, default=1000.0,
                         help="both loss weights times this (default 1000: with random weights LBFGS then "
                              "stores curvature pairs as with pretrained ones; 1 is the tutorial's weights)")
@@ -186,7 +186,7 @@ def probe_memory(size: int, name: str, steps: int, device: torch.device, seed: i
     if device.type == "cuda":
         return _probe(size, name, steps, device, seed)
     command = [sys.executable, str(Path(__file__).resolve()), "--probe", str(size), name, str(steps),
-               "--seed", str(seed), "--threads", str(torch.get_num_threads()),
+               "--threads", str(torch.get_num_threads()),
                "--loss-scale", str(CONTENT_WEIGHT)]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
@@ -247,17 +247,19 @@ def quality_runs(cnn: torch.nn.Sequential, inputs: Inputs, device: torch.device,
 
 def c2f_run(cnn: torch.nn.Sequential, inputs: Inputs, device: torch.device, scales: int, scale_steps: list[int],
             target_loss: float) -> dict[str, Any]:
-    """Coarse-to-fine with --fast: wall time, final fp32 loss, and when the last size reached the target."""
+    """Coarse-to-fine with --fast through ``stylize()`` (the product's path, random weights of seed 0):
+    wall time, final fp32 loss, and when the last size first reached the target loss."""
     config = StyleConfig(size=inputs.size, fast=True, scales=scales, scale_steps=tuple(scale_steps),
-                         style_weight=STYLE_WEIGHT, content_weight=CONTENT_WEIGHT)
+                         style_weight=STYLE_WEIGHT, content_weight=CONTENT_WEIGHT, weights="random",
+                         device=str(device))
     sizes = scale_sizes(inputs.size, scales)
-    speed = speed_from_config(config, device)
     record: list[tuple[float, int, float]] = []
     sync(device)
     start, cpu = time.perf_counter(), time.process_time()
-    image = coarse_to_fine(cnn, CONTENT, STYLE, config, device, sizes, scale_steps, speed,
-                           progress=lambda info: record.append((time.perf_counter() - start, info.step, info.loss)))
+    result = stylize(CONTENT, STYLE, config,
+                     progress=lambda info: record.append((time.perf_counter() - start, info.step, info.loss)))
     sync(device)
+    image = pil_to_tensor(result).to(device)
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     loss = fp32_loss(cnn, inputs, image)
     earlier = sum(-(-n // LBFGS_MAX_ITER) * LBFGS_MAX_ITER for n in scale_steps[:-1])
@@ -290,13 +292,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.probe:
         size, name, steps = args.probe
-        print(json.dumps(_probe(int(size), name, int(steps), device, args.seed)))
+        print(json.dumps(_probe(int(size), name, int(steps), device, 0)))
         return 0
 
     started = time.perf_counter()
     bf16 = bf16_supported(device)
     names = [n for n in PATHS if bf16 or n not in BF16_PATHS]
-    cnn = freeze(random_vgg19_features(args.seed)).to(device)
+    cnn = freeze(random_vgg19_features(0)).to(device)
     report: dict[str, Any] = {
         "device": _device_name(device), "threads": threads, "torch": torch.__version__, "bf16_native": bf16,
         "paths": {n: PATHS[n] for n in names}, "fast_resolves_to": path_speed("fast", device).__dict__,
@@ -313,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         for stats in entry["paths"].values():
             stats["speedup"] = base / stats["s_per_eval"]
         for name in ("default", "fast"):
-            entry["paths"][name]["memory"] = probe_memory(size, name, args.probe_steps, device, args.seed)
+            entry["paths"][name]["memory"] = probe_memory(size, name, args.probe_steps, device, 0)
         entry["s_per_eval_default"] = base
         entry["s_per_eval_fast"] = entry["paths"]["fast"]["s_per_eval"]
         entry["peak_mib_default"] = entry["paths"]["default"]["memory"]["peak_mib"]

@@ -218,12 +218,21 @@ def test_cli_refuses_bf16_in_one_line(tmp_path: Path, monkeypatch: pytest.Monkey
     assert not out.exists()
 
 
-def test_cli_fast_coarse_to_fine(tmp_path: Path) -> None:
+@pytest.fixture
+def restore_threads():
+    """The CLI sets torch's thread count for its process; give the test session its own back."""
+    before = torch.get_num_threads()
+    yield before
+    torch.set_num_threads(before)
+
+
+def test_cli_fast_coarse_to_fine(tmp_path: Path, restore_threads: int) -> None:
     out = tmp_path / "o.png"
     result = CliRunner().invoke(main, [str(IMAGES / "chelsea.png"), str(IMAGES / "ihc.png"), "-o", str(out),
                                        "--weights", "random", "--size", "32", "--device", "cpu", "--fast",
                                        "--scales", "2", "--scale-steps", "1,1", "--threads", "1"])
     assert result.exit_code == 0, result.output
+    assert torch.get_num_threads() == 1  # --threads reached torch (the CLI owns its process)
     assert "40 evaluations" in result.stderr
     from PIL import Image
 
