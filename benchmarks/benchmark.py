@@ -96,6 +96,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out", default=None, help="JSON output (default: benchmarks/results-DEVICE.json)")
     parser.add_argument("--smoke", action="store_true",
                         help="CI smoke mode: one 32 px size, two evaluations per path, tiny runs")
+    parser.add_argument("--markdown", metavar="JSON", default=None,
+                        help="print the tables of an earlier run's JSON as Markdown (for the README) and exit")
     parser.add_argument("--probe", nargs=3, metavar=("SIZE", "PATH", "STEPS"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.smoke:
@@ -282,6 +284,9 @@ def growth(sizes: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.markdown:
+        print(markdown(json.loads(Path(args.markdown).read_text())))
+        return 0
     global STYLE_WEIGHT, CONTENT_WEIGHT
     STYLE_WEIGHT, CONTENT_WEIGHT = 1e6 * args.loss_scale, 1.0 * args.loss_scale
     threads = args.threads or physical_cores()
@@ -390,6 +395,29 @@ def print_summary(report: dict[str, Any]) -> None:
         print(f"note: {note}")
     print(f"device: {report['device']}, {report['threads']} threads, torch {report['torch']}; "
           f"total {report['wall_s']:.0f} s")
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """The README's tables from a report: per-evaluation cost per path, then runs and memory."""
+    names = list(report["paths"])
+    lines = ["| size | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    for entry in report["sizes"]:
+        h, w = entry["shape"]
+        cells = [f"{entry['paths'][n]['s_per_eval']:.3f} s ({entry['paths'][n]['speedup']:.2f}x)" for n in names]
+        lines.append(f"| {w}x{h} | " + " | ".join(cells) + " |")
+    lines += ["", "| size | GFLOP/eval default, fast | GFLOP/s default, fast | peak RSS default, fast (MiB) "
+              "| fp32 loss after the budget: default, fast (ratio) | mean abs pixel diff |", "|---|---|---|---|---|---|"]
+    for entry in report["sizes"]:
+        h, w = entry["shape"]
+        d, f = entry["paths"]["default"], entry["paths"]["fast"]
+        q = entry.get("quality")
+        quality = (f"{q['default']['fp32_loss']:.4g}, {q['fast']['fp32_loss']:.4g} ({q['fast']['loss_ratio']:.3f})"
+                   if q else "skipped")
+        diff = f"{q['mean_abs_diff_levels']:.1f} / 255" if q else ""
+        lines.append(f"| {w}x{h} | {d['flops'] / 1e9:.1f}, {f['flops'] / 1e9:.1f} | {d['gflops_per_s']:.0f}, "
+                     f"{f['gflops_per_s']:.0f} | {d['memory']['peak_mib']:.0f}, {f['memory']['peak_mib']:.0f} | "
+                     f"{quality} | {diff} |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -11,8 +11,8 @@ import torch
 from tqdm import tqdm
 
 from . import __version__
-from .config import (BACKWARDS, CPU_DEFAULT_SIZE, GPU_DEFAULT_SIZE, INITS, LOSS_FORMS, OPTIMIZERS, PRECISIONS, PRESERVE_COLORS,
-                     StyleConfig)
+from .config import (BACKWARDS, CPU_DEFAULT_SIZE, GPU_DEFAULT_SIZE, INITS, LOSS_FORMS, OPTIMIZERS, PRECISIONS,
+                     PRESERVE_COLORS, StyleConfig)
 from .errors import Interrupted, RunStopped, StyleTransferError
 from .files import shown
 from .guards import RunStats

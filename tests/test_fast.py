@@ -262,3 +262,17 @@ def test_benchmark_smoke(tmp_path: Path) -> None:
     assert 0 < quality["fast"]["fp32_loss"]
     assert entry["coarse_to_fine"]["sizes"] == [16, 32]
     assert "speedup" in done.stdout or "ratio" in done.stdout
+
+
+@pytest.mark.parametrize("extra", [
+    {"preset": "paper", "tv_weight": 1.0},  # weighted paper-form losses and a TV term stay as they are
+    {"backward": "per-module", "style_layer_weights": (1, 2, 1, 1, 1), **SCALED},
+])
+def test_fast_path_with_other_settings(cnn, content_32, style_32, extra) -> None:
+    """The fast path swaps only the tutorial's own loss classes; others run unchanged, in float32."""
+    infos = []
+    config = StyleConfig(size=32, steps=1, weights="random", device="cpu", channels_last=True, fused_gram=True,
+                         **extra)
+    image = stylize(content_32, [style_32, style_32.flip(-1)], config, progress=infos.append)
+    assert image.size == (32, 21) and len(infos) == 20
+    assert infos[-1].loss < 0.5 * infos[0].loss
