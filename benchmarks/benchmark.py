@@ -55,6 +55,7 @@ from style_transfer.fast import (  # noqa: E402
 )
 from style_transfer.images import load_image  # noqa: E402
 from style_transfer.models import IMAGENET_MEAN, IMAGENET_STD, freeze, random_vgg19_features  # noqa: E402
+from style_transfer.guards import RunStats  # noqa: E402
 from style_transfer.images import pil_to_tensor  # noqa: E402
 from style_transfer.transfer import get_style_model_and_losses, run_style_transfer, stylize  # noqa: E402
 
@@ -256,20 +257,30 @@ def c2f_run(cnn: torch.nn.Sequential, inputs: Inputs, device: torch.device, scal
                          device=str(device))
     sizes = scale_sizes(inputs.size, scales)
     record: list[tuple[float, int, float]] = []
+    stats = RunStats()
+    earlier = sum(-(-n // LBFGS_MAX_ITER) * LBFGS_MAX_ITER for n in scale_steps[:-1])
+    first: dict[str, Any] = {}
+
+    def on_step(info: Any) -> None:
+        record.append((time.perf_counter() - start, info.step, info.loss))
+        if info.step > earlier and info.loss <= target_loss and not first:
+            # The image this evaluation saw (the loop keeps a copy of it): its fp32 loss is checked after.
+            first.update(step=info.step, seconds=record[-1][0], image=stats._last_good.clone())
+
     sync(device)
     start, cpu = time.perf_counter(), time.process_time()
-    result = stylize(CONTENT, STYLE, config,
-                     progress=lambda info: record.append((time.perf_counter() - start, info.step, info.loss)))
+    result = stylize(CONTENT, STYLE, config, progress=on_step, stats=stats)
     sync(device)
     image = pil_to_tensor(result).to(device)
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     loss = fp32_loss(cnn, inputs, image)
-    earlier = sum(-(-n // LBFGS_MAX_ITER) * LBFGS_MAX_ITER for n in scale_steps[:-1])
-    # The last size's evaluations report its loss (bf16-evaluated on the fast path; the fp32 loss of the
-    # result is checked too). A size's count can fall short if LBFGS stops early: then this is approximate.
-    reached = next((t for t, step, value in record if step > earlier and value <= target_loss), None)
+    # "Reached": the first evaluation at the last size whose loss (bf16-evaluated on the fast path) was at
+    # most the target, confirmed by the fp32 loss of the image it evaluated.
+    reached_loss = fp32_loss(cnn, inputs, first["image"]) if first else None
+    reached = first["seconds"] if first and reached_loss is not None and reached_loss <= target_loss else None
     return {"sizes": sizes, "scale_steps": scale_steps, "evaluations": len(record), "wall_s": wall, "cpu_s": cpu,
-            "fp32_loss": loss, "reached_target_s": reached}
+            "fp32_loss": loss, "reached_target_s": reached, "reached_at_evaluation": first.get("step"),
+            "reached_fp32_loss": reached_loss}
 
 
 def growth(sizes: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
@@ -382,8 +393,9 @@ def print_size(entry: dict[str, Any]) -> None:
         reached = c2f["reached_target_s"]
         print(f"  coarse-to-fine --fast {c2f['sizes']} x {c2f['scale_steps']} evaluations: {c2f['wall_s']:.1f} s "
               f"({c2f['time_ratio']:.3f} of the default's wall, {c2f['cpu_ratio']:.3f} of its CPU time), "
-              f"fp32 loss {c2f['fp32_loss']:.6g}; reached the default's loss "
-              + (f"after {reached:.1f} s ({c2f['reach_ratio']:.3f} of the default's wall)" if reached else "never"))
+              f"fp32 loss of the result {c2f['fp32_loss']:.6g}; reached the default's loss "
+              + (f"after {reached:.1f} s ({c2f['reach_ratio']:.3f} of the default's wall; fp32 loss then "
+                 f"{c2f['reached_fp32_loss']:.6g})" if reached else "never"))
     sys.stdout.flush()
 
 
