@@ -164,7 +164,7 @@ def _speed_fields(options: dict[str, Any]) -> dict[str, Any]:
               help="Print the resolved settings (preset filled in, explicit options applied) and exit.")
 @click.option("--fast", is_flag=True,
               help="Speed: the fastest set without a measurable loss in quality: bf16 where the device supports "
-                   "it, --channels-last, --fused-gram, --history 20. About 3x less time per evaluation on a "
+                   "it, --channels-last, --fused-gram, --history-size 20. About 3x less time per evaluation on a "
                    "CPU with AMX and no more memory; the image differs slightly (README, Speed).")
 @click.option("--precision", type=click.Choice(PRECISIONS), default=DEFAULTS.precision, show_default=True,
               help="Speed: bf16 runs the VGG layers in bfloat16 (losses, image and optimiser stay float32); "
@@ -173,7 +173,8 @@ def _speed_fields(options: dict[str, Any]) -> dict[str, Any]:
                                                     "off with --precision bf16 on a CPU).")
 @click.option("--fused-gram", is_flag=True, help="Speed: the Gram matrix's backward as one matmul (the same "
                                                  "gradient up to rounding, less time).")
-@click.option("--history", "history_size", type=int, default=DEFAULTS.history_size, show_default=True,
+@click.option("--history-size", "--history", "history_size", type=int, default=DEFAULTS.history_size,
+              show_default=True,
               help="Speed/memory: LBFGS curvature pairs kept; each pair holds two copies of the image.")
 @click.option("--scales", type=int, default=DEFAULTS.scales, show_default=True,
               help="Speed: coarse-to-fine over this many sizes, each half the next, ending at --size; each "
