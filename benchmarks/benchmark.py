@@ -11,9 +11,10 @@ What it measures, per size (VGG19 with seeded random weights, the sample cat and
 * seconds per closure evaluation (clamp, forward, loss sum, backward, as in the loop), the median
   of evaluations interleaved across the paths after a warm-up, so every path sees the same load;
 * FLOPs per evaluation (``torch.utils.flop_counter.FlopCounterMode``) and achieved FLOP/s;
-* peak memory: on a CPU the peak RSS of a fresh child process that builds the model and runs the
-  product's loop for a few LBFGS steps (everything the process holds: torch, weights, images,
-  activations, LBFGS history); on CUDA ``torch.cuda.max_memory_allocated`` in this process;
+* peak memory: on a CPU the peak RSS of a fresh child process while it builds the model and runs
+  the product's loop for one LBFGS step (counted from after the images are decoded, Linux's
+  VmHWM reset; it holds torch, the weights, activations, LBFGS history); on CUDA
+  ``torch.cuda.max_memory_allocated`` in this process;
 * the fp32-evaluated loss after the same evaluation budget (the product's loop from the content
   image, tutorial weights), for the default path and ``--fast``, their mean absolute pixel
   difference, and a coarse-to-fine run's wall time and loss at the largest size against the default;
@@ -25,6 +26,7 @@ It prints a table with each path's ratio to the default path and writes the same
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import math
 import os
@@ -197,12 +199,27 @@ def probe_memory(size: int, name: str, steps: int, device: torch.device, seed: i
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _rss_mib() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
+def _status_mib(key: str) -> float:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(key):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return float("nan")
+
+
+def _reset_peak_rss() -> float:
+    """Return freed heap to the OS and restart the peak RSS count here (Linux), so the peak measures
+    the run itself, not the image decoding before it; returns the RSS now (MiB)."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # resets VmHWM to the current RSS
+    except OSError:
+        pass
+    return _status_mib("VmRSS:")
 
 
 def _probe(size: int, name: str, steps: int, device: torch.device, seed: int) -> dict[str, float]:
@@ -215,15 +232,17 @@ def _probe(size: int, name: str, steps: int, device: torch.device, seed: int) ->
         torch.cuda.reset_peak_memory_stats(device)
         base = torch.cuda.memory_allocated(device) / 2**20
     else:
-        base = _rss_mib() if sys.platform.startswith("linux") else float("nan")
+        base = _reset_peak_rss()
     run_style_transfer(cnn, IMAGENET_MEAN, IMAGENET_STD, inputs.content, inputs.style, inputs.content.clone(),
                        steps, STYLE_WEIGHT, CONTENT_WEIGHT, speed=speed)
     if device.type == "cuda":
         sync(device)
         peak = torch.cuda.max_memory_allocated(device) / 2**20
     else:
-        scale = 1 if sys.platform.startswith("linux") else 1 / 1024  # ru_maxrss: KiB on Linux, bytes on macOS
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 1024
+        peak = _status_mib("VmHWM:")
+        if math.isnan(peak):  # not Linux: the process's peak since it started
+            scale = 1 if sys.platform.startswith("linux") else 1 / 1024  # ru_maxrss: KiB on Linux, bytes on macOS
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 1024
     return {"peak_mib": peak, "base_mib": base, "run_mib": peak - base}
 
 
