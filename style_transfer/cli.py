@@ -282,8 +282,8 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, size:
         _close(bars)
     if not quiet:
         if stats.converged:
-            click.echo(f"LBFGS stopped early on its tolerances: {stats.evaluations} of {config.steps} "
-                       f"evaluations run", err=True)
+            click.echo(f"LBFGS converged (gradient below its tolerance): stopped after {stats.evaluations} of "
+                       f"{config.steps} evaluations; more would not change the image", err=True)
         click.echo(f"wrote {shown(output)} ({image.width}x{image.height}, {stats.evaluations} evaluations)",
                    err=True)
 

@@ -34,7 +34,7 @@ class RunStats:
     """
 
     evaluations: int = 0  # closure evaluations whose loss was finite
-    converged: bool = False  # LBFGS stopped early on its tolerances (tolerance_grad/_change)
+    converged: bool = False  # LBFGS converged: the gradient fell below its tolerance_grad; the run stopped
     _image: torch.Tensor | None = field(default=None, repr=False)  # the image being optimised
     _last_good: torch.Tensor | None = field(default=None, repr=False)  # a copy, at the last finite loss
 
@@ -53,13 +53,20 @@ class RunStats:
         self._last_good = image.detach().clone()
         self.evaluations += 1
 
-    def stopped_early(self, optimizer: torch.optim.LBFGS, image: torch.Tensor, iterations_before: int,
+    def stopped_early(self, optimizer: torch.optim.Optimizer, image: torch.Tensor, iterations_before: int,
                       unfinished: bool) -> bool:
         """True (and ``converged`` set) when the run is ``unfinished`` but the ``optimizer.step()``
-        just run did fewer than ``max_iter`` iterations: LBFGS stopped on its tolerances."""
-        max_iter = optimizer.param_groups[0].get("max_iter")  # None: not LBFGS (Adam never stops early)
+        just run made no iteration: LBFGS found the gradient at its first evaluation below
+        ``tolerance_grad`` and returned without moving the image.
+
+        Only then may the loop stop: the tutorial's loop would evaluate the same image again
+        and again until it passes ``num_steps``, so stopping gives the tutorial's image. A step
+        that ends early on ``tolerance_change`` is not a stop: called again, LBFGS moves on,
+        so the loop calls it again, as the tutorial does.
+        """
+        is_lbfgs = optimizer.param_groups[0].get("max_iter") is not None  # Adam never stops early
         done = optimizer.state[image].get("n_iter", 0) - iterations_before
-        self.converged = unfinished and max_iter is not None and done < max_iter
+        self.converged = unfinished and is_lbfgs and done == 0
         return self.converged
 
     def check_final(self, image: torch.Tensor) -> None:

@@ -248,7 +248,8 @@ def optimize(
 
         iterations = optimizer.state[input_img].get("n_iter", 0)
         optimizer.step(closure)
-        # Departure: when LBFGS stops early on its tolerances the tutorial calls it again; we stop, and say so.
+        # Departure: once LBFGS returns at once (gradient below tolerance) the tutorial re-evaluates the same
+        # image until num_steps; we stop, with the same image, and say so.
         if stats.stopped_early(optimizer, input_img, iterations, unfinished=run[0] <= num_steps):
             break
     with torch.no_grad():
@@ -299,7 +300,7 @@ def run_style_transfer(
             (``style_img`` may be a sequence of style images, blended by ``style_blend``).
         tv_weight: weight of a total variation term on ``input_img`` (0: none, as in the tutorial).
         optimizer_name, lr: see ``get_input_optimizer``.
-        stats: filled in with the evaluations run and whether LBFGS stopped early.
+        stats: filled in with the evaluations run and whether LBFGS converged.
         backward: ``combined`` (the tutorial's) or ``per-module`` (see ``optimize``).
         speed: the opt-in fast path (``fast.Speed``); None computes exactly what the tutorial does.
 
@@ -383,7 +384,7 @@ def stylize(
         config: every setting; ``StyleConfig()`` (the tutorial's) when None.
         progress: called after every closure evaluation with a ``StepInfo``.
         download_progress: called while the pretrained weights download (first run only).
-        stats: filled in with the evaluations run and whether LBFGS stopped early.
+        stats: filled in with the evaluations run and whether LBFGS converged.
 
     Returns:
         The result as an RGB Pillow image, long side ``config.size`` (RGBA with the content's

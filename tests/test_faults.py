@@ -305,11 +305,34 @@ def test_lbfgs_early_stop_is_reported(content_32, style_32) -> None:
     assert (stats.evaluations, stats.converged) == (20, False)
 
 
+def test_tolerance_change_exit_continues_like_the_tutorial(cnn, content_32, style_32,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step that ends early on tolerance_change is called again, as the tutorial's loop does."""
+    from style_transfer import transfer
+
+    from . import tutorial_reference as tutorial
+
+    def eager(input_img, **kwargs):  # every LBFGS step ends after one iteration on tolerance_change
+        return torch.optim.LBFGS([input_img], tolerance_change=1e3)
+
+    monkeypatch.setattr(transfer, "get_input_optimizer", eager)
+    monkeypatch.setattr(tutorial, "get_input_optimizer", eager)
+    style = style_32[..., 5:26, :].contiguous()  # the tutorial needs both images the same size
+    stats = RunStats()
+    ours = transfer.run_style_transfer(cnn, IMAGENET_MEAN, IMAGENET_STD, content_32, style, content_32.clone(), 7,
+                                       stats=stats)
+    theirs, evaluations = tutorial.run_style_transfer(cnn, list(IMAGENET_MEAN), list(IMAGENET_STD), content_32,
+                                                      style, content_32.clone(), num_steps=7)
+    # One iteration = 2 evaluations per step; the loop runs until it passes 7, in both.
+    assert stats.evaluations == evaluations == 8 and not stats.converged
+    torch.testing.assert_close(ours, theirs.detach(), rtol=0, atol=0)
+
+
 def test_cli_reports_early_stop(tmp_path: Path) -> None:
     out = tmp_path / "o.png"
     result = invoke([CONTENT, STYLE, "-o", str(out), "--weights", "random", "--size", "32", "--device", "cpu",
                      "--style-weight", "0"], 0)
-    assert "LBFGS stopped early on its tolerances: 1 of 300 evaluations run" in result.stderr
+    assert "LBFGS converged (gradient below its tolerance): stopped after 1 of 300 evaluations" in result.stderr
     assert f"wrote {out} (32x21, 1 evaluations)" in result.stderr
 
 
