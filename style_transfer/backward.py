@@ -25,11 +25,28 @@ def combined_backward(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One backward of ``style_weight * Σ style + content_weight * Σ content`` (today's tutorial).
 
-    The same arithmetic, in the same order, as the closure of ``transfer.optimize`` without
-    extra loss terms.
+    The closure of ``transfer.optimize`` computes its scores with the same ``weighted_scores``.
 
     Returns:
         The weighted style and content scores, detached.
+    """
+    style_score, content_score = weighted_scores(style_losses, content_losses, style_weight, content_weight)
+    loss = style_score + content_score
+    loss.backward()
+    return _detached(style_score), _detached(content_score)
+
+
+def weighted_scores(
+    style_losses: Sequence[StyleLoss],
+    content_losses: Sequence[ContentLoss],
+    style_weight: float,
+    content_weight: float,
+) -> tuple[torch.Tensor | float, torch.Tensor | float]:
+    """The tutorial's closure arithmetic, in its order: each sum of losses, then its weight.
+
+    Returns:
+        ``(style_weight * Σ style losses, content_weight * Σ content losses)``, in the graph
+        (a plain 0 where there are no modules of a kind).
     """
     style_score = 0
     content_score = 0
@@ -39,9 +56,7 @@ def combined_backward(
         content_score += cl.loss
     style_score *= style_weight
     content_score *= content_weight
-    loss = style_score + content_score
-    loss.backward()
-    return _detached(style_score), _detached(content_score)
+    return style_score, content_score
 
 
 def per_module_backward(

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from PIL import Image
 from torch import nn, optim
 
-from .backward import check_backward, per_module_backward
+from .backward import check_backward, per_module_backward, weighted_scores
 from .config import CPU_DEFAULT_SIZE, GPU_DEFAULT_SIZE, TUTORIAL_CONTENT_LAYERS, TUTORIAL_STYLE_LAYERS, StyleConfig
 from . import colors
 from .fast import LBFGS_MAX_ITER, TORCH_LBFGS_HISTORY, Speed, accelerate, scale_budgets, scale_sizes, speed_from_config
@@ -223,14 +223,8 @@ def optimize(
                 input_img.clamp_(0, 1)
             optimizer.zero_grad()
             model(input_img)
-            style_score = 0
-            content_score = 0
-            for sl in style_losses:
-                style_score += sl.loss
-            for cl in content_losses:
-                content_score += cl.loss
-            style_score *= style_weight
-            content_score *= content_weight
+            # The tutorial's sums in its order: style_weight * Σ style losses, content_weight * Σ content losses.
+            style_score, content_score = weighted_scores(style_losses, content_losses, style_weight, content_weight)
             loss = style_score + content_score
             for extra in extra_losses:  # terms beyond the tutorial's two (total variation)
                 loss = loss + extra.loss
