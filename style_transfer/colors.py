@@ -8,12 +8,10 @@ zero, so adding the same amount to R, G and B changes Y by that amount and I, Q 
 
 from __future__ import annotations
 
-import os
-
 import torch
 from PIL import Image
 
-from .images import ImageSource, open_image, working_size
+from .images import ImageSource, source_image, working_size
 
 # RGB -> YIQ (NTSC). Rows: Y, I, Q. Each chroma row sums to 0, the luminance row to 1.
 YIQ_FROM_RGB = torch.tensor([[0.299, 0.587, 0.114],
@@ -105,12 +103,9 @@ def content_alpha(source: ImageSource, size: int) -> Image.Image | None:
     Resized with the same filter as the content (LANCZOS), so at the image's own size it
     comes back unchanged. Tensors carry no alpha (None).
     """
-    if isinstance(source, (str, os.PathLike)):
-        image = open_image(source)
-    elif isinstance(source, Image.Image):
-        image = source
-    else:
+    if isinstance(source, torch.Tensor):
         return None
+    image = source_image(source)
     if image.mode == "P" and "transparency" in image.info:
         image = image.convert("RGBA")
     if "A" not in image.getbands() and "a" not in image.getbands():

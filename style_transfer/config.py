@@ -8,11 +8,9 @@ import re
 from dataclasses import dataclass
 
 from .layers import POOLINGS, resolve_layers
-from .presets import LOSS_FORMS, PRESET_NAMES, layer_weights, preset_values
+from .presets import (LOSS_FORMS, PRESET_NAMES, TUTORIAL_CONTENT_LAYERS, TUTORIAL_STYLE_LAYERS,  # noqa: F401
+                      layer_weights, preset_values)
 
-# The tutorial's layers: content after conv_4, style after conv_1 .. conv_5.
-TUTORIAL_CONTENT_LAYERS: tuple[str, ...] = ("conv_4",)
-TUTORIAL_STYLE_LAYERS: tuple[str, ...] = ("conv_1", "conv_2", "conv_3", "conv_4", "conv_5")
 
 # Long side of the working image when `size` is None. The tutorial uses 512 on a GPU and
 # 128 on a CPU; on a 2-core CPU 448 px runs the default 300 steps in 2.5 to 3.5 minutes.
@@ -25,7 +23,6 @@ OPTIMIZERS = ("lbfgs", "adam")
 # How the losses are backpropagated: one backward of their sum (today's tutorial), or one
 # backward per loss module with the graph retained (the 2017 tutorial); see docs/retain_graph.md.
 BACKWARDS = ("combined", "per-module")
-WEIGHTS_CHOICES = ("imagenet", "random")  # or the path of a local state dict file
 _DEVICE_RE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 
 
@@ -68,16 +65,10 @@ class StyleConfig:
     min_size: int | None = None  # or coarse-to-fine from this size up, sizes at most 2x apart
     scale_steps: tuple[int, ...] = ()  # evaluations per size, smallest first; () splits steps
     threads: int | None = None  # CPU threads, None: physical cores; set by the CLI, never by the library
-    fast: bool = False  # the benchmark's fastest set without quality loss (see fast.speed_from_config)
+    fast: bool = False  # the benchmark's fastest set (see fast.speed_from_config; quality: README "Speed")
 
     def __post_init__(self) -> None:
-        _apply_preset(self)
-        # Accept lists for the layer fields but store tuples, so the config stays hashable.
-        for name in ("content_layers", "style_layers"):
-            value = getattr(self, name)
-            if isinstance(value, str):
-                value = tuple(v.strip() for v in value.split(",") if v.strip())
-            object.__setattr__(self, name, tuple(value))
+        _apply_preset(self)  # also turns lists (and comma-separated layer strings) into tuples
         if self.size is not None and (not _is_int(self.size) or self.size < 16):
             raise ValueError(f"size must be an integer >= 16 (px), got {self.size!r}")
         if not _is_int(self.steps) or self.steps < 1:

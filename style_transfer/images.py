@@ -283,12 +283,7 @@ def load_image(source: ImageSource, size: int, device: torch.device | str = "cpu
             tensor = F.interpolate(tensor, size=(new_height, new_width), mode="bilinear", antialias=True,
                                    align_corners=False).clamp(0, 1)
         return tensor.to(device)
-    if isinstance(source, (str, os.PathLike)):
-        image = open_image(source)
-    elif isinstance(source, Image.Image):
-        image = source
-    else:
-        raise TypeError(f"expected a path, a PIL image or a tensor, got {type(source).__name__}")
+    image = source_image(source)
     check_min_size(image.width, image.height, shown(source) if isinstance(source, (str, os.PathLike)) else "image")
     with _quiet_pillow():  # e.g. "Palette images with Transparency ..." must not reach stderr
         image = pil_to_rgb(image)
@@ -296,6 +291,19 @@ def load_image(source: ImageSource, size: int, device: torch.device | str = "cpu
         if target != image.size:  # big photos shrink here, before they become float tensors
             image = image.resize(target, Image.Resampling.LANCZOS)
     return pil_to_tensor(image).to(device)
+
+
+def source_image(source: ImageSource) -> Image.Image:
+    """A path opened fully (``open_image``), or a Pillow image as it is.
+
+    Raises:
+        ImageError: the file cannot be read. TypeError: ``source`` is neither (a tensor included).
+    """
+    if isinstance(source, (str, os.PathLike)):
+        return open_image(source)
+    if isinstance(source, Image.Image):
+        return source
+    raise TypeError(f"expected a path, a PIL image or a tensor, got {type(source).__name__}")
 
 
 def _check_tensor(tensor: torch.Tensor) -> torch.Tensor:

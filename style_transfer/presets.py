@@ -17,10 +17,14 @@ LAYER_WEIGHTINGS = ("one", "mean")
 # paper's (E_l = sum (G - A)^2 / (4 N^2 M^2); 1/2 sum (F - P)^2).
 LOSS_FORMS = ("tutorial", "paper")
 
+# The tutorial's layers: content after conv_4, style after conv_1 .. conv_5.
+TUTORIAL_CONTENT_LAYERS: tuple[str, ...] = ("conv_4",)
+TUTORIAL_STYLE_LAYERS: tuple[str, ...] = ("conv_1", "conv_2", "conv_3", "conv_4", "conv_5")
+
 PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
     "tutorial": MappingProxyType({
-        "content_layers": ("conv_4",),
-        "style_layers": ("conv_1", "conv_2", "conv_3", "conv_4", "conv_5"),
+        "content_layers": TUTORIAL_CONTENT_LAYERS,
+        "style_layers": TUTORIAL_STYLE_LAYERS,
         "style_layer_weights": "one",
         "style_weight": 1e6,
         "content_weight": 1.0,
