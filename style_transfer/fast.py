@@ -54,6 +54,52 @@ class _Gram(torch.autograd.Function):
         return torch.mm(both, features), None, None
 
 
+class _ReluGram(torch.autograd.Function):
+    """``(relu(x), G)`` for a feature map ``x`` that feeds both a style loss and the next ReLU.
+
+    Autograd would compute the ReLU's input gradient and the Gram's separately and then add them
+    (one more pass over a full-size feature map); here the Gram's part is added inside the matrix
+    product itself (``addmm_``), into the ReLU's gradient. The same gradient up to rounding.
+    """
+
+    @staticmethod
+    def forward(ctx: torch.autograd.function.FunctionCtx, x: torch.Tensor,  # type: ignore[override]
+                n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        out = torch.relu(x)
+        features, rows_last = _feature_matrix(x)
+        ctx.save_for_backward(x, out)
+        ctx.n = n  # type: ignore[attr-defined]
+        wide = features.float()
+        gram = (torch.mm(wide.t(), wide) if rows_last else torch.mm(wide, wide.t())).div(n)
+        return out, gram
+
+    @staticmethod
+    def backward(ctx: torch.autograd.function.FunctionCtx,  # type: ignore[override]
+                 grad_out: torch.Tensor, grad_gram: torch.Tensor) -> tuple[torch.Tensor, None]:
+        x, out = ctx.saved_tensors  # type: ignore[attr-defined]
+        features, rows_last = _feature_matrix(x)
+        grad_gram = grad_gram.div(ctx.n)  # type: ignore[attr-defined]
+        both = (grad_gram + grad_gram.t()).to(x.dtype)
+        grad = torch.ops.aten.threshold_backward(grad_out, out, 0)
+        view, view_rows_last = _feature_matrix(grad)
+        if view_rows_last != rows_last or view.data_ptr() != grad.data_ptr():  # another layout: no shared view
+            grad = grad.contiguous(memory_format=torch.channels_last if rows_last else torch.contiguous_format)
+            view, _ = _feature_matrix(grad)
+        if rows_last:
+            view.addmm_(features, both)
+        else:
+            view.addmm_(both, features)
+        return grad, None
+
+
+def _feature_matrix(x: torch.Tensor) -> tuple[torch.Tensor, bool]:
+    """A feature map ``(1, C, H, W)`` as a matrix view: ``(H*W, C)`` when channels_last (``True``), else ``(C, H*W)``."""
+    a, b, c, d = x.size()
+    if a == 1 and x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous():
+        return x.permute(0, 2, 3, 1).reshape(c * d, b), True
+    return x.reshape(a * b, c * d), False
+
+
 def fused_gram_matrix(input: torch.Tensor) -> torch.Tensor:
     """The tutorial's normalised Gram matrix, in float32, with a one-matmul backward.
 
@@ -66,19 +112,20 @@ def fused_gram_matrix(input: torch.Tensor) -> torch.Tensor:
     Returns:
         ``(a*b, a*b)`` float32 tensor ``F Fᵀ / (a*b*c*d)``.
     """
-    a, b, c, d = input.size()
-    if a == 1 and input.is_contiguous(memory_format=torch.channels_last):
-        features = input.permute(0, 2, 3, 1).reshape(c * d, b)  # a view: no copy of the feature maps
-        return _Gram.apply(features, a * b * c * d, True)
-    return _Gram.apply(input.reshape(a * b, c * d), a * b * c * d, False)
+    features, rows_last = _feature_matrix(input)  # a view: no copy of the feature maps
+    return _Gram.apply(features, input.numel(), rows_last)
 
 
 class FusedStyleLoss(StyleLoss):
     """``StyleLoss`` with the Gram matrix of ``fused_gram_matrix``: same loss, cheaper backward."""
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        self.loss = F.mse_loss(fused_gram_matrix(input), self.target)
+        self.score(fused_gram_matrix(input))
         return input
+
+    def score(self, gram: torch.Tensor) -> None:
+        """Store the loss of a Gram matrix computed elsewhere (``FastStyleModel``'s ReLU + Gram step)."""
+        self.loss = F.mse_loss(gram, self.target)
 
 
 class FastContentLoss(ContentLoss):
@@ -162,13 +209,24 @@ class FastStyleModel(nn.Module):
         self.body = body
         self.speed = speed
         self.device_type = device_type
+        modules = list(body)
+        # A fused style loss right before a ReLU runs with it as one step (_ReluGram): ReLU index -> loss.
+        self._relu_gram = {i + 1: m for i, m in enumerate(modules[:-1])
+                           if type(m) is FusedStyleLoss and isinstance(modules[i + 1], nn.ReLU)}
+        self._deferred = {i - 1 for i in self._relu_gram}  # those style losses' own indices
 
     def forward(self, img: torch.Tensor) -> torch.Tensor:
         x = img.contiguous(memory_format=torch.channels_last) if self.speed.channels_last else img
         bf16 = self.speed.precision == "bf16"
         with torch.autocast(self.device_type, dtype=torch.bfloat16, enabled=bf16):
-            for module in self.body:
-                if isinstance(module, (FusedStyleLoss, FastContentLoss)):
+            for i, module in enumerate(self.body):
+                if i in self._relu_gram:  # this ReLU and the style loss before it, in one step
+                    with torch.autocast(self.device_type, enabled=False):
+                        x, gram = _ReluGram.apply(x, x.numel())
+                        self._relu_gram[i].score(gram)
+                elif i in self._deferred:
+                    continue  # scored by the ReLU step that follows
+                elif isinstance(module, (FusedStyleLoss, FastContentLoss)):
                     with torch.autocast(self.device_type, enabled=False):
                         module(x)  # widens to float32 itself
                 elif hasattr(module, "loss"):  # any other loss module: float32, outside autocast
@@ -212,8 +270,14 @@ def accelerate(model: nn.Sequential, style_losses: Sequence[StyleLoss], content_
                     # The target in the features' layout: a mixed-layout mse_loss is several times slower.
                     module.target = module.target.contiguous(memory_format=torch.channels_last)
             new_content.append(module)
-        elif isinstance(module, nn.Conv2d) and speed.channels_last:
-            module = copy.deepcopy(module).to(memory_format=torch.channels_last)
+        elif isinstance(module, nn.Conv2d) and (speed.channels_last or speed.precision == "bf16"):
+            module = copy.deepcopy(module)
+            if speed.channels_last:
+                module = module.to(memory_format=torch.channels_last)
+            if speed.precision == "bf16":
+                # Cast once: autocast would cast the float32 weights at every forward (and oneDNN
+                # would reorder the fresh copy each time); the arithmetic is the same.
+                module = module.to(torch.bfloat16)
         body.add_module(name, module)
     return FastStyleModel(body, speed, device.type), new_style, new_content
 

@@ -18,6 +18,7 @@ from style_transfer.fast import (
     FastContentLoss,
     FusedStyleLoss,
     Speed,
+    _ReluGram,
     accelerate,
     bf16_supported,
     fused_gram_matrix,
@@ -79,6 +80,51 @@ class TestFusedGram:
         assert torch.autograd.gradcheck(lambda t: fused_gram_matrix(t).double(), (x,), eps=1e-3, atol=1e-3)
 
 
+class TestReluGram:
+    """``_ReluGram``: a ReLU and the style loss on its input, with the Gram's gradient added inside the matmul."""
+
+    @pytest.mark.parametrize("channels_last", [False, True])
+    def test_matches_relu_and_gram_through_autograd(self, channels_last: bool) -> None:
+        generator = torch.Generator().manual_seed(0)
+        x = torch.randn(1, 8, 5, 7, generator=generator, dtype=torch.float64)
+        target = torch.rand(8, 8, generator=generator, dtype=torch.float64)
+        weight = torch.randn(1, 8, 5, 7, generator=generator, dtype=torch.float64)  # a downstream use of relu(x)
+        plain = x.clone().requires_grad_(True)
+        loss = torch.nn.functional.mse_loss(gram_matrix(plain), target) + (torch.relu(plain) * weight).sum()
+        loss.backward()
+        fused_in = x.contiguous(memory_format=torch.channels_last) if channels_last else x.clone()
+        fused_in.requires_grad_(True)
+        out, gram = _ReluGram.apply(fused_in, fused_in.numel())
+        (torch.nn.functional.mse_loss(gram, target.float()) + (out * weight).sum()).backward()
+        torch.testing.assert_close(out, torch.relu(x))
+        torch.testing.assert_close(gram.double(), gram_matrix(x), rtol=1e-6, atol=1e-7)
+        torch.testing.assert_close(fused_in.grad, plain.grad, rtol=1e-6, atol=1e-9)
+        assert fused_in.grad.is_contiguous(memory_format=torch.channels_last) == channels_last
+
+    def test_unused_relu_output_leaves_the_gram_gradient(self) -> None:
+        x = torch.tensor([[[[1.0, -2.0]], [[3.0, 4.0]]]], requires_grad=True)
+        _, gram = _ReluGram.apply(x, x.numel())
+        gram.sum().backward()
+        torch.testing.assert_close(x.grad, torch.tensor([[[[2.0, 1.0]], [[2.0, 1.0]]]]))  # as in TestFusedGram
+
+    def test_fused_gram_in_fp32_keeps_the_default_gradient(self, cnn, content_32, style_32) -> None:
+        """NCHW fp32 with the fused Gram (4 of the 5 style losses then run in a ReLU step): the default's numbers."""
+        def first(speed: Speed | None):
+            model, sl, cl = get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD, style_32, content_32)
+            if speed is not None:
+                model, sl, cl = accelerate(model, sl, cl, speed)
+                assert len(model._relu_gram) == 4  # conv_1 to conv_4's losses; conv_5's has no ReLU after it
+            image = content_32.clone().requires_grad_(True)
+            model(image)
+            (1e6 * sum(s.loss for s in sl) + sum(c.loss for c in cl)).backward()
+            return [float(s.loss.detach()) for s in sl], image.grad
+
+        losses, grad = first(None)
+        fused_losses, fused_grad = first(Speed(fused_gram=True))
+        assert fused_losses == pytest.approx(losses, rel=1e-6)
+        torch.testing.assert_close(fused_grad, grad, rtol=1e-5, atol=1e-6 * grad.abs().max().item())
+
+
 class TestAccelerate:
     def test_same_first_loss_and_gradient_in_fp32(self, cnn, content_32, style_32) -> None:
         """fp32 with channels_last and the fused Gram: the same loss and gradient up to rounding."""
@@ -101,6 +147,9 @@ class TestAccelerate:
         model, sl, cl = get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD, style_32, content_32)
         fast, fast_sl, fast_cl = accelerate(model, sl, cl, Speed("fp32", True, True))
         assert all(p.is_contiguous() for p in cnn.parameters())
+        if bf16_supported(CPU):  # the bf16 copies of the convolutions are the model's own
+            accelerate(model, sl, cl, Speed("bf16", True, True))
+            assert all(p.dtype == torch.float32 and p.is_contiguous() for p in cnn.parameters())
         assert all(type(s) is FusedStyleLoss for s in fast_sl) and len(fast_sl) == len(sl) == 5
         assert all(type(c) is FastContentLoss for c in fast_cl) and len(fast_cl) == len(cl) == 1
         assert all(s.target is f.target for s, f in zip(sl, fast_sl))  # targets shared, not recomputed
