@@ -309,6 +309,12 @@ def test_benchmark_smoke(tmp_path: Path) -> None:
     quality = entry["quality"]
     assert quality["default"]["fp32_loss"] < paths["default"]["first_loss"]  # the run lowered the loss
     assert 0 < quality["fast"]["fp32_loss"]
+    # Smoke mode runs two network seeds: two different networks, so two different default losses.
+    seed0, seed1 = quality["seeds"]
+    assert seed0["default"]["fp32_loss"] != seed1["default"]["fp32_loss"]
+    ratios = [run["fast"]["loss_ratio"] for run in quality["seeds"]]
+    assert quality["loss_ratio_median"] == pytest.approx(sum(ratios) / 2)  # the median of two is their mean
+    assert quality["control"]["loss_ratio"] > 0
     assert entry["coarse_to_fine"]["sizes"] == [16, 32]
     assert "speedup" in done.stdout or "ratio" in done.stdout
 
