@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .errors import Interrupted, NonFiniteLoss, ResourceError
+from .fast import TORCH_LBFGS_HISTORY, Speed
 
 # Maps a long side in px to the (height, width) working sizes of the content and style images.
 SizeFn = Callable[[int], tuple[tuple[int, int], tuple[int, int]]]
@@ -21,6 +22,9 @@ BASE_BYTES = 256 * 2**20
 # plus LBFGS's history of 100 (step, gradient-change) pairs of 3 floats each (2400 B).
 ACTIVATION_BYTES_PER_PIXEL = 3072
 LBFGS_HISTORY_BYTES_PER_PIXEL = 100 * 2 * 3 * 4
+# The bf16 fast path (--precision bf16, --fast): feature maps and their gradients are half the size;
+# measured with benchmarks/memory.py --fast (the same sizes and images as the default's figure).
+BF16_ACTIVATION_BYTES_PER_PIXEL = 2048
 # Per pixel of the style image: its one no_grad pass keeps about two feature maps of 64 channels.
 STYLE_BYTES_PER_PIXEL = 2 * 64 * 4
 
@@ -102,12 +106,19 @@ def keeps_image_on_interrupt(function: Callable[..., torch.Tensor]) -> Callable[
     return run
 
 
-def estimate_bytes(content_hw: tuple[int, int], style_hw: tuple[int, int]) -> int:
-    """Memory a run needs beyond the process, for working images of these (height, width)."""
+def estimate_bytes(content_hw: tuple[int, int], style_hw: tuple[int, int], speed: Speed | None = None) -> int:
+    """Memory a run needs beyond the process, for working images of these (height, width).
+
+    Args:
+        speed: the run's fast-path settings (bf16 halves the activations; the LBFGS history is
+            ``speed.history_size`` pairs); None for the default path.
+    """
+    speed = speed or Speed()
     content = content_hw[0] * content_hw[1]
     style = style_hw[0] * style_hw[1]
-    return (BASE_BYTES + content * (ACTIVATION_BYTES_PER_PIXEL + LBFGS_HISTORY_BYTES_PER_PIXEL)
-            + style * STYLE_BYTES_PER_PIXEL)
+    activations = BF16_ACTIVATION_BYTES_PER_PIXEL if speed.precision == "bf16" else ACTIVATION_BYTES_PER_PIXEL
+    history = LBFGS_HISTORY_BYTES_PER_PIXEL * speed.history_size // TORCH_LBFGS_HISTORY
+    return BASE_BYTES + content * (activations + history) + style * STYLE_BYTES_PER_PIXEL
 
 
 def available_bytes(device: torch.device) -> int | None:
@@ -139,17 +150,18 @@ def available_bytes(device: torch.device) -> int | None:
 
 
 def largest_fitting_size(content_hw: tuple[int, int], style_hw: tuple[int, int], available: int,
-                         sizes: SizeFn) -> int | None:
+                         sizes: SizeFn, speed: Speed | None = None) -> int | None:
     """The largest long side (a multiple of 16, >= 16) whose estimate fits in ``available``.
 
     Args:
         sizes: maps a long side to the (content_hw, style_hw) working sizes it gives.
+        speed: as for ``estimate_bytes``.
     """
     best = None
     low, high = 1, max(max(content_hw), max(style_hw)) // 16  # in units of 16 px
     while low <= high:
         mid = (low + high) // 2
-        if estimate_bytes(*sizes(16 * mid)) <= available:
+        if estimate_bytes(*sizes(16 * mid), speed) <= available:
             best, low = 16 * mid, mid + 1
         else:
             high = mid - 1
@@ -157,17 +169,20 @@ def largest_fitting_size(content_hw: tuple[int, int], style_hw: tuple[int, int],
 
 
 def check_memory(content_hw: tuple[int, int], style_hw: tuple[int, int], device: torch.device,
-                 size: int, sizes: SizeFn, available: int | None = None) -> None:
+                 size: int, sizes: SizeFn, available: int | None = None, speed: Speed | None = None) -> None:
     """Refuse, before the model loads, a size whose run cannot fit in the free memory.
+
+    The estimate follows ``speed`` (None: the default path), so the largest size named is the
+    one that fits with the options the run was given.
 
     Raises:
         ResourceError: naming the size, the estimate, the free memory and the largest size that fits.
     """
     available = available_bytes(device) if available is None else available
-    needed = estimate_bytes(content_hw, style_hw)
+    needed = estimate_bytes(content_hw, style_hw, speed)
     if available is None or needed <= available:
         return
-    best = largest_fitting_size(content_hw, style_hw, available, sizes)
+    best = largest_fitting_size(content_hw, style_hw, available, sizes, speed)
     advice = f"the largest size that fits is about {best} px (--size {best})" if best else \
         "no size fits; free some memory or use another device"
     raise ResourceError(f"size {size} px needs about {needed / GIB:.1f} GiB but only {available / GIB:.1f} GiB "

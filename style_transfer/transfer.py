@@ -403,7 +403,7 @@ def stylize(
     style_imgs = [load_image(s, style_size(size, config.style_scale), device) for s in styles]
     largest_style = max(style_imgs, key=lambda image: image.shape[-1] * image.shape[-2])
     check_memory(tuple(content_img.shape[-2:]), tuple(largest_style.shape[-2:]), device, size,
-                 _working_sizes(content_img, largest_style, config.style_scale))
+                 _working_sizes(content_img, largest_style, config.style_scale), speed=speed)
     alpha = colors.content_alpha(content, size) if config.keep_alpha else None
     transfer_content, style_imgs = prepare_colors(content_img, style_imgs, config.preserve_colors)
     input_img = initial_image(transfer_content, config.init, config.seed, style_img=style_imgs[0])

@@ -21,6 +21,7 @@ from torch import nn
 from style_transfer import StyleConfig, get_style_model_and_losses, run_style_transfer, stylize
 from style_transfer import guards, losses, transfer
 from style_transfer.errors import Interrupted, NonFiniteLoss, ResourceError
+from style_transfer.fast import Speed, accelerate, bf16_supported, speed_from_config
 from style_transfer.guards import RunStats, estimate_bytes
 from style_transfer.images import working_size
 from style_transfer.models import IMAGENET_MEAN, IMAGENET_STD
@@ -254,32 +255,78 @@ def test_size_that_cannot_fit_is_refused_before_the_model_loads(tmp_path: Path,
     assert not out.exists()
 
 
+def test_fast_estimate_names_the_size_that_fits_with_fast(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With --fast the refusal uses the fast path's estimate (bf16 activations, 20 LBFGS pairs)."""
+    content = noise_png(tmp_path / "c.png", 60, 40)
+    style = noise_png(tmp_path / "s.png", 50, 50)
+    speed = speed_from_config(StyleConfig(fast=True), torch.device("cpu"))
+
+    def sizes(long_side: int) -> tuple[tuple[int, int], tuple[int, int]]:
+        return working_size(60, 40, long_side)[::-1], (long_side, long_side)
+
+    free = estimate_bytes(*sizes(160)) + 1  # the default path fits 160 px, the fast path more
+    monkeypatch.setattr(guards, "available_bytes", lambda device: free)
+    monkeypatch.setattr(transfer, "load_vgg19_features", lambda *a, **k: pytest.fail("the model was loaded"))
+    line = one_error_line(invoke([content, style, "-o", str(tmp_path / "o.png"), "--weights", "random",
+                                  "--size", "1024", "--device", "cpu", "--fast"], 1))
+    best = int(re.search(r"--size (\d+)\)$", line).group(1))
+    assert best > 160
+    assert estimate_bytes(*sizes(best), speed) <= free < estimate_bytes(*sizes(best + 16), speed)
+
+
+def test_estimate_by_hand() -> None:
+    """BASE + content pixels x (activations + 24 B per LBFGS pair) + style pixels x 512 B."""
+    content, style = 100 * 200, 50 * 60
+    assert estimate_bytes((100, 200), (50, 60)) == guards.BASE_BYTES + content * (3072 + 2400) + style * 512
+    bf16_20 = Speed(precision="bf16", history_size=20)
+    assert estimate_bytes((100, 200), (50, 60), bf16_20) == (guards.BASE_BYTES + content * (2048 + 480)
+                                                             + style * 512)
+
+
+def saved_bytes(cnn, height: int, width: int, speed: Speed | None = None) -> int:
+    """Bytes autograd saves for backward in the tutorial's model (``speed``: its fast form), counted by hook."""
+    content, style = torch.rand(1, 3, height, width), torch.rand(1, 3, 64, 64)
+    model, sl, cl = get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD, style, content)
+    if speed is not None:
+        model, _, _ = accelerate(model, sl, cl, speed)
+    constant = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers()]}
+    saved = {}
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in constant:
+            saved[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        model(content.clone().requires_grad_(True))
+    return sum(saved.values())
+
+
+def saved_bytes_per_pixel(cnn, speed: Speed | None = None) -> float:
+    """The slope between two sizes, which removes what does not grow with the image (the Gram matrices)."""
+    return (saved_bytes(cnn, 64, 96, speed) - saved_bytes(cnn, 32, 48, speed)) / (64 * 96 - 32 * 48)
+
+
 def test_memory_estimate_covers_what_autograd_keeps(cnn) -> None:
     """Independent count: the bytes autograd saves for backward in the tutorial's model."""
-
-    def saved_bytes(height: int, width: int) -> int:
-        content, style = torch.rand(1, 3, height, width), torch.rand(1, 3, 64, 64)
-        model, _, _ = get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD, style, content)
-        constant = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers()]}
-        saved = {}
-
-        def pack(tensor: torch.Tensor) -> torch.Tensor:
-            storage = tensor.untyped_storage()
-            if storage.data_ptr() not in constant:
-                saved[storage.data_ptr()] = storage.nbytes()
-            return tensor
-
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
-            model(content.clone().requires_grad_(True))
-        return sum(saved.values())
-
-    # The slope between two sizes removes what does not grow with the image (the Gram matrices).
-    per_pixel = (saved_bytes(64, 96) - saved_bytes(32, 48)) / (64 * 96 - 32 * 48)
+    per_pixel = saved_bytes_per_pixel(cnn)
     # By hand for conv_1..conv_5: 475 floats (1900 B) per pixel; the RSS slope measured 3072 B.
     assert per_pixel == pytest.approx(1900, rel=0.02)
     assert per_pixel <= guards.ACTIVATION_BYTES_PER_PIXEL <= 2 * per_pixel
     history = 100 * 2 * 3 * 4  # LBFGS keeps 100 (s, y) pairs, each the size of the image
-    assert estimate_bytes((64, 96), (64, 64)) >= guards.BASE_BYTES + saved_bytes(64, 96) + history * 64 * 96
+    assert estimate_bytes((64, 96), (64, 64)) >= guards.BASE_BYTES + saved_bytes(cnn, 64, 96) + history * 64 * 96
+
+
+@pytest.mark.skipif(not bf16_supported(torch.device("cpu")), reason="this CPU has no native bf16")
+def test_fast_memory_estimate_covers_what_autograd_keeps(cnn) -> None:
+    """The same count on the --fast model (bf16, channels_last, ReLU + Gram steps)."""
+    per_pixel = saved_bytes_per_pixel(cnn, Speed("bf16", True, True, 20))
+    # By hand from the default's 1900 B: the max-pool indices stay int64 (pool_2: 64 channels at 1/4 of
+    # the pixels, pool_4: 128 at 1/16, 8 B each: 192 B), the rest is bf16, half of 1708 B (854 B), and
+    # the content loss keeps a float32 copy of conv_4 (128 channels at 1/4 of the pixels: 128 B).
+    assert per_pixel == pytest.approx(192 + 854 + 128, rel=0.02)
+    assert per_pixel <= guards.BF16_ACTIVATION_BYTES_PER_PIXEL <= 2.5 * per_pixel
 
 
 def test_free_memory_is_known_on_this_machine() -> None:
