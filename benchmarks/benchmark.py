@@ -2,7 +2,8 @@
 
 Run from the repository root::
 
-    python benchmarks/benchmark.py                    # 128, 256 and 512 px on the CPU, ~15 min on 2 cores
+    python benchmarks/benchmark.py                    # 128, 256 and 512 px on the CPU, ~50 min on 2 cores
+    python benchmarks/benchmark.py --seeds 1          # one network seed: ~15 min
     python benchmarks/benchmark.py --device cuda      # the same on a GPU
     python benchmarks/benchmark.py --smoke            # one 32 px size, two evaluations per path (CI)
 
@@ -16,8 +17,11 @@ What it measures, per size (VGG19 with seeded random weights, the sample cat and
   VmHWM reset; it holds torch, the weights, activations, LBFGS history); on CUDA
   ``torch.cuda.max_memory_allocated`` in this process;
 * the fp32-evaluated loss after the same evaluation budget (the product's loop from the content
-  image, tutorial weights), for the default path and ``--fast``, their mean absolute pixel
-  difference, and a coarse-to-fine run's wall time and loss at the largest size against the default;
+  image, both loss weights times ``--loss-scale``), for the default path and ``--fast``, over
+  ``--seeds`` networks (seeded random weights), of the final image and of the run's best image,
+  with their mean absolute pixel differences; a control path (channels_last fp32: the default's
+  numbers in another summation order) shows how far apart chaos alone puts two runs; and a
+  coarse-to-fine run's wall time and loss at the largest size against the default;
 * how the cost grows with pixels: the exponent ``log(t2/t1) / log(pixels2/pixels1)``.
 
 It prints a table with each path's ratio to the default path and writes the same as JSON.
@@ -57,8 +61,9 @@ from style_transfer.fast import (  # noqa: E402
 )
 from style_transfer.images import load_image, save_image  # noqa: E402
 from style_transfer.models import IMAGENET_MEAN, IMAGENET_STD, freeze, random_vgg19_features  # noqa: E402
+from style_transfer.errors import NonFiniteLoss  # noqa: E402
 from style_transfer.guards import RunStats  # noqa: E402
-from style_transfer.images import pil_to_tensor  # noqa: E402
+from style_transfer.images import pil_to_tensor, tensor_to_pil  # noqa: E402
 from style_transfer.transfer import get_style_model_and_losses, run_style_transfer, stylize  # noqa: E402
 
 CONTENT = ROOT / "images" / "chelsea.png"
@@ -87,8 +92,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="network seeds of the quality runs (each runs the default path and --fast)")
     parser.add_argument("--images", metavar="DIR", default=None,
                         help="write the seed-0 best images of the quality runs there as PNGs")
-    parser.add_argument("--no-control", action="store_true",
-                        help="skip the channels_last fp32 control run (seed 0) of the quality runs")
+    parser.add_argument("--control-seeds", type=int, default=1,
+                        help="how many of the seeds also run the channels_last fp32 control (0: none)")
     parser.add_argument("--rounds", type=int, default=5, help="timed evaluations per path and size")
     parser.add_argument("--warmup", type=int, default=2, help="untimed evaluations per path first")
     parser.add_argument("--scales", type=int, default=3, help="coarse-to-fine sizes at the largest size")
@@ -96,7 +101,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="coarse-to-fine evaluations per size, smallest first")
     parser.add_argument("--probe-steps", type=int, default=20,
                         help="loop evaluations of each CPU memory probe (one LBFGS step is 20)")
-    parser.add_argument("--budget-s", type=float, default=3600.0,
+    parser.add_argument("--budget-s", type=float, default=5400.0,
                         help="skip the quality runs of a size whose estimated time would pass this (s)")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: physical cores)")
     parser.add_argument("--loss-scale", type=float, default=1000.0,
@@ -273,16 +278,25 @@ def quality_run(cnn: torch.nn.Sequential, inputs: Inputs, device: torch.device, 
 
         sync(device)
         start, cpu = time.perf_counter(), time.process_time()
-        finals[name] = run_style_transfer(cnn, IMAGENET_MEAN, IMAGENET_STD, inputs.content, inputs.style,
-                                          inputs.content.clone(), evals, STYLE_WEIGHT, CONTENT_WEIGHT,
-                                          progress=keep_best, stats=stats, speed=path_speed(name, device))
+        stopped = None
+        try:
+            finals[name] = run_style_transfer(cnn, IMAGENET_MEAN, IMAGENET_STD, inputs.content, inputs.style,
+                                              inputs.content.clone(), evals, STYLE_WEIGHT, CONTENT_WEIGHT,
+                                              progress=keep_best, stats=stats, speed=path_speed(name, device))
+        except NonFiniteLoss as exc:  # an LBFGS update went non-finite: the user gets the last good image
+            finals[name] = inputs.content if exc.image is None else exc.image.to(device)
+            stopped = exc.step
         sync(device)
         wall = time.perf_counter() - start
         bests[name] = best["image"].clamp(0, 1)
         result[name] = {"wall_s": wall, "cpu_s": time.process_time() - cpu, "evaluations": stats.evaluations,
-                        "loop_s_per_eval": wall / max(1, stats.evaluations),
+                        "loop_s_per_eval": wall / max(1, stats.evaluations), "non_finite_after": stopped,
                         "fp32_loss": fp32_loss(cnn, inputs, finals[name]),
                         "best_fp32_loss": fp32_loss(cnn, inputs, bests[name]), "best_at_evaluation": best["step"]}
+        print(f"    {inputs.size} px {name}: {stats.evaluations} evaluations in {wall:.1f} s, fp32 loss final "
+              f"{result[name]['fp32_loss']:.5g}, best {result[name]['best_fp32_loss']:.5g} (evaluation "
+              f"{best['step']})" + (f"; stopped: non-finite loss after evaluation {stopped}" if stopped else ""),
+              flush=True)
     for name in names[1:]:
         ours, default = result[name], result["default"]
         ours["loss_ratio"] = ours["fp32_loss"] / default["fp32_loss"]
@@ -297,36 +311,45 @@ def _mean_abs_levels(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def quality_runs(cnn: torch.nn.Sequential, inputs: Inputs, device: torch.device, evals: int,
-                 seeds: int, control: bool, images: Path | None = None) -> dict[str, Any]:
+                 seeds: int, control_seeds: int, images: Path | None = None) -> dict[str, Any]:
     """The default path and --fast for the same budget, once per network seed (seed 0 is ``cnn``).
 
     Under random weights LBFGS is chaotic (PERFORMANCE.md), so one run says little: the summary is
     the median over seeds of the fast/default fp32 loss ratios (final and best image) and of their
-    mean absolute pixel differences. With ``control``, seed 0 also runs ``channels_last`` in fp32,
-    a path that computes the same numbers in another summation order: its distance from the
-    default is what chaos alone gives, the yardstick for the fast path's. With ``images``, the
+    mean absolute pixel differences. The first ``control_seeds`` seeds also run ``channels_last``
+    in fp32, a path that computes the same numbers in another summation order: its distance from
+    the default is what chaos alone gives, the yardstick for the fast path's. With ``images``, the
     best images of seed 0 are written there as PNGs, to look at side by side.
     """
     runs = []
     for seed in range(seeds):
         net = cnn if seed == 0 else freeze(random_vgg19_features(seed)).to(device)
-        names = ("default", "fast", "channels_last") if control and seed == 0 else ("default", "fast")
+        names = ("default", "fast", "channels_last") if seed < control_seeds else ("default", "fast")
         result, bests = quality_run(net, inputs, device, evals, names)
         runs.append({"seed": seed, **result})
         if images is not None and seed == 0:
             images.mkdir(parents=True, exist_ok=True)
             for name, image in bests.items():
                 save_image(image, images / f"{inputs.size}px-seed0-best-{name}.png")
-    summary: dict[str, Any] = {"seeds": runs, "default": runs[0]["default"], "fast": runs[0]["fast"]}
+    summary: dict[str, Any] = {"seeds": runs, "default": runs[0]["default"], "fast": runs[0]["fast"],
+                               **_against_default(runs, "fast")}
+    if control_seeds:
+        summary["control"] = _against_default(runs, "channels_last")
+    return summary
+
+
+def _against_default(runs: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    """Medians and ranges over the seeds that ran ``name`` of its loss ratios and pixel differences."""
+    rows = [run[name] for run in runs if name in run]
+    summary: dict[str, Any] = {"count": len(rows)}
     for kind in ("", "best_"):
-        ratios = [r["fast"][f"{kind}loss_ratio"] for r in runs]
+        ratios = [row[f"{kind}loss_ratio"] for row in rows]
         summary[f"{kind}loss_ratio_median"] = statistics.median(ratios)
         summary[f"{kind}loss_ratio_min"], summary[f"{kind}loss_ratio_max"] = min(ratios), max(ratios)
-        summary[f"{kind}fast_not_worse_by_5pct"] = sum(r <= 1.05 for r in ratios)
-        summary[f"{kind}mean_abs_diff_levels_median"] = statistics.median(
-            r["fast"][f"{kind}mean_abs_diff_levels"] for r in runs)
-    if "channels_last" in runs[0]:
-        summary["control"] = runs[0]["channels_last"]
+        summary[f"{kind}not_worse_by_5pct"] = sum(r <= 1.05 for r in ratios)
+        diffs = [row[f"{kind}mean_abs_diff_levels"] for row in rows]
+        summary[f"{kind}mean_abs_diff_levels_median"] = statistics.median(diffs)
+        summary[f"{kind}mean_abs_diff_levels_range"] = [min(diffs), max(diffs)]
     return summary
 
 
@@ -351,7 +374,10 @@ def c2f_run(cnn: torch.nn.Sequential, inputs: Inputs, device: torch.device, scal
 
     sync(device)
     start, cpu = time.perf_counter(), time.process_time()
-    result = stylize(CONTENT, STYLE, config, progress=on_step, stats=stats)
+    try:
+        result = stylize(CONTENT, STYLE, config, progress=on_step, stats=stats)
+    except NonFiniteLoss as exc:  # the user gets the last good image; so does this measurement
+        result = tensor_to_pil(inputs.content if exc.image is None else exc.image)
     sync(device)
     image = pil_to_tensor(result).to(device)
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
@@ -393,6 +419,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(_probe(int(size), name, int(steps), device, 0)))
         return 0
 
+    out = Path(args.out) if args.out else ROOT / "benchmarks" / f"results-{device.type}.json"
     started = time.perf_counter()
     bf16 = bf16_supported(device)
     names = [n for n in PATHS if bf16 or n not in BF16_PATHS]
@@ -419,7 +446,7 @@ def main(argv: list[str] | None = None) -> int:
         entry["peak_mib_default"] = entry["paths"]["default"]["memory"]["peak_mib"]
         entry["peak_mib_fast"] = entry["paths"]["fast"]["memory"]["peak_mib"]
         runs = args.evals + 20  # the loop passes its budget by up to one LBFGS step
-        control = 0.0 if args.no_control else runs * entry["paths"]["channels_last"]["s_per_eval"]
+        control = min(args.seeds, args.control_seeds) * runs * entry["paths"]["channels_last"]["s_per_eval"]
         estimate = (args.seeds * runs * (base + entry["s_per_eval_fast"]) + control) * 1.15 + sum(
             n * entry["s_per_eval_fast"] / 4 ** (args.scales - 1 - i) for i, n in enumerate(args.scale_steps))
         spent = time.perf_counter() - started
@@ -428,7 +455,7 @@ def main(argv: list[str] | None = None) -> int:
             report["notes"].append(f"{size} px: quality runs skipped (estimated {estimate:.0f} s, "
                                    f"{spent:.0f} s spent of the {args.budget_s:.0f} s budget)")
         else:
-            entry["quality"] = quality_runs(cnn, inputs, device, args.evals, args.seeds, not args.no_control,
+            entry["quality"] = quality_runs(cnn, inputs, device, args.evals, args.seeds, args.control_seeds,
                                             Path(args.images) if args.images else None)
             if size == max(args.sizes) or args.smoke:
                 # The default's loss after its budget: its final image's, or its best image's when lower
@@ -444,11 +471,11 @@ def main(argv: list[str] | None = None) -> int:
                 entry["coarse_to_fine"] = c2f
         report["sizes"].append(entry)
         print_size(entry)
+        out.write_text(json.dumps(report, indent=1) + "\n")  # so far: a later failure keeps the sizes done
     report["growth"] = {key: growth(report["sizes"], key) for key in
                         ("s_per_eval_default", "s_per_eval_fast", "peak_mib_default", "peak_mib_fast")}
     report["wall_s"] = time.perf_counter() - started
     print_summary(report)
-    out = Path(args.out) if args.out else ROOT / "benchmarks" / f"results-{device.type}.json"
     out.write_text(json.dumps(report, indent=1) + "\n")
     print(f"wrote {out}")
     return 0
@@ -477,16 +504,17 @@ def print_size(entry: dict[str, Any]) -> None:
                   f"best {f['best_fp32_loss']:.5g} ({f['wall_s']:.1f} s); ratio final {f['loss_ratio']:.3f} "
                   f"best {f['best_loss_ratio']:.3f}; mean |fast - default| final {f['mean_abs_diff_levels']:.1f}, "
                   f"best {f['best_mean_abs_diff_levels']:.1f} / 255")
-        for kind, label in (("", "final"), ("best_", "best")):
-            print(f"  fast/default fp32 loss of the {label} images over {len(quality['seeds'])} seeds: median "
-                  f"{quality[kind + 'loss_ratio_median']:.3f} ({quality[kind + 'loss_ratio_min']:.3f} to "
-                  f"{quality[kind + 'loss_ratio_max']:.3f}; <= 1.05 in {quality[kind + 'fast_not_worse_by_5pct']}); "
-                  f"median mean |fast - default| {quality[kind + 'mean_abs_diff_levels_median']:.1f} / 255")
-        if "control" in quality:
-            c = quality["control"]
-            print(f"  control (channels_last fp32, seed 0): loss ratio final {c['loss_ratio']:.3f}, best "
-                  f"{c['best_loss_ratio']:.3f}; mean |control - default| final {c['mean_abs_diff_levels']:.1f}, "
-                  f"best {c['best_mean_abs_diff_levels']:.1f} / 255")
+        for name, label in (("fast", "fast"), ("control", "control (channels_last fp32)")):
+            if name not in quality:
+                continue
+            q = quality if name == "fast" else quality["control"]
+            for kind, image in (("best_", "best"), ("", "final")):
+                low, high = q[kind + "mean_abs_diff_levels_range"]
+                print(f"  {label}/default, {image} images, {q['count']} seeds: fp32 loss ratio median "
+                      f"{q[kind + 'loss_ratio_median']:.3f} ({q[kind + 'loss_ratio_min']:.3f} to "
+                      f"{q[kind + 'loss_ratio_max']:.3f}; <= 1.05 in {q[kind + 'not_worse_by_5pct']}); mean abs "
+                      f"pixel difference median {q[kind + 'mean_abs_diff_levels_median']:.1f} ({low:.1f} to "
+                      f"{high:.1f}) / 255")
     c2f = entry.get("coarse_to_fine")
     if c2f:
         reached = c2f["reached_target_s"]
@@ -523,23 +551,24 @@ def markdown(report: dict[str, Any]) -> str:
         d, f = entry["paths"]["default"], entry["paths"]["fast"]
         lines.append(f"| {w}x{h} | {d['flops'] / 1e9:.1f}, {f['flops'] / 1e9:.1f} | {d['gflops_per_s']:.0f}, "
                      f"{f['gflops_per_s']:.0f} | {d['memory']['peak_mib']:.0f}, {f['memory']['peak_mib']:.0f} |")
-    lines += ["", "| size | image | fp32 loss ratio fast/default: median (range) | seeds <= 1.05 "
-              "| mean abs pixel diff fast vs default (median) | control (seed 0): loss ratio, pixel diff |",
-              "|---|---|---|---|---|---|"]
+    lines += ["", "| size | path / default | image | fp32 loss ratio: median (range) | seeds <= 1.05 "
+              "| mean abs pixel diff: median (range) |", "|---|---|---|---|---|---|"]
     for entry in report["sizes"]:
         h, w = entry["shape"]
         q = entry.get("quality")
         if not q:
-            lines.append(f"| {w}x{h} | skipped | | | | |")
+            lines.append(f"| {w}x{h} | | skipped | | | |")
             continue
-        for kind, label in (("best_", "best"), ("", "final")):
-            control = q.get("control")
-            lines.append(
-                f"| {w}x{h} | {label} | {q[kind + 'loss_ratio_median']:.3f} ({q[kind + 'loss_ratio_min']:.3f} to "
-                f"{q[kind + 'loss_ratio_max']:.3f}) | {q[kind + 'fast_not_worse_by_5pct']} of {len(q['seeds'])} | "
-                f"{q[kind + 'mean_abs_diff_levels_median']:.1f} / 255 | "
-                + (f"{control[kind + 'loss_ratio']:.3f}, {control[kind + 'mean_abs_diff_levels']:.1f} / 255 |"
-                   if control else " |"))
+        for name, label in (("fast", "fast"), ("control", "control: channels_last fp32")):
+            if name not in q:
+                continue
+            row = q if name == "fast" else q["control"]
+            for kind, image in (("best_", "best"), ("", "final")):
+                low, high = row[kind + "mean_abs_diff_levels_range"]
+                lines.append(f"| {w}x{h} | {label} | {image} | {row[kind + 'loss_ratio_median']:.3f} "
+                             f"({row[kind + 'loss_ratio_min']:.3f} to {row[kind + 'loss_ratio_max']:.3f}) | "
+                             f"{row[kind + 'not_worse_by_5pct']} of {row['count']} | "
+                             f"{row[kind + 'mean_abs_diff_levels_median']:.1f} ({low:.1f} to {high:.1f}) / 255 |")
     return "\n".join(lines)
 
 
