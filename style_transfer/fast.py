@@ -40,18 +40,28 @@ class _Gram(torch.autograd.Function):
                 n: int, rows_last: bool) -> torch.Tensor:
         ctx.save_for_backward(features)
         ctx.n, ctx.rows_last = n, rows_last  # type: ignore[attr-defined]
-        wide = features.float()
-        return (torch.mm(wide.t(), wide) if rows_last else torch.mm(wide, wide.t())).div(n)
+        return _gram_forward(features, rows_last, n)
 
     @staticmethod
     def backward(ctx: torch.autograd.function.FunctionCtx,  # type: ignore[override]
                  grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
         (features,) = ctx.saved_tensors  # type: ignore[attr-defined]
-        grad = grad.div(ctx.n)  # type: ignore[attr-defined]
-        both = (grad + grad.t()).to(features.dtype)
+        both = _symmetric_grad(grad, ctx.n, features.dtype)  # type: ignore[attr-defined]
         if ctx.rows_last:  # type: ignore[attr-defined]
             return torch.mm(features, both), None, None
         return torch.mm(both, features), None, None
+
+
+def _gram_forward(features: torch.Tensor, rows_last: bool, n: int) -> torch.Tensor:
+    """``F Fᵀ / n`` in float32 (a bf16 ``F`` is widened exactly) for ``F`` or, ``rows_last``, ``Fᵀ``."""
+    wide = features.float()
+    return (torch.mm(wide.t(), wide) if rows_last else torch.mm(wide, wide.t())).div(n)
+
+
+def _symmetric_grad(grad_gram: torch.Tensor, n: int, dtype: torch.dtype) -> torch.Tensor:
+    """``(dG + dGᵀ) / n`` in ``dtype``: what multiplies ``F`` in the Gram's backward."""
+    grad_gram = grad_gram.div(n)
+    return (grad_gram + grad_gram.t()).to(dtype)
 
 
 class _ReluGram(torch.autograd.Function):
@@ -69,18 +79,15 @@ class _ReluGram(torch.autograd.Function):
         features, rows_last = _feature_matrix(x)
         ctx.save_for_backward(x, out)
         ctx.n = n  # type: ignore[attr-defined]
-        wide = features.float()
-        gram = (torch.mm(wide.t(), wide) if rows_last else torch.mm(wide, wide.t())).div(n)
-        return out, gram
+        return out, _gram_forward(features, rows_last, n)
 
     @staticmethod
     def backward(ctx: torch.autograd.function.FunctionCtx,  # type: ignore[override]
                  grad_out: torch.Tensor, grad_gram: torch.Tensor) -> tuple[torch.Tensor, None]:
         x, out = ctx.saved_tensors  # type: ignore[attr-defined]
         features, rows_last = _feature_matrix(x)
-        grad_gram = grad_gram.div(ctx.n)  # type: ignore[attr-defined]
-        both = (grad_gram + grad_gram.t()).to(x.dtype)
-        grad = torch.ops.aten.threshold_backward(grad_out, out, 0)
+        both = _symmetric_grad(grad_gram, ctx.n, x.dtype)  # type: ignore[attr-defined]
+        grad = torch.ops.aten.threshold_backward(grad_out, out, 0)  # the ReLU's own backward
         view, view_rows_last = _feature_matrix(grad)
         if view_rows_last != rows_last or view.data_ptr() != grad.data_ptr():  # another layout: no shared view
             grad = grad.contiguous(memory_format=torch.channels_last if rows_last else torch.contiguous_format)
