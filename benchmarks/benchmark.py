@@ -60,8 +60,14 @@ from style_transfer.fast import (  # noqa: E402
     speed_from_config,
 )
 from style_transfer.images import load_image, save_image  # noqa: E402
-from style_transfer.models import IMAGENET_MEAN, IMAGENET_STD, freeze, random_vgg19_features  # noqa: E402
-from style_transfer.errors import NonFiniteLoss  # noqa: E402
+from style_transfer.models import (  # noqa: E402
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    freeze,
+    load_vgg19_features,
+    random_vgg19_features,
+)
+from style_transfer.errors import NonFiniteLoss, StyleTransferError  # noqa: E402
 from style_transfer.guards import RunStats  # noqa: E402
 from style_transfer.images import pil_to_tensor, tensor_to_pil  # noqa: E402
 from style_transfer.transfer import get_style_model_and_losses, run_style_transfer, stylize  # noqa: E402
@@ -104,9 +110,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--budget-s", type=float, default=5400.0,
                         help="skip the quality runs of a size whose estimated time would pass this (s)")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: physical cores)")
-    parser.add_argument("--loss-scale", type=float, default=1000.0,
-                        help="both loss weights times this (default 1000: with random weights LBFGS then "
-                             "stores curvature pairs as with pretrained ones; 1 is the tutorial's weights)")
+    parser.add_argument("--weights", default="random",
+                        help="random (seeded, default), imagenet (the pretrained weights, from the torch hub "
+                             "cache or downloaded) or a state dict FILE; with pretrained weights the quality "
+                             "runs use that one network (one seed)")
+    parser.add_argument("--loss-scale", type=float, default=None,
+                        help="both loss weights times this (default 1000 with random weights: LBFGS then "
+                             "stores curvature pairs as with pretrained ones; 1, the tutorial's weights, otherwise)")
     parser.add_argument("--out", default=None, help="JSON output (default: benchmarks/results-DEVICE.json)")
     parser.add_argument("--smoke", action="store_true",
                         help="CI smoke mode: one 32 px size, two evaluations per path, tiny runs")
@@ -354,11 +364,11 @@ def _against_default(runs: list[dict[str, Any]], name: str) -> dict[str, Any]:
 
 
 def c2f_run(cnn: torch.nn.Sequential, inputs: Inputs, device: torch.device, scales: int, scale_steps: list[int],
-            target_loss: float) -> dict[str, Any]:
-    """Coarse-to-fine with --fast through ``stylize()`` (the product's path, random weights of seed 0):
-    wall time, final fp32 loss, and when the last size first reached the target loss."""
+            target_loss: float, weights: str = "random") -> dict[str, Any]:
+    """Coarse-to-fine with --fast through ``stylize()`` (the product's path, ``cnn``'s weights: random ones
+    are seed 0's): wall time, final fp32 loss, and when the last size first reached the target loss."""
     config = StyleConfig(size=inputs.size, fast=True, scales=scales, scale_steps=tuple(scale_steps),
-                         style_weight=STYLE_WEIGHT, content_weight=CONTENT_WEIGHT, weights="random",
+                         style_weight=STYLE_WEIGHT, content_weight=CONTENT_WEIGHT, weights=weights,
                          device=str(device))
     sizes = scale_sizes(inputs.size, scales)
     record: list[tuple[float, int, float]] = []
@@ -407,6 +417,9 @@ def main(argv: list[str] | None = None) -> int:
         print(markdown(json.loads(Path(args.markdown).read_text())))
         return 0
     global STYLE_WEIGHT, CONTENT_WEIGHT
+    pretrained = args.weights != "random"
+    if args.loss_scale is None:
+        args.loss_scale = 1.0 if pretrained else 1000.0
     STYLE_WEIGHT, CONTENT_WEIGHT = 1e6 * args.loss_scale, 1.0 * args.loss_scale
     threads = args.threads or physical_cores()
     torch.set_num_threads(threads)  # a script owns its process; the library never does this
@@ -423,8 +436,15 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     bf16 = bf16_supported(device)
     names = [n for n in PATHS if bf16 or n not in BF16_PATHS]
-    cnn = freeze(random_vgg19_features(0)).to(device)
+    try:
+        cnn = (load_vgg19_features(args.weights) if pretrained else freeze(random_vgg19_features(0))).to(device)
+    except StyleTransferError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if pretrained:
+        args.seeds = 1  # one network: the given weights
     report: dict[str, Any] = {
+        "weights": args.weights, "seeds": args.seeds, "control_seeds": min(args.seeds, args.control_seeds),
         "device": _device_name(device), "threads": threads, "torch": torch.__version__, "bf16_native": bf16,
         "paths": {n: PATHS[n] for n in names}, "fast_resolves_to": path_speed("fast", device).__dict__,
         "evals_budget": args.evals, "style_weight": STYLE_WEIGHT, "content_weight": CONTENT_WEIGHT,
@@ -462,7 +482,7 @@ def main(argv: list[str] | None = None) -> int:
                 # (the stricter target; the final image is often on a spike, see quality_run).
                 default = entry["quality"]["default"]
                 target = min(default["fp32_loss"], default["best_fp32_loss"])
-                c2f = c2f_run(cnn, inputs, device, args.scales, args.scale_steps, target)
+                c2f = c2f_run(cnn, inputs, device, args.scales, args.scale_steps, target, args.weights)
                 default = entry["quality"]["default"]
                 c2f["time_ratio"] = c2f["wall_s"] / default["wall_s"]
                 c2f["cpu_ratio"] = c2f["cpu_s"] / default["cpu_s"]

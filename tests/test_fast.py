@@ -321,6 +321,18 @@ def test_benchmark_smoke(tmp_path: Path) -> None:
     assert "speedup" in done.stdout or "ratio" in done.stdout
 
 
+def test_benchmark_names_a_weights_file_that_is_missing(tmp_path: Path) -> None:
+    """--weights FILE (for a run with pretrained weights) fails in one line, before any measurement."""
+    missing = tmp_path / "vgg19.pth"
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "benchmark.py"), "--weights", str(missing),
+                           "--sizes", "32", "--out", str(tmp_path / "bench.json")],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 2
+    lines = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and str(missing) in lines[0] and "Traceback" not in done.stderr
+    assert not (tmp_path / "bench.json").exists()
+
+
 @pytest.mark.parametrize("extra", [
     {"preset": "paper", "tv_weight": 1.0},  # weighted paper-form losses and a TV term stay as they are
     {"backward": "per-module", "style_layer_weights": (1, 2, 1, 1, 1), **SCALED},
