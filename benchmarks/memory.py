@@ -1,12 +1,11 @@
 """Peak memory of a run against the estimate the size check uses (style_transfer.guards).
 
     python benchmarks/memory.py [SIZE ...]          # default: 64 128 256 384, one LBFGS step each
-    python benchmarks/memory.py --fast [SIZE ...]   # the same with --fast (BF16_ACTIVATION_BYTES_PER_PIXEL)
+    python benchmarks/memory.py --fast [SIZE ...]   # the same with --fast
 
 Each size runs in a fresh process (seeded random weights, the tutorial's layers, square noise
 images) and reports its peak RSS above the process's start; the slope between the sizes is
-the per-pixel cost that ``ACTIVATION_BYTES_PER_PIXEL`` (``BF16_ACTIVATION_BYTES_PER_PIXEL`` with
-``--fast``) stands for. Random weights store no LBFGS pairs, so the estimate's history term
+the per-pixel cost that ``ACTIVATION_BYTES_PER_PIXEL`` stands for (on both paths: see guards.py). Random weights store no LBFGS pairs, so the estimate's history term
 (2400 B/px, 480 with --fast's 20 pairs) is not in these measurements.
 """
 
@@ -39,8 +38,7 @@ def main() -> None:
     fast = "--fast" in args
     sizes = [int(s) for s in args if s != "--fast"] or [64, 128, 256, 384]
     speed = speed_from_config(StyleConfig(fast=fast), torch.device("cpu"))
-    per_pixel = (guards.BF16_ACTIVATION_BYTES_PER_PIXEL if speed.precision == "bf16"
-                 else guards.ACTIVATION_BYTES_PER_PIXEL)
+    per_pixel = guards.ACTIVATION_BYTES_PER_PIXEL
     history = guards.LBFGS_HISTORY_BYTES_PER_PIXEL * speed.history_size // 100
     print(f"{'--fast' if fast else 'default path'}: {speed}")
     peaks = {}

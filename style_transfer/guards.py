@@ -22,9 +22,9 @@ BASE_BYTES = 256 * 2**20
 # plus LBFGS's history of 100 (step, gradient-change) pairs of 3 floats each (2400 B).
 ACTIVATION_BYTES_PER_PIXEL = 3072
 LBFGS_HISTORY_BYTES_PER_PIXEL = 100 * 2 * 3 * 4
-# The bf16 fast path (--precision bf16, --fast): feature maps and their gradients are half the size;
-# measured with benchmarks/memory.py --fast (the same sizes and images as the default's figure).
-BF16_ACTIVATION_BYTES_PER_PIXEL = 2048
+# The bf16 fast path keeps half the bytes for backward (1174 B/px against 1900, tests/test_faults.py), but
+# its peak RSS grows about as fast (benchmarks/memory.py --fast: 3048 B/px from 128 to 384 px, the default
+# 3444), so the estimate keeps ACTIVATION_BYTES_PER_PIXEL for it; only the LBFGS history follows the speed.
 # Per pixel of the style image: its one no_grad pass keeps about two feature maps of 64 channels.
 STYLE_BYTES_PER_PIXEL = 2 * 64 * 4
 
@@ -110,15 +110,14 @@ def estimate_bytes(content_hw: tuple[int, int], style_hw: tuple[int, int], speed
     """Memory a run needs beyond the process, for working images of these (height, width).
 
     Args:
-        speed: the run's fast-path settings (bf16 halves the activations; the LBFGS history is
-            ``speed.history_size`` pairs); None for the default path.
+        speed: the run's fast-path settings (the LBFGS history is ``speed.history_size`` pairs);
+            None for the default path.
     """
     speed = speed or Speed()
     content = content_hw[0] * content_hw[1]
     style = style_hw[0] * style_hw[1]
-    activations = BF16_ACTIVATION_BYTES_PER_PIXEL if speed.precision == "bf16" else ACTIVATION_BYTES_PER_PIXEL
     history = LBFGS_HISTORY_BYTES_PER_PIXEL * speed.history_size // TORCH_LBFGS_HISTORY
-    return BASE_BYTES + content * (activations + history) + style * STYLE_BYTES_PER_PIXEL
+    return BASE_BYTES + content * (ACTIVATION_BYTES_PER_PIXEL + history) + style * STYLE_BYTES_PER_PIXEL
 
 
 def available_bytes(device: torch.device) -> int | None:
@@ -172,8 +171,8 @@ def check_memory(content_hw: tuple[int, int], style_hw: tuple[int, int], device:
                  size: int, sizes: SizeFn, available: int | None = None, speed: Speed | None = None) -> None:
     """Refuse, before the model loads, a size whose run cannot fit in the free memory.
 
-    The estimate follows ``speed`` (None: the default path), so the largest size named is the
-    one that fits with the options the run was given.
+    The estimate follows ``speed`` (None: the default path; ``--fast`` keeps 20 LBFGS pairs, not
+    100), so the largest size named is the one that fits with the options the run was given.
 
     Raises:
         ResourceError: naming the size, the estimate, the free memory and the largest size that fits.

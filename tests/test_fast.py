@@ -318,6 +318,7 @@ def test_benchmark_smoke(tmp_path: Path) -> None:
         assert run["fast"]["best_fp32_loss"] <= paths["default"]["first_loss"] * (1 + 1e-3)
     assert quality["control"]["count"] == 1 and quality["control"]["loss_ratio_median"] > 0
     assert entry["coarse_to_fine"]["sizes"] == [16, 32]
+    assert set(entry["coarse_to_fine"]["targets"]) == {"default_final", "default_best"}
     assert "speedup" in done.stdout or "ratio" in done.stdout
 
 
