@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 import traceback
 from typing import Any, NoReturn
@@ -239,8 +240,10 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, size:
         torch.set_num_threads(threads)  # the CLI owns the process; the library never sets this
 
     bars: dict[str, tqdm] = {}  # made on first use, so an early error prints one line only
+    ctrl_c = _CtrlC()
 
     def on_step(info: StepInfo) -> None:
+        ctrl_c.check()  # a Ctrl-C during the loop stops it here, between evaluations
         if "steps" not in bars:
             bars["steps"] = tqdm(total=info.total, unit="step", file=sys.stderr, disable=quiet,
                                  dynamic_ncols=True)
@@ -259,9 +262,11 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, size:
         bars["download"].update(done - bars["download"].n)
 
     stats = RunStats()
+    previous_handler = signal.signal(signal.SIGINT, ctrl_c)
     try:
         image = stylize(content, list(styles) if len(styles) > 1 else styles[0], config, progress=on_step,
                         download_progress=on_download, stats=stats)
+        signal.signal(signal.SIGINT, previous_handler)  # the run is done: a Ctrl-C now stops the write
         save_image(image, output)
     except RunStopped as exc:  # Ctrl-C or a NaN loss: keep the last good image
         _close(bars)
@@ -281,6 +286,7 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, size:
         raise click.ClickException(f"unexpected {type(exc).__name__}: {exc} (rerun with --debug for the "
                                    f"traceback)") from None
     finally:
+        signal.signal(signal.SIGINT, previous_handler)
         _close(bars)
     if not quiet:
         if stats.converged:
@@ -293,6 +299,30 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, size:
 for _key, _value in {"{formats}": INPUT_FORMATS_TEXT, "{min_side}": str(MIN_INPUT_SIDE),
                      "{max_mpx}": str(MAX_PIXELS // 1_000_000)}.items():
     main.help = (main.help or "").replace(_key, _value)  # the documented limits, written once
+
+
+class _CtrlC:
+    """The CLI's SIGINT handler during a run.
+
+    Python raises ``KeyboardInterrupt`` wherever the main thread is when the signal is handled; in
+    a destructor or a weakref callback it only prints "Exception ignored" and the run goes on.
+    So once the loop runs, a Ctrl-C is only noted, and ``check()`` (called after each evaluation)
+    raises it there. Before the loop (loading) and on a second Ctrl-C it is raised at once.
+    """
+
+    def __init__(self) -> None:
+        self.looping = False
+        self.requested = False
+
+    def __call__(self, signum: int, frame: object) -> None:
+        if not self.looping or self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+
+    def check(self) -> None:
+        self.looping = True
+        if self.requested:
+            raise KeyboardInterrupt
 
 
 def _close(bars: dict[str, tqdm]) -> None:

@@ -408,3 +408,21 @@ def test_debug_shows_traceback_of_a_bad_input(tmp_path: Path) -> None:
 
 def test_resource_error_is_a_memory_error() -> None:
     assert issubclass(ResourceError, MemoryError)
+
+
+def test_ctrl_c_during_the_loop_stops_at_the_next_evaluation() -> None:
+    """The CLI's SIGINT handler: raised at once before the loop and on a second Ctrl-C; during the loop
+    only noted, then raised by check() between evaluations (never inside a destructor, where Python
+    would print "Exception ignored" and the run would go on)."""
+    from style_transfer.cli import _CtrlC
+
+    before_loop = _CtrlC()
+    with pytest.raises(KeyboardInterrupt):
+        before_loop(signal.SIGINT, None)
+    looping = _CtrlC()
+    looping.check()  # the first evaluation is done
+    looping(signal.SIGINT, None)  # noted, not raised
+    with pytest.raises(KeyboardInterrupt):
+        looping.check()
+    with pytest.raises(KeyboardInterrupt):
+        looping(signal.SIGINT, None)  # a second Ctrl-C: at once
