@@ -528,17 +528,13 @@ def print_size(entry: dict[str, Any]) -> None:
                   f"best {f['best_fp32_loss']:.5g} ({f['wall_s']:.1f} s); ratio final {f['loss_ratio']:.3f} "
                   f"best {f['best_loss_ratio']:.3f}; mean |fast - default| final {f['mean_abs_diff_levels']:.1f}, "
                   f"best {f['best_mean_abs_diff_levels']:.1f} / 255")
-        for name, label in (("fast", "fast"), ("control", "control (channels_last fp32)")):
-            if name not in quality:
-                continue
-            q = quality if name == "fast" else quality["control"]
-            for kind, image in (("best_", "best"), ("", "final")):
-                low, high = q[kind + "mean_abs_diff_levels_range"]
-                print(f"  {label}/default, {image} images, {q['count']} seeds: fp32 loss ratio median "
-                      f"{q[kind + 'loss_ratio_median']:.3f} ({q[kind + 'loss_ratio_min']:.3f} to "
-                      f"{q[kind + 'loss_ratio_max']:.3f}; <= 1.05 in {q[kind + 'not_worse_by_5pct']}); mean abs "
-                      f"pixel difference median {q[kind + 'mean_abs_diff_levels_median']:.1f} ({low:.1f} to "
-                      f"{high:.1f}) / 255")
+        for label, image, q, kind in _quality_rows(quality, "control (channels_last fp32)"):
+            low, high = q[kind + "mean_abs_diff_levels_range"]
+            print(f"  {label}/default, {image} images, {q['count']} seeds: fp32 loss ratio median "
+                  f"{q[kind + 'loss_ratio_median']:.3f} ({q[kind + 'loss_ratio_min']:.3f} to "
+                  f"{q[kind + 'loss_ratio_max']:.3f}; <= 1.05 in {q[kind + 'not_worse_by_5pct']}); mean abs "
+                  f"pixel difference median {q[kind + 'mean_abs_diff_levels_median']:.1f} ({low:.1f} to "
+                  f"{high:.1f}) / 255")
     c2f = entry.get("coarse_to_fine")
     if c2f:
         print(f"  coarse-to-fine --fast {c2f['sizes']} x {c2f['scale_steps']} evaluations: {c2f['wall_s']:.1f} s "
@@ -560,6 +556,15 @@ def print_summary(report: dict[str, Any]) -> None:
         print(f"note: {note}")
     print(f"device: {report['device']}, {report['threads']} threads, torch {report['torch']}; "
           f"total {report['wall_s']:.0f} s")
+
+
+def _quality_rows(quality: dict[str, Any], control_label: str) -> Any:
+    """(path label, image label, summary, key prefix) for --fast, then the control; best image first."""
+    for name, label in (("fast", "fast"), ("control", control_label)):
+        if name in quality:
+            summary = quality if name == "fast" else quality["control"]
+            for kind, image in (("best_", "best"), ("", "final")):
+                yield label, image, summary, kind
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -585,16 +590,12 @@ def markdown(report: dict[str, Any]) -> str:
         if not q:
             lines.append(f"| {w}x{h} | | skipped | | | |")
             continue
-        for name, label in (("fast", "fast"), ("control", "control: channels_last fp32")):
-            if name not in q:
-                continue
-            row = q if name == "fast" else q["control"]
-            for kind, image in (("best_", "best"), ("", "final")):
-                low, high = row[kind + "mean_abs_diff_levels_range"]
-                lines.append(f"| {w}x{h} | {label} | {image} | {row[kind + 'loss_ratio_median']:.3f} "
-                             f"({row[kind + 'loss_ratio_min']:.3f} to {row[kind + 'loss_ratio_max']:.3f}) | "
-                             f"{row[kind + 'not_worse_by_5pct']} of {row['count']} | "
-                             f"{row[kind + 'mean_abs_diff_levels_median']:.1f} ({low:.1f} to {high:.1f}) / 255 |")
+        for label, image, row, kind in _quality_rows(q, "control: channels_last fp32"):
+            low, high = row[kind + "mean_abs_diff_levels_range"]
+            lines.append(f"| {w}x{h} | {label} | {image} | {row[kind + 'loss_ratio_median']:.3f} "
+                         f"({row[kind + 'loss_ratio_min']:.3f} to {row[kind + 'loss_ratio_max']:.3f}) | "
+                         f"{row[kind + 'not_worse_by_5pct']} of {row['count']} | "
+                         f"{row[kind + 'mean_abs_diff_levels_median']:.1f} ({low:.1f} to {high:.1f}) / 255 |")
     return "\n".join(lines)
 
 
