@@ -46,6 +46,19 @@ def tutorial_loss(cnn, content, style, image) -> float:
     return float(1e6 * sum(s.loss for s in style_losses) + sum(c.loss for c in content_losses))
 
 
+def first_evaluation(cnn, content, style, speed: Speed | None):
+    """One evaluation of the tutorial's model (``speed``: its fast form) at the content image, with the
+    tutorial's weights: ``(model, style_losses, loss, image gradient)``."""
+    model, sl, cl = get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD, style, content)
+    if speed is not None:
+        model, sl, cl = accelerate(model, sl, cl, speed)
+    image = content.clone().requires_grad_(True)
+    model(image)
+    loss = 1e6 * sum(s.loss for s in sl) + sum(c.loss for c in cl)
+    loss.backward()
+    return model, sl, loss.detach(), image.grad
+
+
 class TestFusedGram:
     @pytest.mark.parametrize("channels_last", [False, True])
     def test_value_and_gradient_match_autograd_gram(self, channels_last: bool) -> None:
@@ -109,37 +122,19 @@ class TestReluGram:
 
     def test_fused_gram_in_fp32_keeps_the_default_gradient(self, cnn, content_32, style_32) -> None:
         """NCHW fp32 with the fused Gram (4 of the 5 style losses then run in a ReLU step): the default's numbers."""
-        def first(speed: Speed | None):
-            model, sl, cl = get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD, style_32, content_32)
-            if speed is not None:
-                model, sl, cl = accelerate(model, sl, cl, speed)
-                assert len(model._relu_gram) == 4  # conv_1 to conv_4's losses; conv_5's has no ReLU after it
-            image = content_32.clone().requires_grad_(True)
-            model(image)
-            (1e6 * sum(s.loss for s in sl) + sum(c.loss for c in cl)).backward()
-            return [float(s.loss.detach()) for s in sl], image.grad
-
-        losses, grad = first(None)
-        fused_losses, fused_grad = first(Speed(fused_gram=True))
-        assert fused_losses == pytest.approx(losses, rel=1e-6)
+        _, sl, _, grad = first_evaluation(cnn, content_32, style_32, None)
+        fused, fused_sl, _, fused_grad = first_evaluation(cnn, content_32, style_32, Speed(fused_gram=True))
+        assert len(fused._relu_gram) == 4  # conv_1 to conv_4's losses; conv_5's has no ReLU after it
+        losses = [float(s.loss.detach()) for s in sl]
+        assert [float(s.loss.detach()) for s in fused_sl] == pytest.approx(losses, rel=1e-6)
         torch.testing.assert_close(fused_grad, grad, rtol=1e-5, atol=1e-6 * grad.abs().max().item())
 
 
 class TestAccelerate:
     def test_same_first_loss_and_gradient_in_fp32(self, cnn, content_32, style_32) -> None:
         """fp32 with channels_last and the fused Gram: the same loss and gradient up to rounding."""
-        def first(speed: Speed | None):
-            model, sl, cl = get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD, style_32, content_32)
-            if speed is not None:
-                model, sl, cl = accelerate(model, sl, cl, speed)
-            image = content_32.clone().requires_grad_(True)
-            model(image)
-            loss = 1e6 * sum(s.loss for s in sl) + sum(c.loss for c in cl)
-            loss.backward()
-            return loss.detach(), image.grad
-
-        loss, grad = first(None)
-        fast_loss, fast_grad = first(Speed("fp32", True, True))
+        _, _, loss, grad = first_evaluation(cnn, content_32, style_32, None)
+        _, _, fast_loss, fast_grad = first_evaluation(cnn, content_32, style_32, Speed("fp32", True, True))
         torch.testing.assert_close(fast_loss, loss, rtol=1e-5, atol=0)
         torch.testing.assert_close(fast_grad, grad, rtol=1e-4, atol=1e-4 * grad.abs().max().item())
 
