@@ -93,6 +93,39 @@ class TestFusedGram:
         assert torch.autograd.gradcheck(lambda t: fused_gram_matrix(t).double(), (x,), eps=1e-3, atol=1e-3)
 
 
+class TestBf16Gram:
+    """A bf16 feature map's Gram: bf16 products over chunks of pixels, added in float32 (``_gram_forward``)."""
+
+    @pytest.mark.parametrize("channels_last", [False, True])
+    @pytest.mark.parametrize("shape", [(1, 8, 64, 64), (1, 16, 61, 67), (1, 4, 5, 7)])
+    def test_within_bf16_roundoff_per_chunk(self, shape, channels_last: bool) -> None:
+        """Every entry within 2⁻⁸ Σ|F_im F_jm| / n (bf16 unit roundoff) of the exact Gram, the float64 product of the same bf16 values.
+
+        The shapes: 4096 pixels (4 chunks), 4087 (3 chunks and 1 pixel left over), 35 (one chunk).
+        """
+        generator = torch.Generator().manual_seed(1)
+        x = torch.randn(shape, generator=generator)
+        x[..., -1, -1] *= 100  # a loud last pixel: one left out of the sum would break the bound
+        x = x.bfloat16()
+        if channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        gram = fused_gram_matrix(x)
+        assert gram.dtype == torch.float32
+        exact = x.double().reshape(shape[1], -1)
+        n = x.numel()
+        error = (gram.double() - exact @ exact.t() / n).abs()
+        bound = 2.0**-8 * (exact.abs() @ exact.abs().t() / n) * (1 + 1e-4)  # 1e-4: the float32 sum of the chunks
+        assert (error <= bound).all()
+
+    @needs_bf16
+    def test_bf16_fast_path_gram_close_to_fp32(self, cnn, content_32, style_32) -> None:
+        """The fast path in bf16: each style loss within 2 % of the fp32 default's (bf16 feature maps)."""
+        _, sl, _, _ = first_evaluation(cnn, content_32, style_32, None)
+        _, fast_sl, _, _ = first_evaluation(cnn, content_32, style_32, Speed("bf16", True, True))
+        for fast, plain in zip(fast_sl, sl):
+            assert float(fast.loss) == pytest.approx(float(plain.loss), rel=0.02)
+
+
 class TestReluGram:
     """``_ReluGram``: a ReLU and the style loss on its input, with the Gram's gradient added inside the matmul."""
 
