@@ -176,7 +176,8 @@ def _speed_fields(options: dict[str, Any]) -> dict[str, Any]:
                                                     "off with --precision bf16 on a CPU).")
 @click.option("--fused-gram", is_flag=True, help="Speed: the Gram matrix's backward as one matmul, added into "
                                                  "the next ReLU's gradient (the same gradient up to rounding, less "
-                                                 "time).")
+                                                 "time); with bf16 the Gram itself runs as bf16 products over "
+                                                 "chunks of pixels, added in float32.")
 @click.option("--history-size", "--history", "history_size", type=int, default=DEFAULTS.history_size,
               show_default=True,
               help="Speed/memory: LBFGS curvature pairs kept; each pair holds two copies of the image.")

@@ -59,7 +59,7 @@ class StyleConfig:
     # Speed (fast.py; README "Speed" states what each trades). The defaults are the tutorial's path.
     precision: str = "fp32"  # fp32 | bf16: VGG layers autocast to bfloat16; losses, image, LBFGS stay float32
     channels_last: bool = False  # NHWC layout for the VGG layers: faster with bf16 on a CPU, same values
-    fused_gram: bool = False  # Gram backward as one matmul, fused with the next ReLU: same gradient up to rounding
+    fused_gram: bool = False  # Gram backward as one matmul, fused with the next ReLU (bf16: Gram in bf16 chunks)
     history_size: int = 100  # LBFGS curvature pairs kept (torch's default); each costs 2 image copies
     scales: int = 1  # coarse-to-fine: this many sizes, each half the next, ending at size
     min_size: int | None = None  # or coarse-to-fine from this size up, sizes at most 2x apart

@@ -99,7 +99,8 @@ class TestBf16Gram:
     @pytest.mark.parametrize("channels_last", [False, True])
     @pytest.mark.parametrize("shape", [(1, 8, 64, 64), (1, 16, 61, 67), (1, 4, 5, 7)])
     def test_within_bf16_roundoff_per_chunk(self, shape, channels_last: bool) -> None:
-        """Every entry within 2⁻⁸ Σ|F_im F_jm| / n (bf16 unit roundoff) of the exact Gram, the float64 product of the same bf16 values.
+        """Every entry within 2⁻⁸ Σ|F_im F_jm| / n (bf16's unit roundoff) of the exact Gram: the float64
+        product of the same bf16 values.
 
         The shapes: 4096 pixels (4 chunks), 4087 (3 chunks and 1 pixel left over), 35 (one chunk).
         """
@@ -118,7 +119,7 @@ class TestBf16Gram:
         assert (error <= bound).all()
 
     @needs_bf16
-    def test_bf16_fast_path_gram_close_to_fp32(self, cnn, content_32, style_32) -> None:
+    def test_bf16_fast_path_style_losses_close_to_fp32(self, cnn, content_32, style_32) -> None:
         """The fast path in bf16: each style loss within 2 % of the fp32 default's (bf16 feature maps)."""
         _, sl, _, _ = first_evaluation(cnn, content_32, style_32, None)
         _, fast_sl, _, _ = first_evaluation(cnn, content_32, style_32, Speed("bf16", True, True))
