@@ -147,10 +147,14 @@ def path_speed(name: str, device: torch.device) -> Speed:
 
 
 def build(cnn: torch.nn.Sequential, inputs: Inputs, speed: Speed) -> tuple[Any, list, list]:
+    """A path's model for timing: a bf16 model runs in bf16 from its first evaluation (the steady
+    state; a run's first two evaluations are float32, see fast.FastStyleModel, and the quality runs'
+    wall times include them)."""
     model, style_losses, content_losses = get_style_model_and_losses(
         cnn, IMAGENET_MEAN, IMAGENET_STD, inputs.style, inputs.content)
     if speed.changes_model:
         model, style_losses, content_losses = accelerate(model, style_losses, content_losses, speed)
+        model.exact_left = 0
     return model, style_losses, content_losses
 
 

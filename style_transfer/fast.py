@@ -229,18 +229,32 @@ def check_bf16(device: torch.device) -> None:
         raise ValueError(f"precision 'bf16' is not available: {what}; use --precision fp32")
 
 
+BF16_EXACT_START = 2  # evaluations a bf16 model runs in float32 first (see FastStyleModel)
+
+
 class FastStyleModel(nn.Module):
     """Runs a style model's layers in bf16 and/or channels_last; its loss modules stay float32.
 
     The loss modules see float32 feature maps outside autocast, so losses, targets and the
     image gradient's dtype are float32; only the VGG layers' arithmetic is in bfloat16.
+
+    A bf16 model runs its first ``exact_left`` evaluations (``BF16_EXACT_START``, set by
+    ``accelerate``) in float32, with the caller's float32 convolution weights: LBFGS's first
+    curvature pair is the gradient difference across its first step, ``lr / Σ|g|`` times the
+    gradient, far below what bf16 feature maps resolve, so in bf16 that pair is rounding noise,
+    and on some networks it sent the run off at once (README, Speed). Later steps are large.
     """
 
-    def __init__(self, body: nn.Sequential, speed: Speed, device_type: str) -> None:
+    def __init__(self, body: nn.Sequential, speed: Speed, device_type: str,
+                 exact_weights: dict[int, tuple[torch.Tensor, torch.Tensor | None]] | None = None,
+                 exact_start: int = 0) -> None:
         super().__init__()
         self.body = body
         self.speed = speed
         self.device_type = device_type
+        # Body index -> the float32 (weight, bias) of a bf16 convolution: detached views of the caller's.
+        self.exact_weights = exact_weights or {}
+        self.exact_left = exact_start
         modules = list(body)
         # A fused style loss right before a ReLU runs with it as one step (_ReluGram): ReLU index -> loss.
         self._relu_gram = {i + 1: m for i, m in enumerate(modules[:-1])
@@ -249,7 +263,10 @@ class FastStyleModel(nn.Module):
 
     def forward(self, img: torch.Tensor) -> torch.Tensor:
         x = img.contiguous(memory_format=torch.channels_last) if self.speed.channels_last else img
-        bf16 = self.speed.precision == "bf16"
+        exact = self.exact_left > 0
+        if exact:
+            self.exact_left -= 1
+        bf16 = self.speed.precision == "bf16" and not exact
         with torch.autocast(self.device_type, dtype=torch.bfloat16, enabled=bf16):
             for i, module in enumerate(self.body):
                 if i in self._relu_gram:  # this ReLU and the style loss before it, in one step
@@ -264,6 +281,8 @@ class FastStyleModel(nn.Module):
                 elif hasattr(module, "loss"):  # any other loss module: float32, outside autocast
                     with torch.autocast(self.device_type, enabled=False):
                         module(x.float())
+                elif exact and i in self.exact_weights:
+                    x = module._conv_forward(x, *self.exact_weights[i])  # this conv, in float32
                 else:
                     x = module(x)
         return x
@@ -288,6 +307,7 @@ def accelerate(model: nn.Sequential, style_losses: Sequence[StyleLoss], content_
     body = nn.Sequential()
     new_style: list[StyleLoss] = []
     new_content: list[ContentLoss] = []
+    exact_weights: dict[int, tuple[torch.Tensor, torch.Tensor | None]] = {}
     for name, module in model.named_children():
         # Only the tutorial's own loss classes are swapped; other loss modules (weighted, paper
         # form, total variation) run as they are, in float32 (see FastStyleModel).
@@ -303,15 +323,18 @@ def accelerate(model: nn.Sequential, style_losses: Sequence[StyleLoss], content_
                     module.target = module.target.contiguous(memory_format=torch.channels_last)
             new_content.append(module)
         elif isinstance(module, nn.Conv2d) and (speed.channels_last or speed.precision == "bf16"):
-            module = copy.deepcopy(module)
+            original, module = module, copy.deepcopy(module)
             if speed.channels_last:
                 module = module.to(memory_format=torch.channels_last)
             if speed.precision == "bf16":
                 # Cast once: autocast would cast the float32 weights at every forward (and oneDNN
                 # would reorder the fresh copy each time); the arithmetic is the same.
+                exact_weights[len(body)] = (original.weight.detach(),  # shares the caller's storage
+                                            None if original.bias is None else original.bias.detach())
                 module = module.to(torch.bfloat16)
         body.add_module(name, module)
-    return FastStyleModel(body, speed, device.type), new_style, new_content
+    exact_start = BF16_EXACT_START if speed.precision == "bf16" else 0
+    return FastStyleModel(body, speed, device.type, exact_weights, exact_start), new_style, new_content
 
 
 def _recast(module: nn.Module, cls: type) -> nn.Module:

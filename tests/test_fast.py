@@ -46,12 +46,16 @@ def tutorial_loss(cnn, content, style, image) -> float:
     return float(1e6 * sum(s.loss for s in style_losses) + sum(c.loss for c in content_losses))
 
 
-def first_evaluation(cnn, content, style, speed: Speed | None):
+def first_evaluation(cnn, content, style, speed: Speed | None, model=None):
     """One evaluation of the tutorial's model (``speed``: its fast form) at the content image, with the
-    tutorial's weights: ``(model, style_losses, loss, image gradient)``."""
-    model, sl, cl = get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD, style, content)
-    if speed is not None:
-        model, sl, cl = accelerate(model, sl, cl, speed)
+    tutorial's weights: ``(model, style_losses, loss, image gradient)``. A bf16 model evaluates in bf16
+    from the start (its float32 start is tested on its own); ``model``: evaluate that ``(model, sl, cl)``."""
+    if model is None:
+        model = get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD, style, content)
+        if speed is not None:
+            model = accelerate(*model, speed)
+            model[0].exact_left = 0
+    model, sl, cl = model
     image = content.clone().requires_grad_(True)
     model(image)
     loss = 1e6 * sum(s.loss for s in sl) + sum(c.loss for c in cl)
@@ -125,6 +129,24 @@ class TestBf16Gram:
         _, fast_sl, _, _ = first_evaluation(cnn, content_32, style_32, Speed("bf16", True, True))
         for fast, plain in zip(fast_sl, sl):
             assert float(fast.loss) == pytest.approx(float(plain.loss), rel=0.02)
+
+
+@needs_bf16
+def test_bf16_runs_its_first_two_evaluations_in_fp32(cnn, content_32, style_32) -> None:
+    """LBFGS's first curvature pair comes from those two: the default's numbers, then bf16's."""
+    _, _, loss, grad = first_evaluation(cnn, content_32, style_32, None)
+    built = accelerate(*get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD, style_32, content_32),
+                       Speed("bf16", True, True))
+    assert built[0].exact_left == 2
+    for _ in range(2):
+        _, _, exact_loss, exact_grad = first_evaluation(cnn, content_32, style_32, None, model=built)
+        torch.testing.assert_close(exact_loss, loss, rtol=1e-5, atol=0)
+        torch.testing.assert_close(exact_grad, grad, rtol=1e-4, atol=1e-4 * grad.abs().max().item())
+    _, _, bf16_loss, bf16_grad = first_evaluation(cnn, content_32, style_32, None, model=built)
+    assert built[0].exact_left == 0
+    assert float((bf16_grad - grad).norm() / grad.norm()) > 1e-3  # bf16 from the third on: bf16's rounding
+    assert float(bf16_loss) == pytest.approx(float(loss), rel=0.02)
+    assert all(p.grad is None for p in cnn.parameters())  # the float32 start used the caller's weights, frozen
 
 
 class TestReluGram:

@@ -283,12 +283,17 @@ def test_estimate_by_hand() -> None:
                                                              + style * 512)
 
 
-def saved_bytes(cnn, height: int, width: int, speed: Speed | None = None) -> int:
-    """Bytes autograd saves for backward in the tutorial's model (``speed``: its fast form), counted by hook."""
+def saved_bytes(cnn, height: int, width: int, speed: Speed | None = None, start: bool = False) -> int:
+    """Bytes autograd saves for backward in the tutorial's model (``speed``: its fast form), counted by hook.
+
+    A bf16 fast model is counted in bf16 (its steady state), or with ``start`` at its first evaluation (float32).
+    """
     content, style = torch.rand(1, 3, height, width), torch.rand(1, 3, 64, 64)
     model, sl, cl = get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD, style, content)
     if speed is not None:
         model, _, _ = accelerate(model, sl, cl, speed)
+        if not start:
+            model.exact_left = 0
     constant = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers()]}
     saved = {}
 
@@ -303,9 +308,9 @@ def saved_bytes(cnn, height: int, width: int, speed: Speed | None = None) -> int
     return sum(saved.values())
 
 
-def saved_bytes_per_pixel(cnn, speed: Speed | None = None) -> float:
+def saved_bytes_per_pixel(cnn, speed: Speed | None = None, start: bool = False) -> float:
     """The slope between two sizes, which removes what does not grow with the image (the Gram matrices)."""
-    return (saved_bytes(cnn, 64, 96, speed) - saved_bytes(cnn, 32, 48, speed)) / (64 * 96 - 32 * 48)
+    return (saved_bytes(cnn, 64, 96, speed, start) - saved_bytes(cnn, 32, 48, speed, start)) / (64 * 96 - 32 * 48)
 
 
 def test_memory_estimate_covers_what_autograd_keeps(cnn) -> None:
@@ -327,6 +332,9 @@ def test_fast_memory_estimate_covers_what_autograd_keeps(cnn) -> None:
     # the content loss keeps a float32 copy of conv_4 (128 channels at 1/4 of the pixels: 128 B).
     assert per_pixel == pytest.approx(192 + 854 + 128, rel=0.02)
     assert per_pixel < guards.ACTIVATION_BYTES_PER_PIXEL  # the estimate covers it (its peak RSS: see guards)
+    # Its first two evaluations run in float32 (fast.FastStyleModel): the default's 1900 B, no more.
+    start = saved_bytes_per_pixel(cnn, Speed("bf16", True, True, 20), start=True)
+    assert start == pytest.approx(1900, rel=0.02)
 
 
 def test_free_memory_is_known_on_this_machine() -> None:
