@@ -165,10 +165,10 @@ def _speed_fields(options: dict[str, Any]) -> dict[str, Any]:
               help="Print the resolved settings (preset filled in, explicit options applied) and exit.")
 @click.option("--fast", is_flag=True,
               help="Speed: bf16 where the device supports it, --channels-last, --fused-gram, --history-size 20. "
-                   "Measured on a 2-core AMX CPU: 2.4x / 2.5x / 3.4x less time per evaluation at 128 / 256 / "
-                   "512 px; peak memory (one LBFGS step) 827 / 949 / 1410 MiB against the default's 832 / 1008 / "
-                   "1544 MiB, growing about 3.7 KB per pixel against 4.2 KB. The image differs; its best loss was "
-                   "within 5% of the default's on 13 of 15 random-weight networks (README, Speed).")
+                   "Measured on a 2-core AMX CPU: 2.5x / 2.9x / 4.4x less time per evaluation at 128 / 256 / "
+                   "512 px; peak memory (one LBFGS step) 829 / 940 / 1363 MiB against the default's 832 / 1013 / "
+                   "1565 MiB. The image differs; its best loss was within 5% of the default's on 14 of 15 "
+                   "random-weight networks (README, Speed).")
 @click.option("--precision", type=click.Choice(PRECISIONS), default=DEFAULTS.precision, show_default=True,
               help="Speed: bf16 runs the VGG layers in bfloat16 (losses, image and optimiser stay float32); "
                    "faster, the image differs slightly; refused where the device has no native bf16.")
