@@ -65,7 +65,7 @@ def _gram_forward(features: torch.Tensor, rows_last: bool, n: int) -> torch.Tens
     within ``2⁻⁸ Σ_m |F_im F_jm| / n`` of the exact Gram of ``F`` (bf16 rounding of each chunk),
     and the independent roundings shrink the typical error with more chunks (about 4e-4 relative
     with 16, a sixth of what bf16 feature maps already put into the Gram). Widening ``F`` to
-    float32 instead costs a copy of the feature map and a float32 product, 3 to 10x the time.
+    float32 instead costs a copy of the feature map and a float32 product, 3 to 12x the time.
     """
     if features.dtype != torch.bfloat16:
         wide = features.float()
