@@ -238,23 +238,22 @@ class FastStyleModel(nn.Module):
     The loss modules see float32 feature maps outside autocast, so losses, targets and the
     image gradient's dtype are float32; only the VGG layers' arithmetic is in bfloat16.
 
-    A bf16 model runs its first ``exact_left`` evaluations (``BF16_EXACT_START``, set by
-    ``accelerate``) in float32, with the caller's float32 convolution weights: LBFGS's first
-    curvature pair is the gradient difference across its first step, ``lr / Σ|g|`` times the
-    gradient, far below what bf16 feature maps resolve, so in bf16 that pair is rounding noise,
-    and on some networks it sent the run off at once (README, Speed). Later steps are large.
+    A bf16 model runs its first ``exact_left`` evaluations (``BF16_EXACT_START``) in float32,
+    with the caller's float32 convolution weights: LBFGS's first curvature pair is the gradient
+    difference across its first step, ``lr / Σ|g|`` times the gradient, far below what bf16
+    feature maps resolve, so in bf16 that pair is rounding noise, and on some networks it sent
+    the run off at once (README, Speed). Later steps are large.
     """
 
     def __init__(self, body: nn.Sequential, speed: Speed, device_type: str,
-                 exact_weights: dict[int, tuple[torch.Tensor, torch.Tensor | None]] | None = None,
-                 exact_start: int = 0) -> None:
+                 exact_weights: dict[int, tuple[torch.Tensor, torch.Tensor | None]] | None = None) -> None:
         super().__init__()
         self.body = body
         self.speed = speed
         self.device_type = device_type
         # Body index -> the float32 (weight, bias) of a bf16 convolution: detached views of the caller's.
         self.exact_weights = exact_weights or {}
-        self.exact_left = exact_start
+        self.exact_left = BF16_EXACT_START if speed.precision == "bf16" else 0
         modules = list(body)
         # A fused style loss right before a ReLU runs with it as one step (_ReluGram): ReLU index -> loss.
         self._relu_gram = {i + 1: m for i, m in enumerate(modules[:-1])
@@ -333,8 +332,7 @@ def accelerate(model: nn.Sequential, style_losses: Sequence[StyleLoss], content_
                                             None if original.bias is None else original.bias.detach())
                 module = module.to(torch.bfloat16)
         body.add_module(name, module)
-    exact_start = BF16_EXACT_START if speed.precision == "bf16" else 0
-    return FastStyleModel(body, speed, device.type, exact_weights, exact_start), new_style, new_content
+    return FastStyleModel(body, speed, device.type, exact_weights), new_style, new_content
 
 
 def _recast(module: nn.Module, cls: type) -> nn.Module:
