@@ -98,8 +98,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="network seeds of the quality runs (each runs the default path and --fast)")
     parser.add_argument("--images", metavar="DIR", default=None,
                         help="write the seed-0 best images of the quality runs there as PNGs")
-    parser.add_argument("--control-seeds", type=int, default=1,
-                        help="how many of the seeds also run the channels_last fp32 control (0: none)")
+    parser.add_argument("--control-seeds", type=int, default=5,
+                        help="how many of the seeds also run the channels_last fp32 control (default: all 5; "
+                             "0: none)")
     parser.add_argument("--rounds", type=int, default=5, help="timed evaluations per path and size")
     parser.add_argument("--warmup", type=int, default=2, help="untimed evaluations per path first")
     parser.add_argument("--scales", type=int, default=3, help="coarse-to-fine sizes at the largest size")
@@ -148,7 +149,7 @@ def path_speed(name: str, device: torch.device) -> Speed:
 
 def build(cnn: torch.nn.Sequential, inputs: Inputs, speed: Speed) -> tuple[Any, list, list]:
     """A path's model for timing: a bf16 model runs in bf16 from its first evaluation (the steady
-    state; a run's first two evaluations are float32, see fast.FastStyleModel, and the quality runs'
+    state; a run's first LBFGS step is float32, see fast.FastStyleModel, and the quality runs'
     wall times include them)."""
     model, style_losses, content_losses = get_style_model_and_losses(
         cnn, IMAGENET_MEAN, IMAGENET_STD, inputs.style, inputs.content)

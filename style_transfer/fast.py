@@ -229,7 +229,7 @@ def check_bf16(device: torch.device) -> None:
         raise ValueError(f"precision 'bf16' is not available: {what}; use --precision fp32")
 
 
-BF16_EXACT_START = 2  # evaluations a bf16 model runs in float32 first (see FastStyleModel)
+BF16_EXACT_START = LBFGS_MAX_ITER  # evaluations a bf16 model runs in float32 first: LBFGS's first step
 
 
 class FastStyleModel(nn.Module):
@@ -238,11 +238,12 @@ class FastStyleModel(nn.Module):
     The loss modules see float32 feature maps outside autocast, so losses, targets and the
     image gradient's dtype are float32; only the VGG layers' arithmetic is in bfloat16.
 
-    A bf16 model runs its first ``exact_left`` evaluations (``BF16_EXACT_START``) in float32,
-    with the caller's float32 convolution weights: LBFGS's first curvature pair is the gradient
-    difference across its first step, ``lr / Σ|g|`` times the gradient, far below what bf16
-    feature maps resolve, so in bf16 that pair is rounding noise, and on some networks it sent
-    the run off at once (README, Speed). Later steps are large.
+    A bf16 model runs its first ``exact_left`` evaluations (``BF16_EXACT_START``, LBFGS's first
+    step) in float32, with the caller's float32 convolution weights. That step builds LBFGS's
+    curvature history from nothing while the image moves the most: its first pair is the gradient
+    difference across a step of ``lr / Σ|g|``, far below what bf16 feature maps resolve, and
+    bf16's rounding in the pairs after it steered whole runs off the default's path (two
+    evaluations in float32 mended the first, a whole step the rest; README, Speed).
     """
 
     def __init__(self, body: nn.Sequential, speed: Speed, device_type: str,

@@ -332,7 +332,7 @@ def test_fast_memory_estimate_covers_what_autograd_keeps(cnn) -> None:
     # the content loss keeps a float32 copy of conv_4 (128 channels at 1/4 of the pixels: 128 B).
     assert per_pixel == pytest.approx(192 + 854 + 128, rel=0.02)
     assert per_pixel < guards.ACTIVATION_BYTES_PER_PIXEL  # the estimate covers it (its peak RSS: see guards)
-    # Its first two evaluations run in float32 (fast.FastStyleModel): the default's 1900 B, no more.
+    # Its first LBFGS step runs in float32 (fast.FastStyleModel): the default's 1900 B, no more.
     start = saved_bytes_per_pixel(cnn, Speed("bf16", True, True, 20), start=True)
     assert start == pytest.approx(1900, rel=0.02)
 
