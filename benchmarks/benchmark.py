@@ -13,7 +13,8 @@ What it measures, per size (VGG19 with seeded random weights, the sample cat and
   of evaluations interleaved across the paths after a warm-up, so every path sees the same load;
 * FLOPs per evaluation (``torch.utils.flop_counter.FlopCounterMode``) and achieved FLOP/s;
 * peak memory: on a CPU the peak RSS of a fresh child process while it builds the model and runs
-  the product's loop for one LBFGS step (counted from after the images are decoded, Linux's
+  the product's loop for two LBFGS steps, 40 evaluations (a bf16 run's first step is float32, its
+  second bf16; counted from after the images are decoded, Linux's
   VmHWM reset; it holds torch, the weights, activations, LBFGS history); on CUDA
   ``torch.cuda.max_memory_allocated`` in this process;
 * the fp32-evaluated loss after the same evaluation budget (the product's loop from the content
@@ -107,7 +108,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--scale-steps", default="100,60,100",
                         help="coarse-to-fine evaluations per size, smallest first")
     parser.add_argument("--probe-steps", type=int, default=20,
-                        help="loop evaluations of each CPU memory probe (one LBFGS step is 20)")
+                        help="the loop's --steps in each CPU memory probe (20 runs 40 evaluations, two LBFGS steps)")
     parser.add_argument("--budget-s", type=float, default=5400.0,
                         help="skip the quality runs of a size whose estimated time would pass this (s)")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: physical cores)")
