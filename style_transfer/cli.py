@@ -165,13 +165,15 @@ def _speed_fields(options: dict[str, Any]) -> dict[str, Any]:
               help="Print the resolved settings (preset filled in, explicit options applied) and exit.")
 @click.option("--fast", is_flag=True,
               help="Speed: bf16 where the device supports it, --channels-last, --fused-gram, --history-size 20. "
-                   "Measured on a 2-core AMX CPU: 2.5x / 2.9x / 4.4x less time per evaluation at 128 / 256 / "
-                   "512 px; peak memory (one LBFGS step) 829 / 940 / 1363 MiB against the default's 832 / 1013 / "
-                   "1565 MiB. The image differs; its best loss was within 5% of the default's on 14 of 15 "
-                   "random-weight networks (README, Speed).")
+                   "Measured on a 2-core AMX CPU: 2.4x / 2.9x / 4.4x less time per evaluation at 128 / 256 / "
+                   "512 px (2.8x / 3.0x / 3.8x per whole run: the first LBFGS step runs in float32); peak memory "
+                   "(two LBFGS steps) 824 / 970 / 1420 MiB against the default's 828 / 988 / 1544 MiB. The image "
+                   "differs; its best loss was within 5% of the default's on 15 of 15 random-weight networks "
+                   "(README, Speed).")
 @click.option("--precision", type=click.Choice(PRECISIONS), default=DEFAULTS.precision, show_default=True,
-              help="Speed: bf16 runs the VGG layers in bfloat16 (losses, image and optimiser stay float32); "
-                   "faster, the image differs slightly; refused where the device has no native bf16.")
+              help="Speed: bf16 runs the VGG layers in bfloat16 (losses, image and optimiser stay float32; "
+                   "LBFGS's first step, 20 evaluations, runs in float32); faster, the image differs slightly; "
+                   "refused where the device has no native bf16.")
 @click.option("--channels-last", is_flag=True, help="Speed: NHWC layout for the VGG layers (same values; pays "
                                                     "off with --precision bf16 on a CPU).")
 @click.option("--fused-gram", is_flag=True, help="Speed: the Gram matrix's backward as one matmul, added into "
