@@ -536,7 +536,8 @@ def print_size(entry: dict[str, Any]) -> None:
                   f"best {f['best_mean_abs_diff_levels']:.1f} / 255")
         for label, image, q, kind in _quality_rows(quality, "control (channels_last fp32)"):
             low, high = q[kind + "mean_abs_diff_levels_range"]
-            print(f"  {label}/default, {image} images, {q['count']} seed{'s' * (q['count'] != 1)}: fp32 loss ratio median "
+            seeds = "seed" if q["count"] == 1 else "seeds"
+            print(f"  {label}/default, {image} images, {q['count']} {seeds}: fp32 loss ratio median "
                   f"{q[kind + 'loss_ratio_median']:.3f} ({q[kind + 'loss_ratio_min']:.3f} to "
                   f"{q[kind + 'loss_ratio_max']:.3f}; <= 1.05 in {q[kind + 'not_worse_by_5pct']}); mean abs "
                   f"pixel difference median {q[kind + 'mean_abs_diff_levels_median']:.1f} ({low:.1f} to "
