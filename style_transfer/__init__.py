@@ -1,44 +1,49 @@
 """style_transfer: neural style transfer (Gatys et al.), a faithful modern port of the PyTorch tutorial."""
 
-from .config import StyleConfig
-from .errors import (ImageError, Interrupted, NonFiniteLoss, OutputError, ResourceError, RunStopped,
-                     StyleTransferError, WeightsError)
-from .guards import RunStats
-from .images import load_image, save_image
-from .losses import ContentLoss, StyleLoss, gram_matrix
-from .models import Normalization, load_vgg19_features
-from .transfer import (
-    StepInfo,
-    get_input_optimizer,
-    get_style_model_and_losses,
-    run_style_transfer,
-    stylize,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "ContentLoss",
-    "ImageError",
-    "Interrupted",
-    "NonFiniteLoss",
-    "Normalization",
-    "OutputError",
-    "ResourceError",
-    "RunStats",
-    "RunStopped",
-    "StepInfo",
-    "StyleConfig",
-    "StyleLoss",
-    "StyleTransferError",
-    "WeightsError",
-    "get_input_optimizer",
-    "get_style_model_and_losses",
-    "gram_matrix",
-    "load_image",
-    "load_vgg19_features",
-    "run_style_transfer",
-    "save_image",
-    "stylize",
-    "__version__",
-]
+# Public name -> the module that defines it. The names are imported on first use (PEP 562), so
+# that `import style_transfer.cli` does not import torch: `stylize --help`, `--version` and option
+# errors answer in a fraction of a second (issue 12). `from style_transfer import stylize` works as before.
+_EXPORTS = {
+    "StyleConfig": "config",
+    "ImageError": "errors", "Interrupted": "errors", "NonFiniteLoss": "errors", "OutputError": "errors",
+    "ResourceError": "errors", "RunStopped": "errors", "StyleTransferError": "errors", "WeightsError": "errors",
+    "RunStats": "guards",
+    "load_image": "images", "save_image": "images",
+    "ContentLoss": "losses", "StyleLoss": "losses", "gram_matrix": "losses",
+    "Normalization": "models", "load_vgg19_features": "models",
+    "StepInfo": "transfer", "get_input_optimizer": "transfer", "get_style_model_and_losses": "transfer",
+    "run_style_transfer": "transfer", "stylize": "transfer",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'style_transfer' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # the next lookup is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
+
+if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerly
+    from .config import StyleConfig
+    from .errors import (ImageError, Interrupted, NonFiniteLoss, OutputError, ResourceError, RunStopped,
+                         StyleTransferError, WeightsError)
+    from .guards import RunStats
+    from .images import load_image, save_image
+    from .losses import ContentLoss, StyleLoss, gram_matrix
+    from .models import Normalization, load_vgg19_features
+    from .transfer import StepInfo, get_input_optimizer, get_style_model_and_losses, run_style_transfer, stylize

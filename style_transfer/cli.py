@@ -5,23 +5,26 @@ from __future__ import annotations
 import signal
 import sys
 import traceback
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
-import torch
-from tqdm import tqdm
 
 from . import __version__
 from .config import (BACKWARDS, CPU_DEFAULT_SIZE, GPU_DEFAULT_SIZE, INITS, LOSS_FORMS, OPTIMIZERS, PRECISIONS,
                      PRESERVE_COLORS, StyleConfig)
 from .errors import Interrupted, RunStopped, StyleTransferError
 from .files import shown
-from .guards import RunStats
-from .images import INPUT_FORMATS_TEXT, MAX_PIXELS, MIN_INPUT_SIDE, check_output, save_image
+from .images import INPUT_FORMATS_TEXT, MAX_PIXELS, MIN_INPUT_SIDE, check_output, open_image, save_image
 from .layers import POOLINGS
 from .presets import PRESET_NAMES, PRESETS
-from .fast import physical_cores
-from .transfer import StepInfo, stylize
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
+
+    from .transfer import StepInfo
+
+# Nothing above imports torch (tests/test_startup.py checks it): --help, --version, option errors and
+# unreadable inputs answer in a fraction of a second. torch, tqdm and the model load once a run starts.
 
 DEFAULTS = StyleConfig()  # every default below is read from here, so it is written once
 
@@ -164,12 +167,10 @@ def _speed_fields(options: dict[str, Any]) -> dict[str, Any]:
 @click.option("--print-config", is_flag=True,
               help="Print the resolved settings (preset filled in, explicit options applied) and exit.")
 @click.option("--fast", is_flag=True,
-              help="Speed: bf16 where the device supports it, --channels-last, --fused-gram, --history-size 20. "
-                   "Measured on a 2-core AMX CPU: 2.4x / 2.9x / 4.4x less time per evaluation at 128 / 256 / "
-                   "512 px (2.8x / 3.0x / 3.8x per whole run: the first LBFGS step runs in float32); peak memory "
-                   "(two LBFGS steps) 824 / 970 / 1420 MiB against the default's 828 / 988 / 1544 MiB. The image "
-                   "differs; its best loss was within 5% of the default's on 15 of 15 random-weight networks "
-                   "(README, Speed).")
+              help="Speed: coarse-to-fine over 3 sizes (--size/4, --size/2, --size; a third, a fifth and a third "
+                   "of --steps), plus --channels-last, --fused-gram, --history-size 20, and bf16 where the device "
+                   "has it natively. The image differs from the default's; measured quality and time: "
+                   "docs/speed.md. Explicit --scales, --min-size or --scale-steps override its sizes.")
 @click.option("--precision", type=click.Choice(PRECISIONS), default=DEFAULTS.precision, show_default=True,
               help="Speed: bf16 runs the VGG layers in bfloat16 (losses, image and optimiser stay float32; "
                    "LBFGS's first step, 20 evaluations, runs in float32); faster, the image differs slightly; "
@@ -183,9 +184,9 @@ def _speed_fields(options: dict[str, Any]) -> dict[str, Any]:
 @click.option("--history-size", "--history", "history_size", type=int, default=DEFAULTS.history_size,
               show_default=True,
               help="Speed/memory: LBFGS curvature pairs kept; each pair holds two copies of the image.")
-@click.option("--scales", type=int, default=DEFAULTS.scales, show_default=True,
+@click.option("--scales", type=int, default=None,
               help="Speed: coarse-to-fine over this many sizes, each half the next, ending at --size; each "
-                   "result, upsampled, starts the next. Needs fewer full-size evaluations.")
+                   "result, upsampled, starts the next. Needs fewer full-size evaluations. Default: 1, 3 with --fast.")
 @click.option("--min-size", type=int, default=None,
               help="Speed: coarse-to-fine from this size up to --size (sizes at most 2x apart).")
 @click.option("--scale-steps", default="",
@@ -238,6 +239,15 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, size:
             raise UsageFault(f"--keep-alpha: {output} cannot store transparency; use .png, .webp or .tiff")
     except ValueError as exc:
         raise UsageFault(str(exc)) from None
+    _check_inputs([content, *styles], debug)  # before torch is imported: a bad image answers at once
+
+    import torch
+    from tqdm import tqdm
+
+    from .fast import physical_cores
+    from .guards import RunStats
+    from .transfer import stylize
+
     threads = config.threads or physical_cores()
     if threads != torch.get_num_threads():
         torch.set_num_threads(threads)  # the CLI owns the process; the library never sets this
@@ -252,9 +262,12 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, size:
                                  dynamic_ncols=True)
         bar = bars["steps"]
         if info.step > bar.total:
-            bar.total = info.step  # the last LBFGS step runs past --steps, as in the tutorial
+            bar.total = info.step  # rare: an LBFGS step that ended early put one more step in the plan
         bar.update(info.step - bar.n)
-        bar.set_postfix(style=f"{info.style_loss:.4g}", content=f"{info.content_loss:.4g}", refresh=False)
+        losses = {"style": f"{info.style_loss:.4g}", "content": f"{info.content_loss:.4g}"}
+        if config.tv_weight > 0:
+            losses["tv"] = f"{info.tv_loss:.4g}"
+        bar.set_postfix(losses, refresh=False)
 
     def on_download(done: int, total: int) -> None:
         if quiet:
@@ -269,6 +282,7 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, size:
     try:
         image = stylize(content, list(styles) if len(styles) > 1 else styles[0], config, progress=on_step,
                         download_progress=on_download, stats=stats)
+        _finish(bars)
         signal.signal(signal.SIGINT, previous_handler)  # the run is done: a Ctrl-C now stops the write
         save_image(image, output)
     except RunStopped as exc:  # Ctrl-C or a NaN loss: keep the last good image
@@ -326,6 +340,24 @@ class _CtrlC:
         self.looping = True
         if self.requested:
             raise KeyboardInterrupt
+
+
+def _check_inputs(paths: list[str], debug: bool) -> None:
+    """Open every input image (``open_image``'s checks) and turn a failure into one line, exit 1."""
+    for path in paths:
+        try:
+            open_image(path).close()
+        except StyleTransferError as exc:
+            _traceback(debug)
+            raise click.ClickException(str(exc)) from None
+
+
+def _finish(bars: dict[str, tqdm]) -> None:
+    """A finished run's bar ends on the evaluations that ran (LBFGS converging ends it before its plan)."""
+    steps = bars.get("steps")
+    if steps is not None and steps.n < steps.total:
+        steps.total = steps.n
+        steps.refresh()
 
 
 def _close(bars: dict[str, tqdm]) -> None:

@@ -61,11 +61,11 @@ class StyleConfig:
     channels_last: bool = False  # NHWC layout for the VGG layers: faster with bf16 on a CPU, same values
     fused_gram: bool = False  # Gram backward as one matmul, fused with the next ReLU (bf16: Gram in bf16 chunks)
     history_size: int = 100  # LBFGS curvature pairs kept (torch's default); each costs 2 image copies
-    scales: int = 1  # coarse-to-fine: this many sizes, each half the next, ending at size
+    scales: int | None = None  # coarse-to-fine: this many sizes, each half the next, ending at size (None: 1; fast: 3)
     min_size: int | None = None  # or coarse-to-fine from this size up, sizes at most 2x apart
     scale_steps: tuple[int, ...] = ()  # evaluations per size, smallest first; () splits steps
     threads: int | None = None  # CPU threads, None: physical cores; set by the CLI, never by the library
-    fast: bool = False  # the benchmark's fastest set (see fast.speed_from_config; quality: README "Speed")
+    fast: bool = False  # coarse-to-fine over FAST_SCALES sizes plus the levers the device has (fast.py; docs/speed.md)
 
     def __post_init__(self) -> None:
         _apply_preset(self)  # also turns lists (and comma-separated layer strings) into tuples
@@ -101,11 +101,16 @@ class StyleConfig:
 
 
 PRECISIONS = ("fp32", "bf16")
+# --fast's coarse-to-fine sizes when scales and min_size are not given: 128, 256, 512 px for --size 512.
+# Its budgets per size are fast.FAST_SCALE_SHARES of --steps (chosen by benchmarks/fast_budgets.py).
+FAST_SCALES = 3
 
 
 def _check_speed_fields(config: StyleConfig) -> None:
     """Validate the speed fields (issue 6), naming the field and the bad value."""
     object.__setattr__(config, "scale_steps", tuple(config.scale_steps))
+    if config.scales is None:  # resolved here, like the preset's fields, so the config shows what runs
+        object.__setattr__(config, "scales", FAST_SCALES if config.fast is True and config.min_size is None else 1)
     if config.precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {config.precision!r}")
     for name in ("channels_last", "fused_gram", "fast"):

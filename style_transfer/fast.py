@@ -360,11 +360,19 @@ def scale_sizes(size: int, scales: int = 1, min_size: int | None = None) -> list
     return [max(16, s) for s in sizes]
 
 
-def scale_budgets(total_steps: int, count: int, scale_steps: Sequence[int] | None = None) -> list[int]:
+# --fast's evaluations per size as shares of --steps, smallest size first, for its FAST_SCALES (3) sizes:
+# 300 steps give 100, 60 and 100 evaluations at 128, 256 and 512 px (benchmarks/fast_budgets.py; docs/speed.md).
+FAST_SCALE_SHARES = (1 / 3, 1 / 5, 1 / 3)
+
+
+def scale_budgets(total_steps: int, count: int, scale_steps: Sequence[int] | None = None,
+                  shares: Sequence[float] | None = None) -> list[int]:
     """Evaluations per scale, smallest first: ``scale_steps`` when given, else split ``total_steps``.
 
-    The default split gives the final size a quarter of the evaluations (at least one) and the
-    rest to the coarser sizes in equal parts: coarse evaluations are 4x cheaper per halving.
+    ``shares`` (one fraction of ``total_steps`` per size, used when it has ``count`` entries: --fast's
+    ``FAST_SCALE_SHARES``) gives each size ``round(share * total_steps)``, at least one. Otherwise the
+    split gives the final size a quarter of the evaluations (at least one) and the rest to the
+    coarser sizes in equal parts: coarse evaluations are 4x cheaper per halving.
     """
     if scale_steps:
         if len(scale_steps) != count:
@@ -372,6 +380,8 @@ def scale_budgets(total_steps: int, count: int, scale_steps: Sequence[int] | Non
         return list(scale_steps)
     if count == 1:
         return [total_steps]
+    if shares is not None and len(shares) == count:
+        return [max(1, round(share * total_steps)) for share in shares]
     final = max(1, total_steps // 4)
     coarse = max(1, (total_steps - final) // (count - 1))
     return [coarse] * (count - 1) + [final]

@@ -5,21 +5,24 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import sys
 import tempfile
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO, Union
+from typing import TYPE_CHECKING, Any, BinaryIO, Union
 
-import numpy as np
-import torch
-import torch.nn.functional as F
 from PIL import Image, ImageOps
 
 from .errors import ImageError, OutputError
 from .files import open_regular, shown
 
-ImageSource = Union[str, os.PathLike, Image.Image, torch.Tensor]
+if TYPE_CHECKING:
+    import torch
+
+# torch (and numpy) are imported inside the functions that need them: the command checks its
+# inputs and output with this module before it pays for importing torch (issue 12: fast start).
+ImageSource = Union[str, os.PathLike, Image.Image, "torch.Tensor"]
 
 # The shortest side a working image may have: a few pooling layers must leave >= 1 px.
 MIN_SIDE = 16
@@ -109,6 +112,8 @@ def _high_depth_to_rgb(image: Image.Image) -> Image.Image:
     floats already in [0, 1] are kept, other floats are stretched from their min to max.
     NaN becomes the minimum, +inf the maximum, -inf the minimum of the finite values.
     """
+    import numpy as np
+
     data = np.asarray(image).astype(np.float64)
     finite = np.isfinite(data)
     low = float(data[finite].min()) if finite.any() else 0.0
@@ -125,14 +130,24 @@ def _high_depth_to_rgb(image: Image.Image) -> Image.Image:
     return Image.fromarray(gray).convert("RGB")
 
 
+def is_tensor(value: Any) -> bool:
+    """Whether ``value`` is a torch tensor (False, without importing torch, when torch is not loaded)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
 def pil_to_tensor(image: Image.Image) -> torch.Tensor:
     """An RGB Pillow image as a float32 tensor of shape (1, 3, H, W) in [0, 1]."""
+    import torch
+
     data = torch.frombuffer(bytearray(image.tobytes()), dtype=torch.uint8)
     return data.reshape(image.height, image.width, 3).permute(2, 0, 1).unsqueeze(0).float().div(255).contiguous()
 
 
 def tensor_to_pil(tensor: torch.Tensor) -> Image.Image:
     """A (1, 3, H, W) or (3, H, W) tensor in [0, 1] as an RGB Pillow image (values rounded)."""
+    import torch
+
     if tensor.dim() == 4:
         tensor = tensor[0]
     data = tensor.detach().float().clamp(0, 1).mul(255).round().to(torch.uint8).permute(1, 2, 0).cpu()
@@ -274,6 +289,9 @@ def load_image(source: ImageSource, size: int, device: torch.device | str = "cpu
         ImageError: if the source cannot be read or has the wrong shape.
         TypeError: if the source is of another type.
     """
+    import torch
+    import torch.nn.functional as F
+
     if isinstance(source, torch.Tensor):
         tensor = _check_tensor(source)
         height, width = tensor.shape[-2:]
@@ -325,7 +343,7 @@ def save_image(image: Image.Image | torch.Tensor, path: str | os.PathLike) -> No
     Raises:
         OutputError: if the path cannot be written.
     """
-    if isinstance(image, torch.Tensor):
+    if is_tensor(image):
         image = tensor_to_pil(image)
     fmt = check_output(path)
     name = os.fspath(path)

@@ -11,8 +11,10 @@ names them by block: ``convB_K`` is the K-th conv of block B (blocks end at a po
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from torch import nn
+if TYPE_CHECKING:  # torch is imported where a module is built: StyleConfig validates names without it
+    from torch import nn
 
 # Convs per block of VGG19 ("E"): 2, 2, 4, 4, 4, each block ended by a 2x2 max pool.
 VGG19_BLOCKS: tuple[int, ...] = (2, 2, 4, 4, 4)
@@ -102,6 +104,8 @@ def swap_pooling(layer: nn.Module, pooling: str) -> nn.Module:
 
     Any other layer, or ``pooling="max"``, comes back as it is.
     """
+    from torch import nn
+
     if pooling == "avg" and isinstance(layer, nn.MaxPool2d):
         # Departure from the tutorial (option): the paper found average pooling gives smoother images.
         return nn.AvgPool2d(layer.kernel_size, layer.stride, layer.padding, ceil_mode=layer.ceil_mode)
@@ -116,4 +120,6 @@ def replace_pooling(cnn: nn.Sequential, pooling: str) -> nn.Sequential:
     """
     if pooling not in POOLINGS:
         raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
+    from torch import nn
+
     return nn.Sequential(*(swap_pooling(layer, pooling) for layer in cnn.children()))

@@ -15,7 +15,8 @@ from torch import nn, optim
 from .backward import check_backward, per_module_backward, weighted_scores
 from .config import CPU_DEFAULT_SIZE, GPU_DEFAULT_SIZE, TUTORIAL_CONTENT_LAYERS, TUTORIAL_STYLE_LAYERS, StyleConfig
 from . import colors
-from .fast import LBFGS_MAX_ITER, TORCH_LBFGS_HISTORY, Speed, accelerate, scale_budgets, scale_sizes, speed_from_config
+from .fast import (FAST_SCALE_SHARES, LBFGS_MAX_ITER, TORCH_LBFGS_HISTORY, Speed, accelerate, scale_budgets,
+                   scale_sizes, speed_from_config)
 from .guards import RunStats, SizeFn, check_memory, keeps_image_on_interrupt, out_of_memory
 from .images import MIN_SIDE, ImageSource, load_image, tensor_to_pil, working_size
 from .layers import resolve_layers, swap_pooling
@@ -29,13 +30,26 @@ class StepInfo:
     """Progress after one closure evaluation (one forward and backward pass)."""
 
     step: int  # closure evaluations so far, from 1
-    total: int  # evaluations asked for (the run ends with the LBFGS step that passes it)
+    total: int  # evaluations the run plans: whole LBFGS steps past --steps (planned_evaluations); fixed for a run
     style_loss: float  # style_weight * sum of style losses
     content_loss: float  # content_weight * sum of content losses
+    tv_loss: float = 0.0  # tv_weight * total variation (0 without --tv-weight)
 
     @property
     def loss(self) -> float:
-        return self.style_loss + self.content_loss
+        return self.style_loss + self.content_loss + self.tv_loss
+
+
+def planned_evaluations(num_steps: int, optimizer_name: str = "lbfgs") -> int:
+    """The evaluations the tutorial's loop runs for ``num_steps`` when every LBFGS step runs in full.
+
+    The loop calls ``optimizer.step`` while at most ``num_steps`` evaluations ran, and each LBFGS step
+    runs up to ``LBFGS_MAX_ITER`` (20): 300 steps run 320. A step that ends early (its loss stops
+    changing) makes the run end sooner or, rarely, one step later. Adam: one evaluation a step.
+    """
+    if optimizer_name == "adam":
+        return num_steps + 1
+    return LBFGS_MAX_ITER * (num_steps // LBFGS_MAX_ITER + 1)
 
 
 ProgressCallback = Callable[[StepInfo], None]
@@ -215,6 +229,7 @@ def optimize(
     model.eval()
     model.requires_grad_(False)
     optimizer = get_input_optimizer(input_img, optimizer_name=optimizer_name, lr=lr, history_size=history_size)
+    planned = planned_evaluations(num_steps, optimizer_name)
     run = [0]
     while run[0] <= num_steps:
 
@@ -226,7 +241,9 @@ def optimize(
             # The tutorial's sums in its order: style_weight * Σ style losses, content_weight * Σ content losses.
             style_score, content_score = weighted_scores(style_losses, content_losses, style_weight, content_weight)
             loss = style_score + content_score
+            extra_score = 0.0
             for extra in extra_losses:  # terms beyond the tutorial's two (total variation)
+                extra_score = extra_score + extra.loss
                 loss = loss + extra.loss
             stats.check_finite(loss, input_img)  # departure: a NaN/inf loss stops the run, keeping the last image
             if backward == "per-module":  # the 2017 tutorial's structure, kept to compare: docs/retain_graph.md
@@ -237,7 +254,7 @@ def optimize(
                 loss.backward()
             run[0] += 1
             if progress is not None:
-                progress(StepInfo(run[0], num_steps, _value(style_score), _value(content_score)))
+                progress(StepInfo(run[0], planned, _value(style_score), _value(content_score), _value(extra_score)))
             return style_score + content_score if not extra_losses else loss
 
         iterations = optimizer.state[input_img].get("n_iter", 0)
@@ -395,7 +412,7 @@ def stylize(
     size = config.size or default_size(device)
     speed = speed_from_config(config, device)  # issue 6: checks bf16 support before any work
     sizes = scale_sizes(size, config.scales, config.min_size)  # [size] unless coarse-to-fine
-    budgets = scale_budgets(config.steps, len(sizes), config.scale_steps)
+    budgets = scale_budgets(config.steps, len(sizes), config.scale_steps, FAST_SCALE_SHARES if config.fast else None)
     styles = list(style) if isinstance(style, (list, tuple)) else [style]
     normalized_blend(config.style_blend, len(styles))  # a blend that does not fit fails before any work
     # Images are read before the model loads, so a bad image fails fast.
@@ -480,14 +497,13 @@ def coarse_start(cnn: nn.Sequential, content: ImageSource, styles: Sequence[Imag
         The result at ``sizes[-2]`` (the images the transfer sees: gray under ``luminance``), and
         the progress callback for the last size, which continues the running count.
     """
-    per_step = LBFGS_MAX_ITER if config.optimizer == "lbfgs" else 1  # Adam: one evaluation per step
-    total = sum(-(-budget // per_step) * per_step for budget in budgets)
+    total = sum(planned_evaluations(budget - 1, config.optimizer) for budget in budgets)
     done: list[int] = [0]
 
     def report(info: StepInfo) -> None:
         done[0] += 1
         if progress is not None:
-            progress(StepInfo(done[0], total, info.style_loss, info.content_loss))
+            progress(StepInfo(done[0], total, info.style_loss, info.content_loss, info.tv_loss))
 
     image: torch.Tensor | None = None
     for size, budget in zip(sizes[:-1], budgets):

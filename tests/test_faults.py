@@ -67,7 +67,7 @@ def test_sigint_saves_current_image_and_exits_130(tmp_path: Path) -> None:
          "--size", "48", "--steps", "100000", "--device", "cpu"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        before = read_until(process.stderr.fileno(), r"\b([3-9]|[1-9]\d+)/100000", timeout=120)  # >= 3 steps ran
+        before = read_until(process.stderr.fileno(), r"\b([3-9]|[1-9]\d+)/100020", timeout=120)  # >= 3 steps ran (of the 100020 planned)
         process.send_signal(signal.SIGINT)
         stdout, rest = process.communicate(timeout=60)
     finally:
