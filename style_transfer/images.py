@@ -8,12 +8,13 @@ import re
 import sys
 import tempfile
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Union
 
 from PIL import Image, ImageOps
 
+from . import provenance
 from .errors import ImageError, OutputError
 from .files import open_regular, shown
 
@@ -334,18 +335,24 @@ def _check_tensor(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.detach().float().clamp(0, 1)
 
 
-def save_image(image: Image.Image | torch.Tensor, path: str | os.PathLike) -> None:
+def save_image(image: Image.Image | torch.Tensor, path: str | os.PathLike, *,
+               metadata: Mapping[str, Any] | None = None) -> None:
     """Save atomically: write a temp file in the output's folder, fsync, then rename over ``path``.
 
     The format comes from the extension. On any failure the temp file is removed and an
     existing file at ``path`` is left as it was.
 
+    Args:
+        metadata: a provenance record (``provenance.make_record``) to embed; BMP cannot hold
+            one and is written without it (``provenance.RECORD_FORMATS`` lists those that can).
+
     Raises:
-        OutputError: if the path cannot be written.
+        OutputError: if the path cannot be written (or the record is too long for a JPEG).
     """
     if is_tensor(image):
         image = tensor_to_pil(image)
     fmt = check_output(path)
+    options = provenance.save_options(metadata, fmt) if metadata is not None else {}
     name = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(name))
     if image.mode not in (("RGB", "L") if fmt == "JPEG" else ("RGB", "RGBA", "L", "P", "1")):
@@ -357,7 +364,7 @@ def save_image(image: Image.Image | torch.Tensor, path: str | os.PathLike) -> No
         raise OutputError(f"{shown(name)}: cannot write to folder {shown(folder)} ({exc.strerror})") from None
     try:
         with os.fdopen(fd, "wb") as handle:
-            image.save(handle, format=fmt)
+            image.save(handle, format=fmt, **options)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, name)

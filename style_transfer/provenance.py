@@ -1,0 +1,441 @@
+"""The provenance record: how an output image was made, embedded in the image and read back.
+
+One JSON object per image (``make_record``), written by ``images.save_image(..., metadata=record)``
+through ``save_options`` and read by ``read_record``:
+
+=====  ============================================================================
+PNG    an iTXt chunk with the keyword ``style_transfer``
+JPEG   an XMP packet (APP1), the JSON in our own element ``st:record``
+WebP   the same XMP packet (an ``XMP`` chunk)
+TIFF   the same XMP packet (tag 700)
+GIF    the comment extension (the JSON text, ASCII)
+BMP    nothing: the format has no place for text (``save_options`` returns ``{}``)
+=====  ============================================================================
+
+This module imports Pillow, never torch (``stylize-info`` must start quickly): versions come
+from ``importlib.metadata`` and the weights cache path is worked out as torch does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import hashlib
+import importlib.metadata
+import json
+import math
+import os
+import platform
+import sys
+import warnings
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+from xml.sax.saxutils import escape
+
+from PIL import Image, PngImagePlugin
+
+from .errors import ImageError, OutputError, WeightsError
+from .files import open_regular, shown
+
+# Bumped when a key changes meaning; readers accept records of any version and may refuse newer ones.
+RECORD_VERSION = 1
+# The PNG text keyword, and the first key of every record.
+RECORD_KEY = "style_transfer"
+# The XML namespace of our XMP element ``st:record`` (JPEG, WebP, TIFF).
+XMP_NAMESPACE = "https://github.com/style-transfer/ns/1.0/"
+# The output formats that can hold a record (by Pillow's name); BMP cannot.
+RECORD_FORMATS = ("PNG", "JPEG", "WEBP", "TIFF", "GIF")
+
+# torchvision's VGG19 ImageNet weights: the enum's name and the basename of its URL, as cached in
+# $TORCH_HOME/hub/checkpoints (tests check both against torchvision).
+IMAGENET_WEIGHTS_NAME = "VGG19_Weights.IMAGENET1K_V1"
+IMAGENET_WEIGHTS_FILE = "vgg19-dcbb9e9d.pth"
+# The seed of ``--weights random``: transfer.py calls models.load_vgg19_features without a seed,
+# so the random weights are always drawn with its default, 0 (not the run's --seed).
+RANDOM_WEIGHTS_SEED = 0
+
+# The words config.INITS and config's ``weights`` take besides a file path (a test checks INITS):
+# any other value is a path, recorded by its base name only.
+_INIT_WORDS = ("content", "noise", "style")
+_WEIGHTS_WORDS = ("imagenet", "random")
+
+# JPEG: one APP1 segment holds at most 65533 bytes, 29 of them the XMP signature.
+_JPEG_XMP_LIMIT = 65533 - 29
+_READ_FORMATS = ("PNG", "JPEG", "WEBP", "TIFF", "GIF", "BMP")
+
+# Hashes of big files (the weights: 548 MB) by identity and modification time, so a run that
+# writes many images (--save-every, an animation) hashes them once.
+_hash_cache: dict[tuple[str, int, int, int, int], str] = {}
+
+
+def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20, *,
+                error: type[Exception] = ImageError) -> str:
+    """The SHA-256 of a file's bytes, as 64 lowercase hex digits.
+
+    Raises:
+        error (ImageError by default): one line naming the file, when it is missing, not a
+            regular file, empty, or cannot be read.
+    """
+    digest = hashlib.sha256()
+    name = os.fspath(path)
+    with open_regular(name, error) as handle:
+        try:
+            while block := handle.read(chunk):
+                digest.update(block)
+        except OSError as exc:
+            raise error(f"{shown(name)}: cannot be read ({exc.strerror or exc})") from None
+    return digest.hexdigest()
+
+
+def _sha256_cached(path: str | os.PathLike, *, error: type[Exception]) -> str:
+    """``sha256_file``, remembered while the file's identity, size and mtime stay the same."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return sha256_file(path, error=error)  # names the problem
+    key = (os.path.realpath(path), info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+    if key not in _hash_cache:
+        _hash_cache[key] = sha256_file(path, error=error)
+    return _hash_cache[key]
+
+
+def base_name(path: str | os.PathLike) -> str:
+    """A path's last component, without the user's directories (``/home/me/cat.jpg`` -> ``cat.jpg``)."""
+    return os.path.basename(os.fsdecode(os.fspath(path)).rstrip("/" + os.sep))
+
+
+def input_entry(source: Any) -> dict[str, Any]:
+    """What the record says about one input image.
+
+    A path gives ``{"name": base name, "sha256": of the file's bytes}``. A Pillow image gives
+    ``{"name": None, "sha256": ..., "size": [W, H], "pixels": "rgb8"}``, the hash of its 8-bit RGB
+    bytes as the run sees them (transparency over white); a ``(1, 3, H, W)`` or ``(3, H, W)``
+    tensor gives the hash of its float32 values, ``"pixels": "float32"``.
+
+    Raises:
+        ImageError: a path that cannot be read. TypeError: another kind of source.
+    """
+    if isinstance(source, (str, bytes, os.PathLike)):
+        return {"name": base_name(source), "sha256": sha256_file(source)}
+    if isinstance(source, Image.Image):
+        from .images import pil_to_rgb  # images imports torch: only here, where a run has it loaded
+
+        rgb = pil_to_rgb(source)
+        return {"name": None, "sha256": hashlib.sha256(rgb.tobytes()).hexdigest(), "size": list(rgb.size),
+                "pixels": "rgb8"}
+    if hasattr(source, "detach") and hasattr(source, "shape"):  # a torch tensor, without importing torch
+        values = source.detach().float().cpu().contiguous().numpy()
+        height, width = (int(n) for n in source.shape[-2:])
+        return {"name": None, "sha256": hashlib.sha256(values.tobytes()).hexdigest(), "size": [width, height],
+                "pixels": "float32"}
+    raise TypeError(f"expected a path, a PIL image or a tensor, got {type(source).__name__}")
+
+
+def imagenet_weights_path() -> Path:
+    """Where torchvision's VGG19 ImageNet weights are cached, as models.imagenet_weights_path says.
+
+    Asks ``torch.hub.get_dir()`` when torch is already loaded (it honours ``torch.hub.set_dir``);
+    otherwise works it out as torch does: ``$TORCH_HOME``, else ``$XDG_CACHE_HOME/torch``, else
+    ``~/.cache/torch``, then ``hub/checkpoints``.
+    """
+    hub = sys.modules.get("torch.hub")
+    if hub is not None:
+        folder = Path(hub.get_dir())
+    else:
+        cache = os.getenv("XDG_CACHE_HOME", os.path.join("~", ".cache"))
+        folder = Path(os.path.expanduser(os.getenv("TORCH_HOME", os.path.join(cache, "torch")))) / "hub"
+    return folder / "checkpoints" / IMAGENET_WEIGHTS_FILE
+
+
+def weights_entry(weights: str, seed: int = RANDOM_WEIGHTS_SEED) -> dict[str, Any]:
+    """What the record says about the VGG19 weights of a run.
+
+    Args:
+        weights: the run's setting: ``"imagenet"``, ``"random"`` or a file path.
+        seed: the seed the random weights were drawn with (see ``RANDOM_WEIGHTS_SEED``).
+
+    Returns:
+        ``{"kind": "imagenet", "name": IMAGENET_WEIGHTS_NAME, "file": IMAGENET_WEIGHTS_FILE,
+        "sha256": of the cached file, or None when it is not there}``, ``{"kind": "random",
+        "seed": seed}``, or ``{"kind": "file", "name": base name, "sha256": of the file}``.
+        A file's hash is computed once per process while the file stays unchanged.
+
+    Raises:
+        WeightsError: a weights file that cannot be read.
+    """
+    if weights == "random":
+        return {"kind": "random", "seed": int(seed)}
+    if weights == "imagenet":
+        path = imagenet_weights_path()
+        digest = _sha256_cached(path, error=WeightsError) if path.is_file() else None
+        return {"kind": "imagenet", "name": IMAGENET_WEIGHTS_NAME, "file": IMAGENET_WEIGHTS_FILE, "sha256": digest}
+    return {"kind": "file", "name": base_name(weights), "sha256": _sha256_cached(weights, error=WeightsError)}
+
+
+def versions() -> dict[str, str | None]:
+    """Versions of style_transfer, torch, torchvision, Pillow and Python (None: not installed)."""
+    found: dict[str, str | None] = {"style_transfer": _own_version()}
+    for key, dist in (("torch", "torch"), ("torchvision", "torchvision"), ("pillow", "pillow")):
+        try:
+            found[key] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            found[key] = None
+    found["python"] = platform.python_version()
+    return found
+
+
+def _own_version() -> str:
+    # Read when called, never at import: __init__ may import this module before it sets __version__.
+    package = sys.modules.get(__package__ or "style_transfer")
+    version = getattr(package, "__version__", None)
+    if version is None:
+        try:
+            version = importlib.metadata.version("style_transfer")
+        except importlib.metadata.PackageNotFoundError:
+            version = "unknown"
+    return str(version)
+
+
+def make_record(settings: Any, *, content: Any, styles: Sequence[Any], weights: str | Mapping[str, Any],
+                device: Any, evaluations: int, losses: Mapping[str, Any], seconds: float, stopped: str,
+                seed: int | None = None, created: datetime.datetime | None = None) -> dict[str, Any]:
+    """The provenance record of one output, as plain JSON values (lists, not tuples).
+
+    Args:
+        settings: the resolved settings, a dataclass (``StyleConfig``) or a mapping. A file path
+            in ``init`` or ``weights`` is replaced by its base name, and an init file is hashed
+            into ``inputs["init"]``.
+        content: the content image (a path, a Pillow image or a tensor; see ``input_entry``).
+        styles: the style images, in order.
+        weights: the weights setting (``weights_entry`` is called) or an entry made before.
+        device: where the run ran (``"cpu"``, ``"cuda:0"``, a ``torch.device``).
+        evaluations: closure evaluations run.
+        losses: the final loss terms by name (floats or 0-d tensors); NaN and infinities are
+            written as the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``.
+        seconds: the run's time.
+        stopped: why it ended, for example ``"done"``, ``"converged"``, ``"interrupted"``,
+            ``"non-finite"``, ``"plateau"``.
+        seed: the run's seed; by default ``settings``' ``seed``.
+        created: when; by default now (UTC).
+
+    Raises:
+        ImageError: an input file that cannot be read. WeightsError: a weights file that cannot.
+    """
+    values = _settings_dict(settings)
+    inputs: dict[str, Any] = {"content": input_entry(content), "styles": [input_entry(s) for s in styles]}
+    init = values.get("init")
+    if isinstance(init, (str, os.PathLike)) and init not in _INIT_WORDS:
+        inputs["init"] = input_entry(init)
+        values["init"] = base_name(init)
+    if isinstance(values.get("weights"), (str, os.PathLike)) and values["weights"] not in _WEIGHTS_WORDS:
+        values["weights"] = base_name(values["weights"])
+    if seed is None:
+        seed = values.get("seed")
+    when = created if created is not None else datetime.datetime.now(datetime.timezone.utc)
+    record = {
+        RECORD_KEY: _own_version(),
+        "record_version": RECORD_VERSION,
+        "settings": values,
+        "seed": seed,
+        "inputs": inputs,
+        "weights": weights_entry(weights) if isinstance(weights, (str, os.PathLike)) else dict(weights),
+        "versions": versions(),
+        "device": str(device),
+        "evaluations": int(evaluations),
+        "losses": {str(k): _number(v) for k, v in losses.items()},
+        "seconds": float(seconds),
+        "stopped": str(stopped),
+        "created": when.astimezone(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+    return _jsonable(record)
+
+
+def _settings_dict(settings: Any) -> dict[str, Any]:
+    if dataclasses.is_dataclass(settings) and not isinstance(settings, type):
+        return {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)}
+    if isinstance(settings, Mapping):
+        return dict(settings)
+    raise TypeError(f"settings must be a dataclass or a mapping, got {type(settings).__name__}")
+
+
+def _number(value: Any) -> Any:
+    if hasattr(value, "item"):  # a 0-d tensor or a NumPy scalar
+        value = value.item()
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` as plain JSON values: tuples as lists, paths as strings, non-finite floats as names."""
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, os.PathLike):
+        return os.fsdecode(os.fspath(value))
+    if hasattr(value, "item"):
+        return _jsonable(value.item())
+    return str(value)
+
+
+def record_text(record: Mapping[str, Any]) -> str:
+    """The record as compact, ASCII-only JSON (any other character as a ``\\u`` escape)."""
+    return json.dumps(_jsonable(record), ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+
+
+def xmp_packet(record: Mapping[str, Any]) -> bytes:
+    """A small XMP packet (UTF-8) holding the record's JSON in the element ``st:record``."""
+    return (
+        '<?xpacket begin="\ufeff" id="W5M0MpCehiHzreSzNTczkc9d"?>\n'
+        '<x:xmpmeta xmlns:x="adobe:ns:meta/">\n'
+        ' <rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">\n'
+        f'  <rdf:Description rdf:about="" xmlns:st="{XMP_NAMESPACE}">\n'
+        f'   <st:record>{escape(record_text(record))}</st:record>\n'
+        '  </rdf:Description>\n'
+        ' </rdf:RDF>\n'
+        '</x:xmpmeta>\n'
+        '<?xpacket end="w"?>'
+    ).encode("utf-8")
+
+
+def save_options(record: Mapping[str, Any], fmt: str) -> dict[str, Any]:
+    """Keyword arguments for Pillow's ``Image.save`` that embed ``record`` in a ``fmt`` file.
+
+    They also work with ``save_all=True`` (animated WebP and GIF). BMP cannot hold a record:
+    its options are ``{}`` (``fmt in RECORD_FORMATS`` tells beforehand).
+
+    Args:
+        record: from ``make_record`` (any mapping of JSON-able values).
+        fmt: Pillow's format name: PNG, JPEG, WEBP, TIFF, GIF or BMP (any case).
+
+    Raises:
+        OutputError: the record is too long for a JPEG's XMP segment (64 KB).
+        ValueError: another format.
+    """
+    fmt = fmt.upper()
+    if fmt == "PNG":
+        info = PngImagePlugin.PngInfo()
+        info.add_itxt(RECORD_KEY, record_text(record))
+        return {"pnginfo": info}
+    if fmt in ("JPEG", "WEBP"):
+        packet = xmp_packet(record)
+        if fmt == "JPEG" and len(packet) > _JPEG_XMP_LIMIT:
+            raise OutputError(f"the provenance record ({len(packet):,} bytes) is too long for a JPEG "
+                              f"(at most {_JPEG_XMP_LIMIT:,}); write a PNG or turn the record off")
+        return {"xmp": packet}
+    if fmt == "TIFF":
+        return {"tiffinfo": {700: xmp_packet(record)}}  # 700: the TIFF tag of XMP
+    if fmt == "GIF":
+        return {"comment": record_text(record)}
+    if fmt == "BMP":
+        return {}
+    raise ValueError(f"no way to embed a record in format {fmt!r} (known: {', '.join(_READ_FORMATS)})")
+
+
+def read_record(path: str | os.PathLike) -> dict[str, Any] | None:
+    """The record embedded in an image file, or None when it holds none.
+
+    Only the file's metadata is read, no pixels. Records of any ``record_version`` are returned
+    as they are; the caller decides what it can use.
+
+    Raises:
+        ImageError: one line naming the file: missing, not a regular file, not an image in one
+            of PNG, JPEG, WebP, TIFF, GIF, BMP, or a damaged record (not a JSON object).
+    """
+    name = os.fspath(path)
+    with open_regular(name, ImageError) as handle, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Pillow's warnings (a big image, odd metadata) must not reach stderr
+        try:
+            with Image.open(handle, formats=_READ_FORMATS) as image:
+                text = _embedded_text(image)
+        except Image.UnidentifiedImageError:
+            raise ImageError(f"{shown(name)}: not an image (expected PNG, JPEG, WebP, TIFF, GIF or BMP)") from None
+        except _DamagedRecord as exc:
+            raise ImageError(f"{shown(name)}: damaged style_transfer record ({exc})") from None
+        except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ImageError(f"{shown(name)}: cannot be read as an image ({shown(reason)})") from None
+    if text is None:
+        return None
+    try:
+        record = json.loads(text)
+    except ValueError as exc:
+        raise ImageError(f"{shown(name)}: damaged style_transfer record (not JSON: {exc})") from None
+    if not isinstance(record, dict) or not isinstance(record.get("record_version"), int):
+        raise ImageError(f"{shown(name)}: damaged style_transfer record (not an object with a record_version)")
+    return record
+
+
+class _DamagedRecord(ValueError):
+    """A record found but not readable (the caller adds the file name)."""
+
+
+def _embedded_text(image: Image.Image) -> str | None:
+    """The record's JSON text as found in an opened image, or None."""
+    if image.format == "PNG":
+        # Only a chunk before the pixels (where Pillow writes it) is seen: one after would cost a decode.
+        text = image.info.get(RECORD_KEY)
+        return None if text is None else str(text)
+    if image.format == "GIF":
+        comment = image.info.get("comment")
+        if not comment:
+            return None
+        text = comment.decode("utf-8", "replace") if isinstance(comment, bytes) else str(comment)
+        # Ours starts with the key of our version; any other comment is someone else's.
+        return text if text.lstrip().startswith('{"' + RECORD_KEY + '"') else None
+    xmp = image.info.get("xmp")
+    if isinstance(xmp, tuple) and len(xmp) == 1:
+        xmp = xmp[0]
+    if isinstance(xmp, str):
+        xmp = xmp.encode("utf-8")
+    return _record_from_xmp(xmp) if isinstance(xmp, bytes) and xmp else None
+
+
+def _record_from_xmp(xmp: bytes) -> str | None:
+    """Our ``st:record`` from an XMP packet (element or attribute), or None when there is none.
+
+    Parsed with the standard library (expat >= 2.4 refuses entity expansion attacks), so no
+    extra dependency is needed (Pillow's ``getxmp`` needs defusedxml).
+
+    Raises:
+        _DamagedRecord: the packet names our namespace but is not well-formed XML.
+    """
+    if XMP_NAMESPACE.encode("ascii") not in xmp:
+        return None
+    try:
+        root = ET.fromstring(xmp.strip(b"\x00 \t\r\n"))
+    except ET.ParseError as exc:
+        raise _DamagedRecord(f"XMP is not well-formed: {exc}") from None
+    tag = f"{{{XMP_NAMESPACE}}}record"
+    for element in root.iter():
+        if element.tag == tag:
+            return element.text or ""
+        if tag in element.attrib:
+            return element.attrib[tag]
+    return None
+
+
+def record_field(record: Mapping[str, Any], dotted: str) -> Any:
+    """One value of a record by its dotted name: ``"settings.size"``, ``"inputs.styles.0.name"``.
+
+    Raises:
+        KeyError: with the part of the name that is not there.
+    """
+    value: Any = record
+    done: list[str] = []
+    for part in dotted.split("."):
+        done.append(part)
+        if isinstance(value, Mapping) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and part.lstrip("-").isdigit() and -len(value) <= int(part) < len(value):
+            value = value[int(part)]
+        else:
+            raise KeyError(".".join(done))
+    return value
