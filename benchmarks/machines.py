@@ -116,7 +116,9 @@ def summary(machine: dict[str, Any]) -> str:
                  + (f" (CPU flags: {', '.join(present)})" if present else ""))
     bf16 = machine.get("bf16_native_cpu")
     parts.append(f"native bf16 {known(bf16, 'yes' if bf16 else 'no')}")
-    parts.append(f"{known(machine.get('threads'))} threads on {known(machine.get('physical_cores'))} physical cores")
+    threads, cores = machine.get("threads"), machine.get("physical_cores")
+    parts.append(f"{known(threads)} thread{'' if threads == 1 else 's'} on {known(cores)} physical "
+                 f"core{'' if cores == 1 else 's'}")
     env = machine.get("kernel_env") or {}
     if env:
         parts.append(" ".join(f"{k}={v}" for k, v in env.items()))
