@@ -6,6 +6,11 @@ Run from the repository root::
     python benchmarks/benchmark.py --seeds 1          # one network seed: ~15 min
     python benchmarks/benchmark.py --device cuda      # the same on a GPU
     python benchmarks/benchmark.py --smoke            # one 32 px size, two evaluations per path (CI)
+    python benchmarks/benchmark.py --label avx2       # writes benchmarks/results-cpu-avx2.json
+
+The JSON's ``machine`` block names the machine (CPU model and flags, torch's CPU capability, native
+bf16, threads, versions, the GPU on CUDA; no hostname), and the printout and ``--markdown`` open with
+it ("Measured on: ..."). Commit one JSON per machine measured: ``benchmarks/measured-DEVICE-LABEL.json``.
 
 What it measures, per size (VGG19 with seeded random weights, the sample cat and stain):
 
@@ -36,6 +41,7 @@ import json
 import math
 import os
 import platform
+import re
 import resource
 import statistics
 import subprocess
@@ -46,6 +52,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing the package
+sys.path.insert(0, str(ROOT / "benchmarks"))  # machines.py, also when this file is imported
 
 import torch  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
@@ -72,6 +79,7 @@ from style_transfer.errors import NonFiniteLoss, StyleTransferError  # noqa: E40
 from style_transfer.guards import RunStats  # noqa: E402
 from style_transfer.images import pil_to_tensor, tensor_to_pil  # noqa: E402
 from style_transfer.transfer import get_style_model_and_losses, run_style_transfer, stylize  # noqa: E402
+from machines import describe as describe_machine, summary as machine_summary  # noqa: E402
 
 CONTENT = ROOT / "images" / "chelsea.png"
 STYLE = ROOT / "images" / "ihc.png"
@@ -87,6 +95,7 @@ PATHS: dict[str, dict[str, Any]] = {
     "fast": {"fast": True},
 }
 BF16_PATHS = ("bf16", "bf16+channels_last")
+LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -119,7 +128,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--loss-scale", type=float, default=None,
                         help="both loss weights times this (default 1000 with random weights: LBFGS then "
                              "stores curvature pairs as with pretrained ones; 1, the tutorial's weights, otherwise)")
-    parser.add_argument("--out", default=None, help="JSON output (default: benchmarks/results-DEVICE.json)")
+    parser.add_argument("--label", metavar="NAME", default=None,
+                        help="a name for this machine (letters, digits, . _ -), kept in the JSON's machine block; "
+                             "the default output becomes benchmarks/results-DEVICE-NAME.json")
+    parser.add_argument("--out", default=None,
+                        help="JSON output (default: benchmarks/results-DEVICE.json, or -DEVICE-LABEL.json)")
     parser.add_argument("--smoke", action="store_true",
                         help="CI smoke mode: one 32 px size, two evaluations per path, tiny runs")
     parser.add_argument("--markdown", metavar="JSON", default=None,
@@ -442,7 +455,12 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(_probe(int(size), name, int(steps), device, 0)))
         return 0
 
-    out = Path(args.out) if args.out else ROOT / "benchmarks" / f"results-{device.type}.json"
+    if args.label is not None and not LABEL_RE.match(args.label):
+        print(f"error: --label must be letters, digits, '.', '_' or '-' (a file name part), got {args.label!r}",
+              file=sys.stderr)
+        return 2
+    suffix = f"{device.type}-{args.label}" if args.label else device.type
+    out = Path(args.out) if args.out else ROOT / "benchmarks" / f"results-{suffix}.json"
     started = time.perf_counter()
     bf16 = bf16_supported(device)
     names = [n for n in PATHS if bf16 or n not in BF16_PATHS]
@@ -454,12 +472,14 @@ def main(argv: list[str] | None = None) -> int:
     if pretrained:
         args.seeds = 1  # one network: the given weights
     report: dict[str, Any] = {
+        "machine": describe_machine(device, args.label),
         "weights": args.weights, "seeds": args.seeds, "control_seeds": min(args.seeds, args.control_seeds),
         "device": _device_name(device), "threads": threads, "torch": torch.__version__, "bf16_native": bf16,
         "paths": {n: PATHS[n] for n in names}, "fast_resolves_to": path_speed("fast", device).__dict__,
         "evals_budget": args.evals, "style_weight": STYLE_WEIGHT, "content_weight": CONTENT_WEIGHT,
         "sizes": [], "notes": [],
     }
+    print(f"Measured on: {machine_summary(report['machine'])}")
     if not bf16:
         report["notes"].append("no native bf16 on this device: bf16 paths skipped, --fast runs in fp32")
     for size in args.sizes:
@@ -574,10 +594,21 @@ def _quality_rows(quality: dict[str, Any], control_label: str) -> Any:
                 yield label, image, summary, kind
 
 
+def machine_line(report: dict[str, Any]) -> str:
+    """The machine summary of a report; an older report without a machine block gets its top-level fields."""
+    if report.get("machine"):
+        return machine_summary(report["machine"])
+    bf16 = report.get("bf16_native")
+    return (f"{report.get('device', 'unknown device')}, {report.get('threads', 'unknown')} threads, "
+            f"torch {report.get('torch', 'unknown')}, native bf16 "
+            f"{'unknown' if bf16 is None else 'yes' if bf16 else 'no'} (no machine block in this report)")
+
+
 def markdown(report: dict[str, Any]) -> str:
     """The README's tables from a report: per-evaluation cost per path, then runs and memory."""
     names = list(report["paths"])
-    lines = ["| size | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    lines = [f"Measured on: {machine_line(report)}", "",
+             "| size | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     for entry in report["sizes"]:
         h, w = entry["shape"]
         cells = [f"{entry['paths'][n]['s_per_eval']:.3f} s ({entry['paths'][n]['speedup']:.2f}x)" for n in names]
