@@ -18,9 +18,11 @@ extra to install when it is missing.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
+import secrets
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -334,7 +336,7 @@ def _write_atomically(path: str | os.PathLike, write: Callable[[BinaryIO], None]
     name = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(name))
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".stylize-", suffix=Path(name).suffix, dir=folder)
+        fd, tmp = _create_temp(folder, Path(name).suffix)
     except OSError as exc:
         raise OutputError(f"{shown(name)}: cannot write to folder {shown(folder)} ({exc.strerror})") from None
     try:
@@ -352,6 +354,22 @@ def _write_atomically(path: str | os.PathLike, write: Callable[[BinaryIO], None]
             raise OutputError(f"{shown(name)}: cannot write ({exc.strerror or exc})") from None
         raise
     _fsync_folder(folder)
+
+
+def _create_temp(folder: str, suffix: str) -> tuple[int, str]:
+    """A new hidden file in ``folder``, opened for writing, with the mode the umask gives a new file.
+
+    Not ``tempfile.mkstemp``: its files are 0600, and the output would stay unreadable to the
+    user's other accounts (a web server) after the rename.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+    for _ in range(100):
+        tmp = os.path.join(folder, f".stylize-{secrets.token_hex(6)}{suffix}")
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free temporary name", folder)
 
 
 def _check_writable(name: str, example: str) -> None:
