@@ -2,26 +2,24 @@
 
 from __future__ import annotations
 
-import signal
+import os
 import sys
 import traceback
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
 import click
 
 from . import __version__
+from .cli_watch import EXIT_CODES, Signals, Watch, read_record
 from .config import (BACKWARDS, CPU_DEFAULT_SIZE, GPU_DEFAULT_SIZE, INITS, LOSS_FORMS, OPTIMIZERS, PRECISIONS,
-                     PRESERVE_COLORS, StyleConfig)
+                     PRESERVE_COLORS, RunOptions, StyleConfig)
 from .errors import Interrupted, RunStopped, StyleTransferError
-from .files import shown
+from .files import check_writable, shown
 from .images import INPUT_FORMATS_TEXT, MAX_PIXELS, MIN_INPUT_SIDE, check_output, open_image, save_image
 from .layers import POOLINGS
 from .presets import PRESET_NAMES, PRESETS
+from .provenance import check_replay_inputs, replay_config
 
-if TYPE_CHECKING:
-    from tqdm import tqdm
-
-    from .transfer import StepInfo
 
 # Nothing above imports torch (tests/test_startup.py checks it): --help, --version, option errors and
 # unreadable inputs answer in a fraction of a second. torch, tqdm and the model load once a run starts.
@@ -194,6 +192,34 @@ def _speed_fields(options: dict[str, Any]) -> dict[str, Any]:
                    "Default: --steps split, a quarter at the final size.")
 @click.option("--threads", type=int, default=None,
               help="CPU threads. Default: the physical cores.")
+@click.option("--save-every", type=int, default=0,
+              help="Write the current image every N evaluations beside OUTPUT (out.0040.png), or in --save-dir.")
+@click.option("--save-dir", type=click.Path(path_type=str), default=None,
+              help="Folder for --save-every's images (default: beside OUTPUT).")
+@click.option("--animate", type=click.Path(path_type=str), default=None,
+              help="Write the run as an animation (.webp or .gif): a frame every --save-every evaluations "
+                   "(default 10) and the final image.")
+@click.option("--log", "log_path", type=click.Path(path_type=str), default=None,
+              help="Write one JSON line per evaluation (step, seconds, each loss term) to this file.")
+@click.option("--plot", type=click.Path(path_type=str), default=None,
+              help="Plot the loss curves to this image (.png); needs matplotlib: pip install 'style_transfer[plot]'.")
+@click.option("--no-metadata", is_flag=True,
+              help="Write no provenance record (settings, input hashes, versions) into the images.")
+@click.option("--replay", type=click.Path(path_type=str), default=None,
+              help="Run again with the settings recorded in this output of an earlier run, on the CONTENT and "
+                   "STYLE given (checked by SHA-256): the same image on the same machine.")
+@click.option("--checkpoint", type=click.Path(path_type=str), default=None,
+              help="Save the run's state to this file on Ctrl-C, SIGTERM or a NaN loss (and every "
+                   "--checkpoint-every evaluations), to continue with --resume.")
+@click.option("--checkpoint-every", type=int, default=0,
+              help="Also save the checkpoint every N evaluations (at the LBFGS step that passes them).")
+@click.option("--resume", type=click.Path(path_type=str), default=None,
+              help="Continue the run saved in this checkpoint (same inputs and options); it keeps saving there "
+                   "unless --checkpoint says otherwise. The result equals the uninterrupted run's.")
+@click.option("--min-improvement", type=float, default=None,
+              help="Stop early once the lowest loss improved by less than this fraction (e.g. 0.001) over the "
+                   "last --patience evaluations, at the final size. Off by default.")
+@click.option("--patience", type=int, default=None, help="Evaluations that --min-improvement looks back over.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar or summary on stderr.")
 @click.option("--debug", is_flag=True, help="On an error, print the traceback before the one-line message.")
 @click.version_option(__version__, "--version", prog_name="stylize")
@@ -202,7 +228,10 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, size:
          device: str, content_layers: str | None, style_layers: str | None, style_layer_weights: str | None,
          preset: str, style_blend: str | None, style_scale: float, preserve_colors: str, tv_weight: float,
          pooling: str | None, loss_form: str | None, optimizer: str, lr: float | None, keep_alpha: bool,
-         backward: str, print_config: bool, quiet: bool, debug: bool, **speed: Any) -> None:
+         backward: str, print_config: bool, save_every: int, save_dir: str | None, animate: str | None,
+         log_path: str | None, plot: str | None, no_metadata: bool, replay: str | None, checkpoint: str | None,
+         checkpoint_every: int, resume: str | None, min_improvement: float | None, patience: int | None,
+         quiet: bool, debug: bool, **speed: Any) -> None:
     """Repaint CONTENT in the style of STYLE (Gatys et al.) and write the result to OUTPUT.
 
     A faithful port of the PyTorch neural style transfer tutorial: VGG19, LBFGS,
@@ -226,7 +255,10 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, size:
                              style_blend=_numbers("--style-blend", style_blend), style_scale=style_scale,
                              preserve_colors=preserve_colors, tv_weight=tv_weight, pooling=pooling,
                              loss_form=loss_form, optimizer=optimizer, lr=lr, keep_alpha=keep_alpha,
-                             backward=backward, **_speed_fields(speed))
+                             backward=backward, min_improvement=min_improvement, patience=patience,
+                             **_speed_fields(speed))
+        if replay is not None:
+            config = _replay_config(replay, weights, device)
         if print_config:
             show_config(config)
             return
@@ -235,111 +267,73 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, size:
         if output is None:
             raise UsageFault("Missing option '-o' / '--output'")
         fmt = check_output(output)
-        if keep_alpha and fmt not in ALPHA_FORMATS:
+        if config.keep_alpha and fmt not in ALPHA_FORMATS:
             raise UsageFault(f"--keep-alpha: {output} cannot store transparency; use .png, .webp or .tiff")
-    except ValueError as exc:
+        watch = Watch(output, quiet=quiet, save_every=save_every, save_dir=save_dir, animate=animate,
+                      log_path=log_path, plot=plot, metadata=not no_metadata)
+        run_options = _run_options(watch, checkpoint, checkpoint_every, resume)
+    except (ValueError, StyleTransferError) as exc:
         raise UsageFault(str(exc)) from None
     _check_inputs([content, *styles], debug)  # before torch is imported: a bad image answers at once
+    if replay is not None:
+        try:
+            check_replay_inputs(read_record(replay), content, styles, config.weights)
+        except (ValueError, StyleTransferError) as exc:
+            raise UsageFault(f"--replay {shown(replay)}: {exc}") from None
 
     import torch
-    from tqdm import tqdm
 
     from .fast import physical_cores
-    from .guards import RunStats
-    from .transfer import stylize
+    from .run import Run
 
     threads = config.threads or physical_cores()
     if threads != torch.get_num_threads():
         torch.set_num_threads(threads)  # the CLI owns the process; the library never sets this
-
-    bars: dict[str, tqdm] = {}  # made on first use, so an early error prints one line only
-    ctrl_c = _CtrlC()
-
-    def on_step(info: StepInfo) -> None:
-        ctrl_c.check()  # a Ctrl-C during the loop stops it here, between evaluations
-        if "steps" not in bars:
-            bars["steps"] = tqdm(total=info.total, unit="step", file=sys.stderr, disable=quiet,
-                                 dynamic_ncols=True)
-        bar = bars["steps"]
-        if info.step > bar.total:
-            bar.total = info.step  # rare: an LBFGS step that ended early put one more step in the plan
-        bar.update(info.step - bar.n)
-        losses = {"style": f"{info.style_loss:.4g}", "content": f"{info.content_loss:.4g}"}
-        if config.tv_weight > 0:
-            losses["tv"] = f"{info.tv_loss:.4g}"
-        bar.set_postfix(losses, refresh=False)
-
-    def on_download(done: int, total: int) -> None:
-        if quiet:
-            return
-        if "download" not in bars:
-            bars["download"] = tqdm(total=total or None, unit="B", unit_scale=True, file=sys.stderr,
-                                    desc="downloading VGG19 weights (once)")
-        bars["download"].update(done - bars["download"].n)
-
-    stats = RunStats()
-    previous_handler = signal.signal(signal.SIGINT, ctrl_c)
+    run = Run(content, list(styles) if len(styles) > 1 else styles[0], config, run_options,
+              download_progress=watch.on_download)
+    watch.run = run
+    signals = Signals(run)
     try:
-        image = stylize(content, list(styles) if len(styles) > 1 else styles[0], config, progress=on_step,
-                        download_progress=on_download, stats=stats)
-        _finish(bars)
-        signal.signal(signal.SIGINT, previous_handler)  # the run is done: a Ctrl-C now stops the write
-        save_image(image, output)
-    except RunStopped as exc:  # Ctrl-C or a NaN loss: keep the last good image
-        _close(bars)
-        _keep_partial(exc, output, debug)
+        with signals:
+            result = run.execute(signals.watching(watch.on_event))
+        watch.finish(result)  # the result, its animation and plot; a Ctrl-C now stops the writing
+    except RunStopped as exc:  # a second Ctrl-C, or a NaN loss: keep the last good image
+        watch.close()
+        _keep_partial(exc, output, debug, watch.record(run, exc))
     except StyleTransferError as exc:
+        watch.close()
         _traceback(debug)
         raise click.ClickException(str(exc)) from None
     except ValueError as exc:  # a setting only the model can check (a layer name, a device)
+        watch.close()
         _traceback(debug)
         raise UsageFault(str(exc)) from None
     except KeyboardInterrupt:  # before the first step (loading) or while writing the result
-        _close(bars)
+        watch.close()
         click.echo(f"interrupted before the result was written; {shown(output)} left as it was", err=True)
         raise SystemExit(130) from None
     except Exception as exc:  # a bug: still one line, the traceback only with --debug
+        watch.close()
         _traceback(debug)
         raise click.ClickException(f"unexpected {type(exc).__name__}: {exc} (rerun with --debug for the "
                                    f"traceback)") from None
-    finally:
-        signal.signal(signal.SIGINT, previous_handler)
-        _close(bars)
+    if result.stopped in EXIT_CODES:  # Ctrl-C, SIGTERM: the image so far was saved
+        click.echo(f"interrupted at step {result.evaluations}, saved {shown(output)}", err=True)
+        raise SystemExit(EXIT_CODES[result.stopped])
     if not quiet:
-        if stats.converged:
-            click.echo(f"LBFGS converged (gradient below its tolerance): stopped after {stats.evaluations} of "
+        if result.stopped == "converged":
+            click.echo(f"LBFGS converged (gradient below its tolerance): stopped after {result.evaluations} of "
                        f"{config.steps} evaluations; more would not change the image", err=True)
-        click.echo(f"wrote {shown(output)} ({image.width}x{image.height}, {stats.evaluations} evaluations)",
-                   err=True)
+        elif result.stopped == "plateau":
+            click.echo(f"stopped early: the loss improved by less than {config.min_improvement:g} over the last "
+                       f"{config.patience} evaluations", err=True)
+        click.echo(f"wrote {shown(output)} ({result.image.width}x{result.image.height}, {result.evaluations} "
+                   f"evaluations)", err=True)
 
 
 for _key, _value in {"{formats}": INPUT_FORMATS_TEXT, "{min_side}": str(MIN_INPUT_SIDE),
                      "{max_mpx}": str(MAX_PIXELS // 1_000_000)}.items():
     main.help = (main.help or "").replace(_key, _value)  # the documented limits, written once
-
-
-class _CtrlC:
-    """The CLI's SIGINT handler during a run.
-
-    Python raises ``KeyboardInterrupt`` wherever the main thread is when the signal is handled; in
-    a destructor or a weakref callback it only prints "Exception ignored" and the run goes on.
-    So once the loop runs, a Ctrl-C is only noted, and ``check()`` (called after each evaluation)
-    raises it there. Before the loop (loading) and on a second Ctrl-C it is raised at once.
-    """
-
-    def __init__(self) -> None:
-        self.looping = False
-        self.requested = False
-
-    def __call__(self, signum: int, frame: object) -> None:
-        if not self.looping or self.requested:
-            raise KeyboardInterrupt
-        self.requested = True
-
-    def check(self) -> None:
-        self.looping = True
-        if self.requested:
-            raise KeyboardInterrupt
 
 
 def _check_inputs(paths: list[str], debug: bool) -> None:
@@ -352,32 +346,19 @@ def _check_inputs(paths: list[str], debug: bool) -> None:
             raise click.ClickException(str(exc)) from None
 
 
-def _finish(bars: dict[str, tqdm]) -> None:
-    """A finished run's bar ends on the evaluations that ran (LBFGS converging ends it before its plan)."""
-    steps = bars.get("steps")
-    if steps is not None and steps.n < steps.total:
-        steps.total = steps.n
-        steps.refresh()
-
-
-def _close(bars: dict[str, tqdm]) -> None:
-    for bar in bars.values():
-        bar.close()
-
-
 def _traceback(debug: bool) -> None:
     if debug:
         traceback.print_exc(file=sys.stderr)
 
 
-def _keep_partial(exc: RunStopped, output: str, debug: bool) -> NoReturn:
-    """Save the image a stopped run carries (atomically), say so in one line, exit 130 or 1."""
+def _keep_partial(exc: RunStopped, output: str, debug: bool, record: dict[str, Any] | None) -> NoReturn:
+    """Save the image a stopped run carries (atomically, with ``record``), say so in one line, exit 130 or 1."""
     _traceback(debug)
     if exc.image is None:
         message = f"{exc}; nothing written"
     else:
         try:
-            save_image(exc.image, output)
+            save_image(exc.image, output, metadata=record)
             message = f"{exc}, saved {shown(output)}"
         except StyleTransferError as error:
             message = f"{exc}; could not save it: {error}"
@@ -387,3 +368,40 @@ def _keep_partial(exc: RunStopped, output: str, debug: bool) -> NoReturn:
         click.echo(message, err=True)
         raise SystemExit(130)
     raise click.ClickException(message)
+
+
+# The options that shape the image: with --replay they come from the record, so giving one is a mistake.
+_SETTINGS_OPTIONS = ("size", "steps", "style_weight", "content_weight", "init", "seed", "content_layers",
+                     "style_layers", "style_layer_weights", "preset", "style_blend", "style_scale", "preserve_colors",
+                     "tv_weight", "pooling", "loss_form", "optimizer", "lr", "keep_alpha", "backward", "fast",
+                     "precision", "channels_last", "fused_gram", "history_size", "scales", "min_size",
+                     "scale_steps", "min_improvement", "patience")
+
+
+def _replay_config(path: str, weights: str, device: str) -> StyleConfig:
+    """--replay: the recorded settings; --weights (for a weights file) and --device may be given anew."""
+    from click.core import ParameterSource
+
+    context = click.get_current_context()
+    given = [name for name in _SETTINGS_OPTIONS if context.get_parameter_source(name) == ParameterSource.COMMANDLINE]
+    if given:
+        raise UsageFault(f"--replay takes the settings from the record; drop --{given[0].replace('_', '-')}")
+    explicit = {name: context.get_parameter_source(name) == ParameterSource.COMMANDLINE for name in ("weights", "device")}
+    try:
+        return replay_config(read_record(path), weights=weights if explicit["weights"] else None,
+                             device=device if explicit["device"] else None)
+    except (ValueError, StyleTransferError) as exc:
+        raise UsageFault(f"--replay {shown(path)}: {exc}") from None
+
+
+def _run_options(watch: Watch, checkpoint: str | None, checkpoint_every: int, resume: str | None) -> RunOptions:
+    """The run's options; a checkpoint's folder is checked now, and --resume keeps saving to its file."""
+    if resume is not None and not os.path.isfile(resume):
+        raise ValueError(f"--resume {shown(resume)}: no such checkpoint file")
+    checkpoint = checkpoint if checkpoint is not None else resume
+    if checkpoint is not None:
+        if os.path.isdir(checkpoint):
+            raise ValueError(f"--checkpoint {shown(checkpoint)}: is a directory; give a file name")
+        check_writable(checkpoint)
+    return RunOptions(preview_every=watch.preview_every, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
+                      resume=resume)

@@ -65,6 +65,10 @@ class StyleConfig:
     min_size: int | None = None  # or coarse-to-fine from this size up, sizes at most 2x apart
     scale_steps: tuple[int, ...] = ()  # evaluations per size, smallest first; () splits steps
     threads: int | None = None  # CPU threads, None: physical cores; set by the CLI, never by the library
+    # Stop early (off by default: the tutorial runs every step): once the lowest loss seen improved by less
+    # than the fraction min_improvement over the last patience evaluations, at the final size (run.Run).
+    min_improvement: float | None = None  # e.g. 0.001 (0.1 %); needs patience
+    patience: int | None = None  # evaluations, e.g. 20; needs min_improvement
     fast: bool = False  # coarse-to-fine over FAST_SCALES sizes plus the levers the device has (fast.py; docs/speed.md)
 
     def __post_init__(self) -> None:
@@ -123,6 +127,13 @@ def _check_speed_fields(config: StyleConfig) -> None:
         raise ValueError(f"min_size must be an integer >= 16 (px), got {config.min_size!r}")
     if config.min_size is not None and config.scales > 1:
         raise ValueError("give scales or min_size, not both")
+    if (config.min_improvement is None) != (config.patience is None):
+        raise ValueError("min_improvement and patience go together: give both or neither")
+    if config.min_improvement is not None and (not _is_number(config.min_improvement)
+                                               or not 0 < config.min_improvement < 1):
+        raise ValueError(f"min_improvement must be a fraction between 0 and 1, got {config.min_improvement!r}")
+    if config.patience is not None and (not _is_int(config.patience) or config.patience < 1):
+        raise ValueError(f"patience must be a positive integer (evaluations), got {config.patience!r}")
     if config.threads is not None and (not _is_int(config.threads) or config.threads < 1):
         raise ValueError(f"threads must be a positive integer, got {config.threads!r}")
     if any(not _is_int(n) or n < 1 for n in config.scale_steps):
@@ -178,3 +189,29 @@ def _is_number(value: object) -> bool:
 
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a run is watched and kept. None of these changes the image a run makes.
+
+    Raises:
+        ValueError: from ``__post_init__``, naming the field and the bad value.
+    """
+
+    preview_every: int = 0  # attach the current image to every N-th event (StepInfo.preview); 0: never
+    checkpoint: str | None = None  # write the run's state to this file (atomically) to resume it later
+    checkpoint_every: int = 0  # also every N evaluations (at the LBFGS step that passes them); 0: only on a stop
+    resume: str | None = None  # continue the run saved in this checkpoint file (same inputs and settings)
+
+    def __post_init__(self) -> None:
+        for name in ("preview_every", "checkpoint_every"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+        for name in ("checkpoint", "resume"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, (str, os.PathLike)):
+                raise ValueError(f"{name} must be a file path, got {value!r}")
+        if self.checkpoint_every and self.checkpoint is None:
+            raise ValueError("checkpoint_every needs a checkpoint file")

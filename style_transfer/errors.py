@@ -24,6 +24,10 @@ class WeightsError(StyleTransferError):
     """VGG19 weights that cannot be had or do not fit the network."""
 
 
+class CheckpointError(StyleTransferError, ValueError):
+    """A checkpoint that cannot be written, read, or resumed by this run (other inputs or settings)."""
+
+
 class ResourceError(StyleTransferError, MemoryError):
     """Not enough memory for the asked size (refused beforehand, or the allocator gave up)."""
 

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import secrets
 import stat
+import tempfile
+from collections.abc import Iterator
 from typing import BinaryIO
+
+from .errors import OutputError
 
 
 def shown(path: object) -> str:
@@ -69,3 +75,81 @@ def open_regular(path: str | os.PathLike, error: type[Exception]) -> BinaryIO:
         os.close(fd)
         raise error(f"{shown(name)}: is not a regular file")
     return os.fdopen(fd, "rb")
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike, error: type[Exception]) -> Iterator[BinaryIO]:
+    """Write ``path`` all or nothing: a temp file in its folder, fsynced, then renamed over it.
+
+    On any failure inside the block the temp file is removed and an existing ``path`` is left as
+    it was. An ``OSError`` (the folder missing or not writable, a full disk) becomes ``error``
+    naming the path in one line; other exceptions pass unchanged.
+    """
+    name = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(name))
+    try:
+        fd, tmp = _create_temp(folder, os.path.splitext(name)[1])
+    except OSError as exc:
+        raise error(f"{shown(name)}: cannot write to folder {shown(folder)} ({exc.strerror})") from None
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, name)
+        fsync_folder(folder)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise error(f"{shown(name)}: cannot write ({exc.strerror or exc})") from None
+        raise
+
+
+def _create_temp(folder: str, suffix: str) -> tuple[int, str]:
+    """A new hidden file in ``folder``, open for writing, with the mode the umask gives a new file.
+
+    Not ``tempfile.mkstemp``: its files are 0600, and an output would stay unreadable to the
+    user's other accounts (a web server) after the rename.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+    for _ in range(100):
+        tmp = os.path.join(folder, f".stylize-{secrets.token_hex(6)}{suffix}")
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free temporary name", folder)
+
+
+def fsync_folder(folder: str) -> None:
+    """Make a rename in ``folder`` durable (best effort: some systems cannot open a folder)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def check_writable(path: str | os.PathLike, folder_word: str = "folder") -> None:
+    """Check, before any work, that a file can be written at ``path``: its folder exists and takes files.
+
+    Raises:
+        OutputError: a missing or unwritable folder (called ``folder_word`` in the message).
+    """
+    name = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(name))
+    if not os.path.isdir(folder):
+        what = "is not a folder" if os.path.exists(folder) else "does not exist"
+        raise OutputError(f"{shown(name)}: {folder_word} {shown(folder)} {what}")
+    try:  # the honest test of writability (os.access says yes to root on a read-only mount)
+        fd, probe = tempfile.mkstemp(prefix=".stylize-probe-", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise OutputError(f"{shown(name)}: {folder_word} {shown(folder)} is not writable ({exc.strerror})") from None

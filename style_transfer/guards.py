@@ -80,6 +80,10 @@ class RunStats:
             raise NonFiniteLoss(f"the image became non-finite after step {self.evaluations}; stopped, kept the "
                                 f"image of step {self.evaluations}", self._good_image(), self.evaluations)
 
+    def last_image(self) -> torch.Tensor | None:
+        """The image the last finite evaluation saw (a copy, as the loop keeps it), or None."""
+        return self._last_good
+
     def interrupted(self) -> Interrupted:
         """The ``Interrupted`` error for Ctrl-C now: the current image clamped, else the last good one."""
         image = None

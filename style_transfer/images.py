@@ -6,7 +6,6 @@ import contextlib
 import os
 import re
 import sys
-import tempfile
 import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -16,7 +15,7 @@ from PIL import Image, ImageOps
 
 from . import provenance
 from .errors import ImageError, OutputError
-from .files import open_regular, shown
+from .files import atomic_output, check_writable, open_regular, shown
 
 if TYPE_CHECKING:
     import torch
@@ -68,16 +67,7 @@ def check_output(path: str | os.PathLike) -> str:
     if os.path.isdir(name):
         raise OutputError(f"{shown(name)}: is a directory; give an output file name such as out.jpg")
     fmt = output_format(name)
-    folder = os.path.dirname(os.path.abspath(name))
-    if not os.path.isdir(folder):
-        what = "is not a folder" if os.path.exists(folder) else "does not exist"
-        raise OutputError(f"{shown(name)}: output folder {shown(folder)} {what}")
-    try:  # the honest test of writability (os.access says yes to root on a read-only mount)
-        fd, probe = tempfile.mkstemp(prefix=".stylize-probe-", dir=folder)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
-        raise OutputError(f"{shown(name)}: output folder {shown(folder)} is not writable ({exc.strerror})") from None
+    check_writable(name, "output folder")
     return fmt
 
 
@@ -353,41 +343,8 @@ def save_image(image: Image.Image | torch.Tensor, path: str | os.PathLike, *,
         image = tensor_to_pil(image)
     fmt = check_output(path)
     options = provenance.save_options(metadata, fmt) if metadata is not None else {}
-    name = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(name))
     if image.mode not in (("RGB", "L") if fmt == "JPEG" else ("RGB", "RGBA", "L", "P", "1")):
         with _quiet_pillow():
             image = pil_to_rgb(image)  # RGBA over white, 16-bit scaled: what JPEG and others can hold
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".stylize-", suffix=Path(name).suffix, dir=folder)
-    except OSError as exc:
-        raise OutputError(f"{shown(name)}: cannot write to folder {shown(folder)} ({exc.strerror})") from None
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            image.save(handle, format=fmt, **options)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, name)
-        _fsync_folder(folder)
-    except BaseException as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(exc, OSError):
-            raise OutputError(f"{shown(name)}: cannot write ({exc.strerror or exc})") from None
-        raise
-
-
-def _fsync_folder(folder: str) -> None:
-    """Make the rename durable (best effort: some systems cannot open a folder)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    with atomic_output(path, OutputError) as handle:
+        image.save(handle, format=fmt, **options)

@@ -223,7 +223,7 @@ def make_record(settings: Any, *, content: Any, styles: Sequence[Any], weights: 
     Raises:
         ImageError: an input file that cannot be read. WeightsError: a weights file that cannot.
     """
-    values = _settings_dict(settings)
+    values = settings_dict(settings)
     inputs: dict[str, Any] = {"content": input_entry(content), "styles": [input_entry(s) for s in styles]}
     init = values.get("init")
     if isinstance(init, (str, os.PathLike)) and init not in _INIT_WORDS:
@@ -252,7 +252,7 @@ def make_record(settings: Any, *, content: Any, styles: Sequence[Any], weights: 
     return _jsonable(record)
 
 
-def _settings_dict(settings: Any) -> dict[str, Any]:
+def settings_dict(settings: Any) -> dict[str, Any]:
     if dataclasses.is_dataclass(settings) and not isinstance(settings, type):
         return {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)}
     if isinstance(settings, Mapping):
@@ -439,3 +439,46 @@ def record_field(record: Mapping[str, Any], dotted: str) -> Any:
         else:
             raise KeyError(".".join(done))
     return value
+
+
+def replay_config(record: dict[str, Any], *, weights: str | None = None, device: str | None = None) -> Any:
+    """The settings of a recorded run as a ``StyleConfig`` (``read_record``'s record).
+
+    ``weights``: the weights to use when the record names a weights file (records keep file names
+    only); ``device``: another device than the recorded setting's.
+
+    Raises:
+        ValueError: the record holds no usable settings, or asks for a weights file not given.
+    """
+    settings = dict(record.get("settings") or {})
+    if not settings:
+        raise ValueError("the record holds no settings")
+    recorded = record.get("weights") or {}
+    if recorded.get("kind") == "file" and weights is None:
+        raise ValueError(f"the run used the weights file {recorded.get('name')!r}: give it with --weights")
+    if weights is not None:
+        settings["weights"] = weights
+    if device is not None:
+        settings["device"] = device
+    from .config import StyleConfig  # config imports nothing heavy; here only replay needs it
+
+    known = {f.name for f in dataclasses.fields(StyleConfig)}
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in settings.items() if k in known}
+    return StyleConfig(**values)
+
+
+def check_replay_inputs(record: dict[str, Any], content: Any, styles: Sequence[Any],
+                        weights: str) -> None:
+    """Raise ``ValueError`` (one line) unless the inputs and weights are the recorded run's, by SHA-256."""
+    inputs = record.get("inputs") or {}
+    wanted = [(inputs.get("content") or {}).get("sha256")] + [s.get("sha256") for s in inputs.get("styles") or []]
+    given = [input_entry(content)["sha256"]] + [input_entry(s)["sha256"] for s in styles]
+    if len(wanted) != len(given):
+        raise ValueError(f"the recorded run had {len(wanted) - 1} style image(s), {len(given) - 1} given")
+    names = ["content"] + [f"style {i + 1}" for i in range(len(given) - 1)]
+    for name, want, have in zip(names, wanted, given):
+        if want != have:
+            raise ValueError(f"the {name} image is not the recorded run's (SHA-256 differs)")
+    recorded = record.get("weights") or {}
+    if recorded.get("sha256") and weights_entry(weights).get("sha256") not in (None, recorded["sha256"]):
+        raise ValueError("the weights are not the recorded run's (SHA-256 differs)")

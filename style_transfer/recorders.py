@@ -18,23 +18,20 @@ extra to install when it is missing.
 
 from __future__ import annotations
 
-import errno
 import json
 import math
 import os
-import secrets
-import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TextIO, Union
+from typing import TYPE_CHECKING, Any, Protocol, TextIO, Union
 
 from PIL import Image, features
 
 from . import provenance
 from .errors import OutputError, StyleTransferError
-from .files import open_regular, shown
-from .images import _fsync_folder, check_output, is_tensor, save_image, tensor_to_pil
+from .files import atomic_output, check_writable, open_regular, shown
+from .images import check_output, is_tensor, save_image, tensor_to_pil
 
 if TYPE_CHECKING:
     import torch
@@ -306,7 +303,8 @@ class Animation:
             options.update(WEBP_OPTIONS)
         if record is not None:
             options.update(provenance.save_options(record, self.format))
-        _write_atomically(self.path, lambda handle: frames[0].save(handle, format=self.format, **options))
+        with atomic_output(self.path, OutputError) as handle:
+            frames[0].save(handle, format=self.format, **options)
         self.closed = True
         self._frames = []
         return self.path
@@ -323,69 +321,6 @@ def _shared_palette(frames: Sequence[Image.Image]) -> list[Image.Image]:
         x += sample.width
     palette = strip.quantize(GIF_COLORS, method=Image.Quantize.MEDIANCUT)
     return [f.quantize(palette=palette, dither=Image.Dither.NONE) for f in frames]
-
-
-def _write_atomically(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> None:
-    """Call ``write`` on a temporary file in ``path``'s folder, fsync, rename it over ``path``.
-
-    On any failure the temporary file is removed and a file already at ``path`` is left as it was.
-
-    Raises:
-        OutputError: an OSError on the way, naming ``path``.
-    """
-    name = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(name))
-    try:
-        fd, tmp = _create_temp(folder, Path(name).suffix)
-    except OSError as exc:
-        raise OutputError(f"{shown(name)}: cannot write to folder {shown(folder)} ({exc.strerror})") from None
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            write(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, name)
-    except BaseException as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(exc, OSError):
-            raise OutputError(f"{shown(name)}: cannot write ({exc.strerror or exc})") from None
-        raise
-    _fsync_folder(folder)
-
-
-def _create_temp(folder: str, suffix: str) -> tuple[int, str]:
-    """A new hidden file in ``folder``, opened for writing, with the mode the umask gives a new file.
-
-    Not ``tempfile.mkstemp``: its files are 0600, and the output would stay unreadable to the
-    user's other accounts (a web server) after the rename.
-    """
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
-    for _ in range(100):
-        tmp = os.path.join(folder, f".stylize-{secrets.token_hex(6)}{suffix}")
-        try:
-            return os.open(tmp, flags, 0o666), tmp
-        except FileExistsError:
-            continue
-    raise FileExistsError(errno.EEXIST, "no free temporary name", folder)
-
-
-def _check_writable(name: str, example: str) -> None:
-    """``name`` is not a folder, and its folder exists and takes a new file (as ``check_output``)."""
-    if os.path.isdir(name):
-        raise OutputError(f"{shown(name)}: is a directory; give a file name such as {example}")
-    folder = os.path.dirname(os.path.abspath(name))
-    if not os.path.isdir(folder):
-        what = "is not a folder" if os.path.exists(folder) else "does not exist"
-        raise OutputError(f"{shown(name)}: output folder {shown(folder)} {what}")
-    try:  # the honest test (os.access says yes to root on a read-only mount)
-        fd, probe = tempfile.mkstemp(prefix=".stylize-probe-", dir=folder)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
-        raise OutputError(f"{shown(name)}: output folder {shown(folder)} is not writable ({exc.strerror})") from None
 
 
 def _number(value: float) -> float | str:
@@ -429,7 +364,9 @@ class LossLog:
         self.path = Path(path)
         self.rows: list[dict[str, Any]] = []
         name = os.fspath(path)
-        _check_writable(name, "losses.jsonl")
+        if os.path.isdir(name):
+            raise OutputError(f"{shown(name)}: is a directory; give a log file name such as losses.jsonl")
+        check_writable(name, "output folder")
         try:
             self._handle: TextIO | None = open(name, "w", encoding="utf-8", newline="\n")
         except OSError as exc:
@@ -539,7 +476,7 @@ def check_plot_path(path: str | os.PathLike) -> str:
     if fmt is None:
         said = f"extension {shown(ext)!r}" if ext else "no extension"
         raise OutputError(f"{shown(name)}: cannot write a plot with {said} (use .png, .svg or .pdf)")
-    _check_writable(name, "losses.png")
+    check_writable(name, "output folder")
     return fmt
 
 
@@ -627,5 +564,6 @@ def plot_losses(rows: Iterable[Mapping[str, Any]], path: str | os.PathLike, *, t
     if fmt == "png" and record is not None:
         # A tEXt chunk of the record's ASCII JSON under provenance's keyword: read_record finds it.
         options["metadata"] = {provenance.RECORD_KEY: provenance.record_text(record)}
-    _write_atomically(path, lambda handle: figure.savefig(handle, format=fmt, dpi=PLOT_DPI, **options))
+    with atomic_output(path, OutputError) as handle:
+        figure.savefig(handle, format=fmt, dpi=PLOT_DPI, **options)
     return Path(path)

@@ -1,11 +1,13 @@
-"""The style model (losses inserted into VGG19) and the tutorial's LBFGS loop; ``stylize()``."""
+"""The tutorial's functions: the style model (losses inserted into VGG19), its LBFGS loop, ``stylize()``.
+
+A whole run (sizes, events, previews, checkpoints) is ``run.Run``; ``stylize()`` here calls it.
+"""
 
 from __future__ import annotations
 
-import functools
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -15,14 +17,13 @@ from torch import nn, optim
 from .backward import check_backward, per_module_backward, weighted_scores
 from .config import CPU_DEFAULT_SIZE, GPU_DEFAULT_SIZE, TUTORIAL_CONTENT_LAYERS, TUTORIAL_STYLE_LAYERS, StyleConfig
 from . import colors
-from .fast import (FAST_SCALE_SHARES, LBFGS_MAX_ITER, TORCH_LBFGS_HISTORY, Speed, accelerate, scale_budgets,
-                   scale_sizes, speed_from_config)
-from .guards import RunStats, SizeFn, check_memory, keeps_image_on_interrupt, out_of_memory
-from .images import MIN_SIDE, ImageSource, load_image, tensor_to_pil, working_size
+from .fast import LBFGS_MAX_ITER, TORCH_LBFGS_HISTORY, Speed, accelerate
+from .guards import RunStats, SizeFn, keeps_image_on_interrupt
+from .images import MIN_SIDE, ImageSource, load_image, working_size
 from .layers import resolve_layers, swap_pooling
 from .loss_terms import TotalVariationLoss, make_content_loss, make_style_loss, normalized_blend
 from .losses import ContentLoss, StyleLoss
-from .models import IMAGENET_MEAN, IMAGENET_STD, DownloadProgress, Normalization, load_vgg19_features
+from .models import DownloadProgress, Normalization
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,12 @@ class StepInfo:
     style_loss: float  # style_weight * sum of style losses
     content_loss: float  # content_weight * sum of content losses
     tv_loss: float = 0.0  # tv_weight * total variation (0 without --tv-weight)
+    # Filled in by the run API (run.Run); the tutorial's loop leaves them at these defaults.
+    elapsed: float = 0.0  # seconds since the run started (its images loaded), resumed runs included
+    size: tuple[int, int] = (0, 0)  # (width, height) of the image being optimised
+    scale: int = 0  # which coarse-to-fine size, from 0 (the smallest)
+    scales: int = 1  # how many sizes the run has
+    preview: Image.Image | None = field(default=None, repr=False)  # the image of this evaluation, when asked for
 
     @property
     def loss(self) -> float:
@@ -212,6 +219,8 @@ def optimize(
     stats: RunStats,
     backward: str = "combined",
     history_size: int = TORCH_LBFGS_HISTORY,
+    resume: Resume | None = None,
+    on_step_end: StepEndCallback | None = None,
 ) -> torch.Tensor:
     """The tutorial's loop: LBFGS steps until more than ``num_steps`` closure evaluations ran.
 
@@ -223,6 +232,12 @@ def optimize(
     LBFGS stopping early, and turns Ctrl-C into ``Interrupted``. ``backward`` is ``combined``
     (one backward of the summed loss, the tutorial's) or ``per-module`` (one backward per loss
     module, retaining the graph: the 2017 tutorial's; the same objective).
+
+    Beyond the tutorial, for the run API's checkpoints (``run.py``): ``resume`` continues a loop
+    from the optimiser state and evaluation count it had after one of its ``optimizer.step()``
+    calls (``input_img`` then holds that step's image), and ``on_step_end(optimizer, input_img,
+    evaluations)`` is called after every ``optimizer.step()``, where the state is whole. Neither
+    changes a number the loop computes.
     """
     check_backward(backward)
     input_img.requires_grad_(True)
@@ -231,6 +246,9 @@ def optimize(
     optimizer = get_input_optimizer(input_img, optimizer_name=optimizer_name, lr=lr, history_size=history_size)
     planned = planned_evaluations(num_steps, optimizer_name)
     run = [0]
+    if resume is not None:
+        optimizer.load_state_dict(resume.optimizer_state)
+        run[0] = resume.evaluations
     while run[0] <= num_steps:
 
         def closure() -> torch.Tensor:
@@ -259,6 +277,8 @@ def optimize(
 
         iterations = optimizer.state[input_img].get("n_iter", 0)
         optimizer.step(closure)
+        if on_step_end is not None:
+            on_step_end(optimizer, input_img, run[0])
         # Departure: once LBFGS returns at once (gradient below tolerance) the tutorial re-evaluates the same
         # image until num_steps; we stop, with the same image, and say so.
         if stats.stopped_early(optimizer, input_img, iterations, unfinished=run[0] <= num_steps):
@@ -268,6 +288,19 @@ def optimize(
     input_img.requires_grad_(False)
     stats.check_final(input_img)  # LBFGS's last update is never evaluated: it must be finite too
     return input_img
+
+
+@dataclass(frozen=True)
+class Resume:
+    """Where ``optimize`` continues: the optimiser's ``state_dict()`` after one of its steps, and the
+    closure evaluations the loop had run by then."""
+
+    optimizer_state: dict
+    evaluations: int
+
+
+# Called after every optimizer.step() with the optimiser, the image and the evaluations so far.
+StepEndCallback = Callable[[optim.Optimizer, torch.Tensor, int], None]
 
 
 def _value(score: torch.Tensor | float) -> float:
@@ -298,6 +331,8 @@ def run_style_transfer(
     stats: RunStats | None = None,
     backward: str = "combined",
     speed: Speed | None = None,
+    resume: Resume | None = None,
+    on_step_end: StepEndCallback | None = None,
 ) -> torch.Tensor:
     """The tutorial's ``run_style_transfer``: build the style model, optimise ``input_img``.
 
@@ -314,6 +349,7 @@ def run_style_transfer(
         stats: filled in with the evaluations run and whether LBFGS converged.
         backward: ``combined`` (the tutorial's) or ``per-module`` (see ``optimize``).
         speed: the opt-in fast path (``fast.Speed``); None computes exactly what the tutorial does.
+        resume, on_step_end: checkpoints (see ``optimize``).
 
     Returns:
         ``input_img``, clamped to [0, 1].
@@ -329,9 +365,12 @@ def run_style_transfer(
     speed = speed or Speed()
     if speed.changes_model:  # issue 6: bf16 / channels_last / fused Gram (fast.py)
         model, style_losses, content_losses = accelerate(model, style_losses, content_losses, speed)
+        if resume is not None:  # a bf16 model's float32 start counts evaluations: continue its count
+            model.exact_left = max(0, model.exact_left - resume.evaluations)
     return optimize(model, style_losses, content_losses, input_img, num_steps, style_weight, content_weight,
                     progress, optimizer_name=optimizer_name, lr=lr, extra_losses=extra_losses,
-                    stats=stats, backward=backward, history_size=speed.history_size)
+                    stats=stats, backward=backward, history_size=speed.history_size, resume=resume,
+                    on_step_end=on_step_end)
 
 
 def initial_image(content_img: torch.Tensor, init: str, seed: int, *,
@@ -358,26 +397,6 @@ def initial_image(content_img: torch.Tensor, init: str, seed: int, *,
     return torch.rand(content_img.shape, generator=generator).to(content_img.device)
 
 
-def _memory_guarded(function: Callable[..., Image.Image]) -> Callable[..., Image.Image]:
-    """Turn an allocator failure inside ``stylize`` into a one-line ``ResourceError``."""
-
-    @functools.wraps(function)
-    def guarded(content: ImageSource, style: ImageSource, config: StyleConfig | None = None,
-                **kwargs: object) -> Image.Image:
-        try:
-            return function(content, style, config, **kwargs)
-        except (RuntimeError, MemoryError) as exc:
-            config = config or StyleConfig()
-            device = resolve_device(config.device)
-            error = out_of_memory(exc, config.size or default_size(device), device)
-            if error is None:
-                raise
-            raise error from None
-
-    return guarded
-
-
-@_memory_guarded
 def stylize(
     content: ImageSource,
     style: ImageSource | Sequence[ImageSource],
@@ -387,7 +406,7 @@ def stylize(
     download_progress: DownloadProgress | None = None,
     stats: RunStats | None = None,
 ) -> Image.Image:
-    """Repaint ``content`` in the style of ``style``; the one-call API.
+    """Repaint ``content`` in the style of ``style``; the one-call API (a ``run.Run`` without options).
 
     Args:
         content, style: file paths, Pillow images or ``(1, 3, H, W)`` tensors in [0, 1];
@@ -407,41 +426,9 @@ def stylize(
         ResourceError: the size cannot fit in memory (checked before the model loads) or ran out.
         Interrupted, NonFiniteLoss: the run stopped early; the exception carries the last good image.
     """
-    config = config or StyleConfig()
-    device = resolve_device(config.device)
-    size = config.size or default_size(device)
-    speed = speed_from_config(config, device)  # issue 6: checks bf16 support before any work
-    sizes = scale_sizes(size, config.scales, config.min_size)  # [size] unless coarse-to-fine
-    budgets = scale_budgets(config.steps, len(sizes), config.scale_steps, FAST_SCALE_SHARES if config.fast else None)
-    styles = list(style) if isinstance(style, (list, tuple)) else [style]
-    normalized_blend(config.style_blend, len(styles))  # a blend that does not fit fails before any work
-    # Images are read before the model loads, so a bad image fails fast.
-    content_img = load_image(content, size, device)
-    style_imgs = [load_image(s, style_size(size, config.style_scale), device) for s in styles]
-    largest_style = max(style_imgs, key=lambda image: image.shape[-1] * image.shape[-2])
-    check_memory(tuple(content_img.shape[-2:]), tuple(largest_style.shape[-2:]), device, size,
-                 _working_sizes(content_img, largest_style, config.style_scale), speed=speed)
-    alpha = colors.content_alpha(content, size) if config.keep_alpha else None
-    transfer_content, style_imgs = prepare_colors(content_img, style_imgs, config.preserve_colors)
-    input_img = initial_image(transfer_content, config.init, config.seed, style_img=style_imgs[0])
-    if config.preserve_colors == "luminance" and config.init not in ("content", "noise", "style"):
-        input_img = colors.gray(colors.luminance(input_img))  # a start file's luminance
-    cnn = load_vgg19_features(config.weights, download_progress=download_progress).to(device)
-    steps, report = config.steps, progress
-    if len(sizes) > 1:  # issue 6: coarse-to-fine; the smaller sizes' result starts this one
-        input_img, report = coarse_start(cnn, content, styles, config, device, sizes, budgets, speed, progress, stats)
-        input_img, steps = _fit(input_img, transfer_content), budgets[-1] - 1  # -1: see coarse_start
-    output = run_style_transfer(cnn, IMAGENET_MEAN, IMAGENET_STD, transfer_content,
-                                style_imgs[0] if len(style_imgs) == 1 else style_imgs, input_img,
-                                steps, config.style_weight, config.content_weight,
-                                content_layers=config.content_layers, style_layers=config.style_layers,
-                                progress=report, style_layer_weights=config.style_layer_weights,
-                                style_blend=config.style_blend, loss_form=config.loss_form, pooling=config.pooling,
-                                tv_weight=config.tv_weight, optimizer_name=config.optimizer, lr=config.lr,
-                                stats=stats, backward=config.backward, speed=speed)
-    if config.preserve_colors == "luminance":
-        output = colors.keep_content_chroma(output, content_img)
-    return colors.attach_alpha(tensor_to_pil(output), alpha)
+    from .run import Run  # run.py builds on this module
+
+    return Run(content, style, config, download_progress=download_progress).execute(progress, stats=stats).image
 
 
 def style_size(size: int, style_scale: float) -> int:
@@ -480,51 +467,3 @@ def _working_sizes(content_img: torch.Tensor, style_img: torch.Tensor, style_sca
     (content_h, content_w), (style_h, style_w) = content_img.shape[-2:], style_img.shape[-2:]
     return lambda size: (working_size(content_w, content_h, size)[::-1],
                          working_size(style_w, style_h, style_size(size, style_scale))[::-1])
-
-
-def coarse_start(cnn: nn.Sequential, content: ImageSource, styles: Sequence[ImageSource], config: StyleConfig,
-                 device: torch.device, sizes: Sequence[int], budgets: Sequence[int], speed: Speed | None = None,
-                 progress: ProgressCallback | None = None,
-                 stats: RunStats | None = None) -> tuple[torch.Tensor, ProgressCallback | None]:
-    """Coarse-to-fine (issue 6, not in the tutorial): run every size but the last, smallest first.
-
-    Each size starts from the previous result, upsampled, with its own images and style targets;
-    most evaluations thus run where they are cheap (a quarter of the pixels per halving). A
-    size's budget counts evaluations rounded up to whole LBFGS steps (20), so the loop gets
-    ``budget - 1`` (the tutorial's ``while evaluations <= steps`` would run one step more).
-
-    Returns:
-        The result at ``sizes[-2]`` (the images the transfer sees: gray under ``luminance``), and
-        the progress callback for the last size, which continues the running count.
-    """
-    total = sum(planned_evaluations(budget - 1, config.optimizer) for budget in budgets)
-    done: list[int] = [0]
-
-    def report(info: StepInfo) -> None:
-        done[0] += 1
-        if progress is not None:
-            progress(StepInfo(done[0], total, info.style_loss, info.content_loss, info.tv_loss))
-
-    image: torch.Tensor | None = None
-    for size, budget in zip(sizes[:-1], budgets):
-        content_img = load_image(content, size, device)
-        style_imgs = [load_image(s, style_size(size, config.style_scale), device) for s in styles]
-        transfer_content, style_imgs = prepare_colors(content_img, style_imgs, config.preserve_colors)
-        if image is None:
-            image = initial_image(transfer_content, config.init, config.seed, style_img=style_imgs[0])
-            if config.preserve_colors == "luminance" and config.init not in ("content", "noise", "style"):
-                image = colors.gray(colors.luminance(image))
-        else:
-            image = _fit(image, transfer_content)
-        image = run_style_transfer(cnn, IMAGENET_MEAN, IMAGENET_STD, transfer_content,
-                                   style_imgs[0] if len(style_imgs) == 1 else style_imgs, image, budget - 1,
-                                   config.style_weight, config.content_weight,
-                                   content_layers=config.content_layers, style_layers=config.style_layers,
-                                   progress=report, style_layer_weights=config.style_layer_weights,
-                                   style_blend=config.style_blend, loss_form=config.loss_form,
-                                   pooling=config.pooling, tv_weight=config.tv_weight,
-                                   optimizer_name=config.optimizer, lr=config.lr, stats=stats,
-                                   backward=config.backward, speed=speed)
-    if image is None:
-        raise ValueError("coarse_start needs at least two sizes")
-    return image, report

@@ -11,6 +11,7 @@ from PIL import Image
 
 from style_transfer import StyleConfig, get_input_optimizer, get_style_model_and_losses, run_style_transfer, stylize
 from style_transfer import transfer
+from style_transfer import run as run_module
 from style_transfer.cli import main
 from style_transfer.images import load_image, tensor_to_pil
 from style_transfer.loss_terms import TotalVariationLoss, blended_gram, normalized_blend, total_variation
@@ -102,7 +103,7 @@ def test_style_scale_resizes_the_styles(monkeypatch, content_32, scale: float, l
         seen.append((tuple(content.shape), [tuple(s.shape) for s in (style if isinstance(style, list) else [style])]))
         return input_img
 
-    monkeypatch.setattr(transfer, "run_style_transfer", spy)
+    monkeypatch.setattr(run_module, "run_style_transfer", spy)
     style = torch.rand(1, 3, 40, 80)
     stylize(content_32, [style, style[..., :40]], StyleConfig(size=32, steps=1, weights="random", device="cpu",
                                                               style_scale=scale))

@@ -20,6 +20,7 @@ from torch import nn
 
 from style_transfer import StyleConfig, get_style_model_and_losses, run_style_transfer, stylize
 from style_transfer import guards, losses, transfer
+from style_transfer import run as run_module
 from style_transfer.errors import Interrupted, NonFiniteLoss, ResourceError
 from style_transfer.fast import Speed, accelerate, bf16_supported, speed_from_config
 from style_transfer.guards import RunStats, estimate_bytes
@@ -120,7 +121,7 @@ def test_interrupt_before_the_first_step_leaves_output(tmp_path: Path, monkeypat
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(transfer, "load_vgg19_features", interrupted)
+    monkeypatch.setattr(run_module, "load_vgg19_features", interrupted)
     out = tmp_path / "o.png"
     out.write_bytes(b"precious")
     result = invoke([CONTENT, STYLE, "-o", str(out), *FAST], 130)
@@ -228,7 +229,7 @@ def test_out_of_memory_one_line_suggests_smaller_size(tmp_path: Path, monkeypatc
     def exhausted(*args, **kwargs):
         raise error
 
-    monkeypatch.setattr(transfer, "run_style_transfer", exhausted)
+    monkeypatch.setattr(run_module, "run_style_transfer", exhausted)
     line = one_error_line(invoke([CONTENT, STYLE, "-o", str(tmp_path / "o.png"), *FAST], 1))
     assert line == "Error: out of memory on cpu at size 32 px; try a smaller --size (e.g. 16)"
     assert os.listdir(tmp_path) == []
@@ -245,7 +246,7 @@ def test_size_that_cannot_fit_is_refused_before_the_model_loads(tmp_path: Path,
     free = estimate_bytes(*sizes(160)) + 1  # room for 160 px, not for 176
     assert estimate_bytes(*sizes(176)) > free
     monkeypatch.setattr(guards, "available_bytes", lambda device: free)
-    monkeypatch.setattr(transfer, "load_vgg19_features", lambda *a, **k: pytest.fail("the model was loaded"))
+    monkeypatch.setattr(run_module, "load_vgg19_features", lambda *a, **k: pytest.fail("the model was loaded"))
     out = tmp_path / "o.png"
     line = one_error_line(invoke([content, style, "-o", str(out), "--weights", "random", "--size", "1024",
                                   "--device", "cpu"], 1))
@@ -266,7 +267,7 @@ def test_fast_estimate_names_the_size_that_fits_with_fast(tmp_path: Path, monkey
 
     free = estimate_bytes(*sizes(160)) + 1  # the default path fits 160 px, the fast path more
     monkeypatch.setattr(guards, "available_bytes", lambda device: free)
-    monkeypatch.setattr(transfer, "load_vgg19_features", lambda *a, **k: pytest.fail("the model was loaded"))
+    monkeypatch.setattr(run_module, "load_vgg19_features", lambda *a, **k: pytest.fail("the model was loaded"))
     line = one_error_line(invoke([content, style, "-o", str(tmp_path / "o.png"), "--weights", "random",
                                   "--size", "1024", "--device", "cpu", "--fast"], 1))
     best = int(re.search(r"--size (\d+)\)$", line).group(1))
@@ -398,7 +399,7 @@ def test_unexpected_error_is_one_line_and_debug_shows_traceback(tmp_path: Path,
     def buggy(*args, **kwargs):
         raise TypeError("boom")
 
-    monkeypatch.setattr("style_transfer.cli.stylize", buggy)
+    monkeypatch.setattr("style_transfer.run.Run.execute", buggy)
     args = [CONTENT, STYLE, "-o", str(tmp_path / "o.png"), *FAST]
     line = one_error_line(invoke(args, 1))
     assert line == "Error: unexpected TypeError: boom (rerun with --debug for the traceback)"
@@ -419,18 +420,27 @@ def test_resource_error_is_a_memory_error() -> None:
 
 
 def test_ctrl_c_during_the_loop_stops_at_the_next_evaluation() -> None:
-    """The CLI's SIGINT handler: raised at once before the loop and on a second Ctrl-C; during the loop
-    only noted, then raised by check() between evaluations (never inside a destructor, where Python
-    would print "Exception ignored" and the run would go on)."""
-    from style_transfer.cli import _CtrlC
+    """The CLI's signal handlers: at once before the loop and on a second Ctrl-C; during the loop a
+    Ctrl-C or SIGTERM only asks the run to stop (Run.cancel), and the run stops between evaluations
+    (never inside a destructor, where Python would print "Exception ignored" and the run would go on)."""
+    from style_transfer.cli_watch import Signals
+    from style_transfer.run import Run
 
-    before_loop = _CtrlC()
+    before_loop = Signals(Run("a.png", "b.png"))
     with pytest.raises(KeyboardInterrupt):
-        before_loop(signal.SIGINT, None)
-    looping = _CtrlC()
-    looping.check()  # the first evaluation is done
-    looping(signal.SIGINT, None)  # noted, not raised
+        before_loop._handle(signal.SIGINT, None)
+    with pytest.raises(SystemExit) as stop:
+        before_loop._handle(signal.SIGTERM, None)
+    assert stop.value.code == 143
+    run = Run("a.png", "b.png")
+    looping = Signals(run)
+    looping.watching(lambda info: None)(None)  # the first evaluation is done
+    looping._handle(signal.SIGINT, None)  # noted, not raised
+    assert run.cancelled and run._reason == "interrupted"
     with pytest.raises(KeyboardInterrupt):
-        looping.check()
-    with pytest.raises(KeyboardInterrupt):
-        looping(signal.SIGINT, None)  # a second Ctrl-C: at once
+        looping._handle(signal.SIGINT, None)  # a second Ctrl-C: at once
+    terminated = Run("a.png", "b.png")
+    term = Signals(terminated)
+    term.watching(lambda info: None)(None)
+    term._handle(signal.SIGTERM, None)
+    assert terminated.cancelled and terminated._reason == "terminated"

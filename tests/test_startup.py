@@ -16,7 +16,7 @@ import pytest
 from .conftest import IMAGES
 
 ROOT = Path(__file__).resolve().parent.parent
-HEAVY = ("torch", "torchvision", "numpy", "tqdm")
+HEAVY = ("torch", "torchvision", "numpy", "tqdm", "matplotlib")
 
 
 def imported(args: list[str], exit_code: int) -> tuple[set[str], str]:

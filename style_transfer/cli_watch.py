@@ -1,0 +1,191 @@
+"""What the command shows and keeps while a run goes: the progress bar, the files written along the way
+(frames, animation, loss log, plot), the result with its provenance record, and Ctrl-C / SIGTERM.
+
+The command's half of the run API (``run.Run``): nothing here computes; it turns events into output.
+torch is never imported here: ``Watch`` is built, and its paths checked, before the model loads.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from collections.abc import Callable
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+from . import provenance, recorders
+from .errors import RunStopped
+from .files import shown
+from .images import save_image
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
+
+    from .run import Run, RunResult
+    from .transfer import StepInfo
+
+ANIMATION_EVERY = 10  # --animate's frame interval in evaluations when --save-every is not given
+EXIT_CODES = {"interrupted": 130, "cancelled": 130, "terminated": 143}  # a stopped run's exit code
+
+
+class Watch:
+    """The command's view of one run. Its paths are checked when it is made (before any work).
+
+    Raises:
+        ValueError, StyleTransferError: a bad interval, or a path that cannot be written (one line).
+    """
+
+    def __init__(self, output: str, *, quiet: bool = False, save_every: int = 0, save_dir: str | None = None,
+                 animate: str | None = None, log_path: str | None = None, plot: str | None = None,
+                 metadata: bool = True) -> None:
+        if save_every < 0:
+            raise ValueError(f"save-every must be an integer >= 0, got {save_every}")
+        if save_dir is not None and not save_every:
+            raise ValueError("--save-dir needs --save-every")
+        self.output, self.quiet, self.metadata = output, quiet, metadata
+        self.run: Run | None = None  # set by the command once the run is made: the records name it
+        self.frames = None
+        if save_every:
+            self.frames = recorders.FrameSaver(output, save_every, save_dir=save_dir, record=self._record_now)
+        self.animation = None
+        if animate is not None:
+            recorders.check_animation_path(animate)
+            self.animation = recorders.Animation(animate, save_every or ANIMATION_EVERY)
+        if plot is not None:
+            recorders.check_plot_path(plot)
+            recorders.check_plot_available()
+        self.plot = plot
+        self.log = recorders.LossLog(log_path) if log_path is not None else None  # opened now: checks the path
+        self.rows: list[dict[str, Any]] = []  # the loss curves, for --plot
+        self.bars: dict[str, tqdm] = {}  # made on first use, so an early error prints one line only
+        self.preview_every = recorders.preview_interval(save_every or None,
+                                                        self.animation.every if self.animation else None) or 0
+
+    def on_download(self, done: int, total: int) -> None:
+        if self.quiet:
+            return
+        from tqdm import tqdm
+
+        if "download" not in self.bars:
+            self.bars["download"] = tqdm(total=total or None, unit="B", unit_scale=True, file=sys.stderr,
+                                         desc="downloading VGG19 weights (once)")
+        self.bars["download"].update(done - self.bars["download"].n)
+
+    def on_event(self, info: StepInfo) -> None:
+        """After each evaluation: the bar, and whatever files the options asked for."""
+        self._bar(info)
+        if self.frames is not None:
+            self.frames(info)
+        if self.animation is not None:
+            self.animation(info)
+        if self.log is not None:
+            self.log(info)
+        if self.plot is not None:
+            self.rows.append(recorders.loss_row(info))
+
+    def _bar(self, info: StepInfo) -> None:
+        from tqdm import tqdm
+
+        if "steps" not in self.bars:
+            self.bars["steps"] = tqdm(total=info.total, unit="step", file=sys.stderr, disable=self.quiet,
+                                      dynamic_ncols=True)
+        bar = self.bars["steps"]
+        if info.step > bar.total:
+            bar.total = info.step  # rare: an LBFGS step that ended early put one more step in the plan
+        bar.update(info.step - bar.n)
+        losses = {"style": f"{info.style_loss:.4g}", "content": f"{info.content_loss:.4g}"}
+        if info.tv_loss:
+            losses["tv"] = f"{info.tv_loss:.4g}"
+        if info.scales > 1:
+            losses["size"] = f"{info.size[0]}x{info.size[1]}"
+        bar.set_postfix(losses, refresh=False)
+
+    def _record_now(self, info: StepInfo) -> dict[str, Any] | None:
+        """The record of an image written along the way: the settings, and the run so far."""
+        if not self.metadata or self.run is None:
+            return None
+        return self.run.record(info.step, "running", {"style": info.style_loss, "content": info.content_loss,
+                                                       "tv": info.tv_loss, "loss": info.loss}, info.elapsed)
+
+    def finish(self, result: RunResult) -> None:
+        """Write the result (with its record), then the animation and the plot; close the bar and log."""
+        steps = self.bars.get("steps")
+        if steps is not None and steps.n < steps.total and result.stopped not in EXIT_CODES:
+            steps.total = steps.n  # LBFGS converged or the loss plateaued: the bar ends on what ran
+            steps.refresh()
+        self.close()
+        record = result.record if self.metadata else None
+        save_image(result.image, self.output, metadata=record)
+        if self.animation is not None:
+            self.animation.close(result.image, record=record)
+        if self.plot is not None:
+            recorders.plot_losses(self.rows, self.plot, record=record)
+
+    def close(self) -> None:
+        for bar in self.bars.values():
+            bar.close()
+        self.bars.clear()
+        if self.log is not None:
+            self.log.close()
+
+    def record(self, run: Run, exc: RunStopped) -> dict[str, Any] | None:
+        """The record of the last good image a stopped run carries (None with --no-metadata)."""
+        if not self.metadata:
+            return None
+        stopped = "non-finite" if type(exc).__name__ == "NonFiniteLoss" else "interrupted"
+        return run.record(exc.step, stopped, {}, 0.0)
+
+
+class Signals:
+    """Ctrl-C and SIGTERM while a run is under way: the run ends after the evaluation in progress,
+    keeping its image (``Run.cancel``); before the first evaluation, and on a second Ctrl-C, they
+    stop at once (Ctrl-C: ``KeyboardInterrupt``; SIGTERM: exit 143).
+
+    Python raises ``KeyboardInterrupt`` wherever the main thread is when the signal is handled; in a
+    destructor or a weakref callback it only prints "Exception ignored" and the run goes on. So once
+    the loop runs, a signal only asks the run to stop, and the loop stops between evaluations.
+    """
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.looping = False
+        self.previous: dict[int, Any] = {}
+
+    def __enter__(self) -> Signals:
+        for number in (signal.SIGINT, signal.SIGTERM):
+            self.previous[number] = signal.signal(number, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for number, handler in self.previous.items():
+            signal.signal(number, handler)
+
+    def watching(self, callback: Callable[[StepInfo], None]) -> Callable[[StepInfo], None]:
+        """``callback`` for ``Run.execute``, noting that the loop runs."""
+
+        def on_event(info: StepInfo) -> None:
+            self.looping = True
+            callback(info)
+
+        return on_event
+
+    def _handle(self, number: int, frame: FrameType | None) -> None:
+        terminate = number == signal.SIGTERM
+        if not self.looping or (self.run.cancelled and not terminate):
+            if terminate:
+                raise SystemExit(EXIT_CODES["terminated"])
+            raise KeyboardInterrupt
+        self.run.cancel("terminated" if terminate else "interrupted")
+
+
+def read_record(path: str) -> dict[str, Any]:
+    """The provenance record of an earlier output, for --replay.
+
+    Raises:
+        ValueError: the file holds no record.
+    """
+    record = provenance.read_record(path)
+    if record is None:
+        raise ValueError(f"{shown(path)} holds no style_transfer record (written with --no-metadata, or by "
+                         f"another program)")
+    return record

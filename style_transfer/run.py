@@ -1,0 +1,383 @@
+"""One run as an object: an event after each evaluation, previews, cancellation, checkpoints and resume.
+
+``Run`` is what every front end drives (the command, and the web app, batch and video to come):
+
+    run = Run("photo.jpg", "style.jpg", StyleConfig(size=256), RunOptions(preview_every=20))
+    result = run.execute(on_event)   # on_event(StepInfo) after every evaluation; run.cancel() from any thread
+    result.image.save("out.png")     # result.record: the provenance record for every file the run writes
+
+It runs the tutorial's loop (``transfer.run_style_transfer``) once per working size (coarse-to-fine
+runs several, smallest first) and changes none of its numbers: ``stylize()`` is a ``Run`` without
+options and gives the image it always gave.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from PIL import Image
+
+from . import colors, provenance
+from .config import RunOptions, StyleConfig
+from .errors import CheckpointError, Interrupted, NonFiniteLoss
+from .fast import FAST_SCALE_SHARES, scale_budgets, scale_sizes, speed_from_config
+from .files import atomic_output, shown
+from .guards import RunStats, check_memory, out_of_memory
+from .images import ImageSource, load_image, tensor_to_pil
+from .loss_terms import normalized_blend
+from .models import IMAGENET_MEAN, IMAGENET_STD, DownloadProgress, load_vgg19_features
+from .transfer import (Resume, StepInfo, _fit, _working_sizes, default_size, initial_image, planned_evaluations,
+                       prepare_colors, resolve_device, run_style_transfer, style_size)
+
+EventCallback = Callable[[StepInfo], None]
+CHECKPOINT_VERSION = 1
+
+
+# Why a run ended (RunResult.stopped): it ran its evaluations; LBFGS converged; a cancel() (the web app's
+# button, the command's Ctrl-C and SIGTERM pass their own reason); the loss stopped improving (plateau).
+STOP_REASONS = ("done", "converged", "cancelled", "interrupted", "terminated", "plateau")
+
+
+@dataclass
+class RunResult:
+    """What a run made: the image (final colours and alpha) and how it went."""
+
+    image: Image.Image
+    evaluations: int  # closure evaluations run (resumed runs: counted from the start)
+    stopped: str  # one of STOP_REASONS
+    losses: dict[str, float]  # the last evaluation's weighted terms: style, content, tv, loss
+    seconds: float  # time spent optimising (resumed runs: the earlier part included)
+    record: dict[str, Any] = field(repr=False)  # provenance.make_record: embed it in every file written
+
+
+class Run:
+    """One style transfer run: ``execute()`` it once; ``cancel()`` it from any thread.
+
+    Args:
+        content, style: file paths, Pillow images or ``(1, 3, H, W)`` tensors in [0, 1]; ``style``
+            may be a list (several styles, blended by ``config.style_blend``).
+        config: every setting that shapes the image; ``StyleConfig()`` (the tutorial's) when None.
+        options: previews and checkpoints (``RunOptions``).
+        download_progress: called while the pretrained weights download (first run only).
+    """
+
+    def __init__(self, content: ImageSource, style: ImageSource | Sequence[ImageSource],
+                 config: StyleConfig | None = None, options: RunOptions | None = None, *,
+                 download_progress: DownloadProgress | None = None) -> None:
+        self.content = content
+        self.styles = list(style) if isinstance(style, (list, tuple)) else [style]
+        self.config = config or StyleConfig()
+        self.options = options or RunOptions()
+        self.download_progress = download_progress
+        self._stop = threading.Event()
+        self._reason = "cancelled"
+        self._device: torch.device | None = None
+
+    def cancel(self, reason: str = "cancelled") -> None:
+        """Stop the run at the end of the evaluation under way; ``execute`` returns its image then.
+
+        Thread-safe, and safe from a signal handler. ``reason`` becomes ``RunResult.stopped``.
+        """
+        if reason not in STOP_REASONS:
+            raise ValueError(f"reason must be one of {', '.join(STOP_REASONS)}, got {reason!r}")
+        self._reason = reason
+        self._stop.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._stop.is_set()
+
+    def execute(self, on_event: EventCallback | None = None, *, stats: RunStats | None = None) -> RunResult:
+        """Run to the end (or the cancel), calling ``on_event`` after every closure evaluation.
+
+        Raises:
+            ImageError, WeightsError, CheckpointError, ValueError: bad inputs, weights, checkpoint or
+                settings, before any evaluation. ResourceError: the size cannot fit, or ran out of memory.
+            NonFiniteLoss: the loss became NaN or infinite (it carries the last good image; a checkpoint,
+                when asked for, holds the last good state). Interrupted: a KeyboardInterrupt (the same).
+        """
+        try:
+            return self._execute(on_event, stats if stats is not None else RunStats())
+        except (RuntimeError, MemoryError) as exc:
+            device = resolve_device(self.config.device)
+            error = out_of_memory(exc, self.config.size or default_size(device), device)
+            if error is None:
+                raise
+            raise error from None
+
+    def record(self, evaluations: int, stopped: str, losses: dict[str, float], seconds: float) -> dict[str, Any]:
+        """The provenance record of an image of this run (``provenance.make_record``)."""
+        device = self._device or resolve_device(self.config.device)
+        return provenance.make_record(self.config, content=self.content, styles=self.styles,
+                                      weights=self.config.weights, device=str(device), evaluations=evaluations,
+                                      losses=losses, seconds=seconds, stopped=stopped)
+
+    def _execute(self, on_event: EventCallback | None, stats: RunStats) -> RunResult:
+        config, options = self.config, self.options
+        device = self._device = resolve_device(config.device)
+        size = config.size or default_size(device)
+        speed = speed_from_config(config, device)  # checks bf16 support before any work
+        sizes = scale_sizes(size, config.scales, config.min_size)  # [size] unless coarse-to-fine
+        budgets = scale_budgets(config.steps, len(sizes), config.scale_steps,
+                                FAST_SCALE_SHARES if config.fast else None)
+        # The tutorial's loop for one size runs `steps`; coarse-to-fine sizes get their budget - 1 so that each
+        # runs its budget rounded up to whole LBFGS steps (the loop ends with the step that passes `steps`).
+        steps = [config.steps] if len(sizes) == 1 else [budget - 1 for budget in budgets]
+        normalized_blend(config.style_blend, len(self.styles))  # a blend that does not fit fails before any work
+        # Images are read before the model loads, so a bad image fails fast.
+        final = _Inputs(self.content, self.styles, config, size, device)
+        largest_style = max(final.styles, key=lambda image: image.shape[-1] * image.shape[-2])
+        check_memory(tuple(final.content.shape[-2:]), tuple(largest_style.shape[-2:]), device, size,
+                     _working_sizes(final.content, largest_style, config.style_scale), speed=speed)
+        alpha = colors.content_alpha(self.content, size) if config.keep_alpha else None
+        keeper = _Checkpoints(options, _fingerprint(config, self.content, self.styles))
+        saved = keeper.load() if options.resume else None  # a checkpoint that does not fit fails before the model
+        cnn = load_vgg19_features(config.weights, download_progress=self.download_progress).to(device)
+
+        total = sum(planned_evaluations(n, config.optimizer) for n in steps)
+        clock = _Clock(saved.seconds if saved else 0.0)
+        done = saved.evaluations if saved else 0
+        stats.evaluations = done
+        last: dict[str, float] = {}
+        plateau = _Plateau(config.min_improvement, config.patience)
+        image: torch.Tensor | None = None
+        inputs = final
+        for scale, (working_size, budget) in enumerate(zip(sizes, steps)):
+            if saved is not None and scale < saved.scale:
+                continue  # sizes the checkpointed run had finished
+            inputs = final if scale == len(sizes) - 1 else _Inputs(self.content, self.styles, config, working_size,
+                                                                     device)
+            resume = None
+            if saved is not None and scale == saved.scale:  # a checkpoint at a size's start holds no optimiser
+                image = saved.image.to(device)
+                resume = Resume(saved.optimizer, saved.evaluations_in_scale) if saved.optimizer else None
+            elif image is None:
+                image = inputs.start_image()
+            else:
+                image = _fit(image, inputs.transfer_content)
+            keeper.start_scale(scale, image, done, resume, clock)
+            last_scale = scale == len(sizes) - 1
+
+            def report(info: StepInfo, scale: int = scale, inputs: _Inputs = inputs, last_scale: bool = last_scale) -> None:
+                nonlocal done
+                done += 1
+                preview = None
+                if options.preview_every and done % options.preview_every == 0:
+                    preview = inputs.finish(stats.last_image())
+                event = dataclasses.replace(info, step=done, total=total, elapsed=clock(), size=inputs.size,
+                                            scale=scale, scales=len(sizes), preview=preview)
+                last.update(style=event.style_loss, content=event.content_loss, tv=event.tv_loss, loss=event.loss)
+                if on_event is not None:
+                    on_event(event)
+                if last_scale and plateau.stalled(event.loss):
+                    self.cancel("plateau")
+                if self._stop.is_set():
+                    raise _Stopped  # ends the loop here, between evaluations; the image is kept
+
+            try:
+                image = run_style_transfer(
+                    cnn, IMAGENET_MEAN, IMAGENET_STD, inputs.transfer_content,
+                    inputs.styles[0] if len(inputs.styles) == 1 else inputs.styles, image, budget,
+                    config.style_weight, config.content_weight, content_layers=config.content_layers,
+                    style_layers=config.style_layers, progress=report, style_layer_weights=config.style_layer_weights,
+                    style_blend=config.style_blend, loss_form=config.loss_form, pooling=config.pooling,
+                    tv_weight=config.tv_weight, optimizer_name=config.optimizer, lr=config.lr, stats=stats,
+                    backward=config.backward, speed=speed, resume=resume,
+                    on_step_end=lambda optimizer, img, n, scale=scale: keeper.step_end(
+                        scale, img, optimizer, n, done, clock))
+            except (Interrupted, NonFiniteLoss) as exc:
+                keeper.save()  # the state after the last whole LBFGS step, to resume from
+                if isinstance(exc, NonFiniteLoss) or not self._stop.is_set():
+                    if exc.image is not None:
+                        exc.image = inputs.finish_tensor(exc.image.to(device)).cpu()
+                    raise
+                result = inputs.finish(exc.image.to(device) if exc.image is not None else image, alpha)
+                return self._result(result, stats.evaluations, self._reason, last, clock())
+        keeper.save_if_asked()
+        stopped = "converged" if stats.converged else "done"
+        return self._result(inputs.finish(image, alpha), stats.evaluations, stopped, last, clock())
+
+    def _result(self, image: Image.Image, evaluations: int, stopped: str, losses: dict[str, float],
+                seconds: float) -> RunResult:
+        return RunResult(image, evaluations, stopped, dict(losses), seconds,
+                         self.record(evaluations, stopped, losses, seconds))
+
+
+class _Stopped(KeyboardInterrupt):
+    """Raised from the progress callback to end the loop between evaluations (``Run.cancel``).
+
+    A KeyboardInterrupt, so that the loop's own handling turns it into ``Interrupted`` carrying the
+    image of the last evaluation (``guards.keeps_image_on_interrupt``)."""
+
+
+class _Clock:
+    """Seconds of optimisation: this process's, plus what a resumed run had spent before."""
+
+    def __init__(self, before: float) -> None:
+        self.before, self.start = before, time.perf_counter()
+
+    def __call__(self) -> float:
+        return self.before + time.perf_counter() - self.start
+
+
+class _Inputs:
+    """The images one working size needs, and how an optimised image becomes the picture a user gets."""
+
+    def __init__(self, content: ImageSource, styles: Sequence[ImageSource], config: StyleConfig, size: int,
+                 device: torch.device) -> None:
+        self.config = config
+        self.content = load_image(content, size, device)
+        styles_at = [load_image(s, style_size(size, config.style_scale), device) for s in styles]
+        self.transfer_content, self.styles = prepare_colors(self.content, styles_at, config.preserve_colors)
+        self.size = (self.content.shape[-1], self.content.shape[-2])
+
+    def start_image(self) -> torch.Tensor:
+        image = initial_image(self.transfer_content, self.config.init, self.config.seed, style_img=self.styles[0])
+        if self.config.preserve_colors == "luminance" and self.config.init not in ("content", "noise", "style"):
+            image = colors.gray(colors.luminance(image))  # a start file's luminance
+        return image
+
+    def finish_tensor(self, image: torch.Tensor) -> torch.Tensor:
+        """The optimised image with the content's chroma back under ``preserve_colors="luminance"``."""
+        if self.config.preserve_colors == "luminance":
+            return colors.keep_content_chroma(image.clamp(0, 1), self.content)
+        return image
+
+    def finish(self, image: torch.Tensor, alpha: Image.Image | None = None) -> Image.Image:
+        return colors.attach_alpha(tensor_to_pil(self.finish_tensor(image)), alpha)
+
+
+class _Plateau:
+    """``min_improvement`` R and ``patience`` K: stalled once the lowest loss seen improved by less than
+    the fraction R over the last K evaluations (the lowest, not the last: LBFGS's loss spikes)."""
+
+    def __init__(self, min_improvement: float | None, patience: int | None) -> None:
+        self.rate, self.patience = min_improvement, patience
+        self.best: list[float] = []
+
+    def stalled(self, loss: float) -> bool:
+        if self.rate is None or not self.patience:
+            return False
+        self.best.append(min(loss, self.best[-1]) if self.best else loss)
+        if len(self.best) <= self.patience:
+            return False
+        then, now = self.best[-1 - self.patience], self.best[-1]
+        return then - now < self.rate * abs(then)
+
+
+@dataclass
+class _Saved:
+    """A checkpoint's contents: where the run was after one of its LBFGS steps."""
+
+    scale: int
+    evaluations_in_scale: int
+    evaluations: int
+    seconds: float
+    image: torch.Tensor
+    optimizer: dict
+
+
+def _fingerprint(config: StyleConfig, content: ImageSource, styles: Sequence[ImageSource]) -> dict[str, Any]:
+    """What a checkpoint must match to be resumed: the settings (threads aside) and the inputs' hashes."""
+    settings = provenance.settings_dict(config)
+    settings.pop("threads", None)
+    return {"settings": settings, "content": provenance.input_entry(content)["sha256"],
+            "styles": [provenance.input_entry(s)["sha256"] for s in styles],
+            "weights": provenance.weights_entry(config.weights)}
+
+
+class _Checkpoints:
+    """Snapshots of the run after each LBFGS step (only when a checkpoint file is asked for), written
+    atomically every ``checkpoint_every`` evaluations and when the run stops early.
+
+    A snapshot holds a copy of the optimiser's state (LBFGS's history: up to 100 pairs of two image
+    copies), so checkpointing costs that memory once more.
+    """
+
+    def __init__(self, options: RunOptions, fingerprint: dict[str, Any]) -> None:
+        self.path, self.every, self.resume = options.checkpoint, options.checkpoint_every, options.resume
+        self.fingerprint = fingerprint
+        self.snapshot: dict[str, Any] | None = None
+        self.written_at = -1
+
+    def load(self) -> _Saved:
+        """The checkpoint to resume, checked against this run's settings and inputs.
+
+        Raises:
+            CheckpointError: unreadable, damaged, or made by another run (named in one line).
+        """
+        name = shown(self.resume)
+        try:
+            data = torch.load(self.resume, map_location="cpu", weights_only=True)
+        except FileNotFoundError:
+            raise CheckpointError(f"{name}: no such checkpoint file") from None
+        except Exception as exc:  # pickle errors, zip errors, an unsafe global refused by weights_only
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+            raise CheckpointError(f"{name}: not a readable checkpoint ({first})") from None
+        if not isinstance(data, dict) or data.get("format") != "style_transfer checkpoint":
+            raise CheckpointError(f"{name}: not a style_transfer checkpoint")
+        if data.get("version") != CHECKPOINT_VERSION:
+            raise CheckpointError(f"{name}: checkpoint version {data.get('version')!r}, this version reads "
+                                  f"{CHECKPOINT_VERSION}")
+        theirs = data.get("fingerprint", {})
+        for key, what in (("content", "content image"), ("styles", "style image(s)"), ("weights", "weights")):
+            if theirs.get(key) != self.fingerprint[key]:
+                raise CheckpointError(f"{name}: made with another {what}; resume with the inputs it was made from")
+        if theirs.get("settings") != self.fingerprint["settings"]:
+            ours, other = self.fingerprint["settings"], theirs.get("settings") or {}
+            differ = sorted(k for k in set(ours) | set(other) if ours.get(k) != other.get(k))
+            raise CheckpointError(f"{name}: made with other settings ({', '.join(differ)}); resume with the same "
+                                  f"options")
+        try:
+            return _Saved(int(data["scale"]), int(data["evaluations_in_scale"]), int(data["evaluations"]),
+                          float(data["seconds"]), data["image"].float(), data["optimizer"])
+        except (KeyError, TypeError, ValueError, AttributeError):
+            raise CheckpointError(f"{name}: damaged checkpoint (fields missing)") from None
+
+    def start_scale(self, scale: int, image: torch.Tensor, evaluations: int, resume: Resume | None,
+                    clock: _Clock) -> None:
+        """A size starts: the state to go back to before its first LBFGS step ends."""
+        if self.path is None or resume is not None:
+            return  # a resumed size keeps the snapshot the checkpoint was (see save: nothing newer to write)
+        self._take(scale, image, None, 0, evaluations, clock)
+
+    def step_end(self, scale: int, image: torch.Tensor, optimizer: torch.optim.Optimizer, evaluations_in_scale: int,
+                 evaluations: int, clock: _Clock) -> None:
+        if self.path is None:
+            return
+        self._take(scale, image, optimizer, evaluations_in_scale, evaluations, clock)
+        if self.every and evaluations - max(self.written_at, 0) >= self.every:
+            self.save()
+
+    def _take(self, scale: int, image: torch.Tensor, optimizer: torch.optim.Optimizer | None,
+              evaluations_in_scale: int, evaluations: int, clock: _Clock) -> None:
+        self.snapshot = {
+            "format": "style_transfer checkpoint", "version": CHECKPOINT_VERSION, "fingerprint": self.fingerprint,
+            "scale": scale, "evaluations_in_scale": evaluations_in_scale, "evaluations": evaluations,
+            "seconds": clock(), "image": image.detach().to("cpu", copy=True),
+            # A deep copy: LBFGS updates some of its state tensors in place during its next step.
+            "optimizer": copy.deepcopy(optimizer.state_dict()) if optimizer is not None else None}
+
+    def save(self) -> None:
+        """Write the latest snapshot (atomically), unless it is the one already written."""
+        if self.path is None or self.snapshot is None or self.snapshot["evaluations"] == self.written_at:
+            return
+        if self.snapshot["optimizer"] is None:  # a size's start: resume as a fresh optimiser
+            self.snapshot["optimizer"] = {}
+        with atomic_output(self.path, CheckpointError) as handle:
+            torch.save(self.snapshot, handle)
+        self.written_at = self.snapshot["evaluations"]
+
+    def save_if_asked(self) -> None:
+        if self.every:
+            self.save()
+
+
+__all__ = ["Run", "RunOptions", "RunResult", "STOP_REASONS"]
