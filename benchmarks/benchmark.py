@@ -232,7 +232,7 @@ def time_paths(cnn: torch.nn.Sequential, inputs: Inputs, names: list[str], devic
     return result
 
 
-def probe_memory(size: int, name: str, steps: int, device: torch.device, seed: int) -> dict[str, float]:
+def probe_memory(size: int, name: str, steps: int, device: torch.device, seed: int) -> dict[str, Any]:
     """Peak memory of one path: a child process's peak RSS (CPU) or max_memory_allocated (CUDA)."""
     if device.type == "cuda":
         return _probe(size, name, steps, device, seed)
@@ -268,7 +268,7 @@ def _reset_peak_rss() -> float:
     return _status_mib("VmRSS:")
 
 
-def _probe(size: int, name: str, steps: int, device: torch.device, seed: int) -> dict[str, float]:
+def _probe(size: int, name: str, steps: int, device: torch.device, seed: int) -> dict[str, Any]:
     """Run the product (``stylize()``) on the path at ``size``; its peak memory from after the images are read.
 
     The default path runs ``steps`` (two LBFGS steps for 20); ``--fast`` runs its coarse-to-fine
@@ -304,9 +304,14 @@ def _probe(size: int, name: str, steps: int, device: torch.device, seed: int) ->
             "sizes": scale_sizes(size, config.scales), "scale_steps": list(config.scale_steps) or [steps]}
 
 
+def _or_start(image: torch.Tensor | None, score: Scorer) -> torch.Tensor:
+    """``image``, or the start image (the content) when a run kept none (its first loss was not finite)."""
+    return score.content if image is None else image
+
+
 def _fp32(score: Scorer, image: torch.Tensor | None) -> float:
-    """The default path's fp32 loss of ``image`` (the start image when a run kept none)."""
-    return score(score.content if image is None else image)
+    """The default path's fp32 loss of ``image`` at the final size."""
+    return score(_or_start(image, score))
 
 
 def _mean_abs_levels(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -348,16 +353,17 @@ def quality_seed(seed: int, cnn: torch.nn.Sequential, weights: str, inputs: Inpu
         "within_5pct_ratio": None if hit is None else hit["seconds"] / default["wall_s"],
         "within_5pct_at_evaluation": None if hit is None else hit["step"],
         "within_5pct_fp32_loss": None if hit is None else hit["fp32_loss"],
-        "best_mean_abs_diff_levels": _mean_abs_levels(_or(fast["best"]["image"], score),
-                                                      _or(default["best"]["image"], score))}
+        "best_mean_abs_diff_levels": _mean_abs_levels(_or_start(fast["best"]["image"], score),
+                                                      _or_start(default["best"]["image"], score))}
     bests = {"default": default["best"]["image"], "fast": fast["best"]["image"]}
     if control:
         result["control"], bests["control"] = control_run(cnn, inputs, device, evals, score, default_best,
                                                           default_final)
-        result["control"]["best_mean_abs_diff_levels"] = _mean_abs_levels(_or(bests["control"], score),
-                                                                          _or(bests["default"], score))
+        result["control"]["best_mean_abs_diff_levels"] = _mean_abs_levels(_or_start(bests["control"], score),
+                                                                          _or_start(bests["default"], score))
     d, f = result["default"], result["fast"]
-    within = "never" if hit is None else f"after {hit['seconds']:.1f} s ({f['within_5pct_ratio']:.3f} of the default's wall)"
+    within = "never" if hit is None else \
+        f"after {hit['seconds']:.1f} s ({f['within_5pct_ratio']:.3f} of the default's wall)"
     print(f"    {inputs.size} px seed {seed}: default {d['evaluations']} evaluations {d['wall_s']:.1f} s, best fp32 "
           f"loss {default_best:.5g} (evaluation {d['best_at_evaluation']}); --fast {f['evaluations']} evaluations "
           f"{f['wall_s']:.1f} s ({f['wall_ratio']:.3f}), best {fast_best:.5g} ({f['best_loss_ratio']:.3f}x), "
@@ -367,12 +373,9 @@ def quality_seed(seed: int, cnn: torch.nn.Sequential, weights: str, inputs: Inpu
     if images is not None:
         images.mkdir(parents=True, exist_ok=True)
         for name, image in bests.items():
-            save_image(_or(image, score).clamp(0, 1).cpu(), images / f"{inputs.size}px-seed{seed}-best-{name}.png")
+            save_image(_or_start(image, score).clamp(0, 1).cpu(),
+                       images / f"{inputs.size}px-seed{seed}-best-{name}.png")
     return result
-
-
-def _or(image: torch.Tensor | None, score: Scorer) -> torch.Tensor:
-    return score.content if image is None else image
 
 
 def control_run(cnn: torch.nn.Sequential, inputs: Inputs, device: torch.device, evals: int, score: Scorer,
@@ -413,7 +416,8 @@ def _summary(runs: list[dict[str, Any]], name: str) -> dict[str, Any]:
     for key in ("wall_s", "best_loss_ratio", "loss_ratio", "best_mean_abs_diff_levels"):
         summary.update(spread([row[key] for row in rows], key))
     if name == "fast":  # the control's wall time leaves out what stylize() does before the loop: no ratio
-        summary.update(spread([row["wall_ratio"] for row in rows], "wall_ratio"))  # never within 5 %: infinitely late (the median says "never" when most never were)
+        summary.update(spread([row["wall_ratio"] for row in rows], "wall_ratio"))
+        # Never within 5 %: infinitely late (the median says "never" when most never were).
         summary.update(spread([math.inf if r["within_5pct_ratio"] is None else r["within_5pct_ratio"] for r in rows],
                               "within_5pct_ratio"))
         summary["reached"] = sum(r["within_5pct_ratio"] is not None for r in rows)
@@ -535,7 +539,9 @@ def main(argv: list[str] | None = None) -> int:
         "weights": args.weights, "seeds": args.seeds, "control_seeds": min(args.seeds, args.control_seeds),
         "device": _device_name(device), "threads": threads, "torch": torch.__version__, "bf16_native": bf16,
         "paths": {n: PATHS[n] for n in names}, "fast_resolves_to": path_speed("fast", device).__dict__,
-        "fast_scale_shares": list(FAST_SCALE_SHARES), "evals_budget": args.evals, "style_weight": STYLE_WEIGHT, "content_weight": CONTENT_WEIGHT,
+        "fast_runs": "stylize(fast=True): coarse-to-fine, in the quality runs and memory probes",
+        "fast_scale_shares": list(FAST_SCALE_SHARES), "evals_budget": args.evals,
+        "style_weight": STYLE_WEIGHT, "content_weight": CONTENT_WEIGHT,
         "sizes": [], "notes": [],
     }
     print(f"Measured on: {machine_summary(report['machine'])}")
@@ -629,8 +635,9 @@ def quality_lines(entry: dict[str, Any]) -> list[str]:
     if control:
         lines.append(f"  control (channels_last fp32, one size) / default on {control['count']}: best "
                      f"{_range(control, 'best_loss_ratio')} (within 5 % on {control['within_5pct']}), final "
-                     f"{_range(control, 'loss_ratio')}; mean |best - default's best| {_range(control, 'best_mean_abs_diff_levels', 1)}"
-                     f" / 255, --fast's {_range(fast, 'best_mean_abs_diff_levels', 1)}")
+                     f"{_range(control, 'loss_ratio')}; mean |best - default's best| "
+                     f"{_range(control, 'best_mean_abs_diff_levels', 1)} / 255, --fast's "
+                     f"{_range(fast, 'best_mean_abs_diff_levels', 1)}")
     if entry.get("verdict"):
         lines.append(entry["verdict"]["line"])
     return lines
@@ -667,21 +674,16 @@ def markdown(report: dict[str, Any]) -> str:
         h, w = entry["shape"]
         cells = [f"{entry['paths'][n]['s_per_eval']:.3f} s ({entry['paths'][n]['speedup']:.2f}x)" for n in names]
         lines.append(f"| {w}x{h} | " + " | ".join(cells) + " |")
-    memory = "peak memory" if report.get("machine", {}).get("gpu") else "peak RSS"
-    lines += ["", f"| size | GFLOP/eval default, fast | GFLOP/s default, fast | {memory} default, --fast (MiB; "
-              "--fast: its coarse-to-fine run) |",
-              "|---|---|---|---|"]
+    legacy = "fast_runs" not in report  # a report from before the whole runs measured the product's --fast
+    memory = "peak memory" if (report.get("machine") or {}).get("gpu") else "peak RSS"
+    lines += ["", f"| size | GFLOP/eval default, fast | GFLOP/s default, fast | {memory} default, fast (MiB"
+              + (") |" if legacy else "; --fast's coarse-to-fine run) |"), "|---|---|---|---|"]
     for entry in report["sizes"]:
         h, w = entry["shape"]
         d, f = entry["paths"]["default"], entry["paths"]["fast"]
         lines.append(f"| {w}x{h} | {d['flops'] / 1e9:.1f}, {f['flops'] / 1e9:.1f} | {d['gflops_per_s']:.0f}, "
                      f"{f['gflops_per_s']:.0f} | {d['memory']['peak_mib']:.0f}, {f['memory']['peak_mib']:.0f} |")
-    lines.append("")
-    if any(entry.get("quality") and "seeds" in entry["quality"] and "wall_ratio_median" not in entry["quality"]["fast"]
-           for entry in report["sizes"]):
-        lines += _legacy_quality_lines(report)
-    else:
-        lines += _quality_table(report)
+    lines += [""] + (_legacy_quality_lines(report) if legacy else _quality_table(report))
     return "\n".join(lines)
 
 
