@@ -1,11 +1,12 @@
-"""Benchmark of the default path against the fast paths, in one process, on the same inputs.
+"""Benchmark of the default path against --fast, in one process, on the same inputs.
 
 Run from the repository root::
 
-    python benchmarks/benchmark.py                    # 128, 256 and 512 px on the CPU, ~50 min on 2 cores
-    python benchmarks/benchmark.py --seeds 1          # one network seed: ~15 min
+    python benchmarks/benchmark.py                    # 128, 256 and 512 px on the CPU, ~1 h on 2 cores
+    python benchmarks/benchmark.py --sizes 512        # the size issue 12's target is stated at: ~40 min
+    python benchmarks/benchmark.py --seeds 1          # one network: a fifth of the quality runs' time
     python benchmarks/benchmark.py --device cuda      # the same on a GPU
-    python benchmarks/benchmark.py --smoke            # one 32 px size, two evaluations per path (CI)
+    python benchmarks/benchmark.py --smoke            # one 32 px size, tiny runs: seconds (CI)
     python benchmarks/benchmark.py --label avx2       # writes benchmarks/results-cpu-avx2.json
 
 The JSON's ``machine`` block names the machine (CPU model and flags, torch's CPU capability, native
@@ -14,29 +15,35 @@ it ("Measured on: ..."). Commit one JSON per machine measured: ``benchmarks/meas
 
 What it measures, per size (VGG19 with seeded random weights, the sample cat and stain):
 
-* seconds per closure evaluation (clamp, forward, loss sum, backward, as in the loop), the median
-  of evaluations interleaved across the paths after a warm-up, so every path sees the same load;
+* seconds per closure evaluation (clamp, forward, loss sum, backward, as in the loop) of the default
+  path and of each speed lever at that one size ("fast": --fast's levers without its coarse-to-fine
+  sizes), the median of evaluations interleaved across the paths after a warm-up, so every path sees
+  the same load;
 * FLOPs per evaluation (``torch.utils.flop_counter.FlopCounterMode``) and achieved FLOP/s;
-* peak memory: on a CPU the peak RSS of a fresh child process while it builds the model and runs
-  the product's loop for two LBFGS steps, 40 evaluations (a bf16 run's first step is float32, its
-  second bf16; counted from after the images are decoded, Linux's
-  VmHWM reset; it holds torch, the weights, activations, LBFGS history); on CUDA
-  ``torch.cuda.max_memory_allocated`` in this process;
-* the fp32-evaluated loss after the same evaluation budget (the product's loop from the content
-  image, both loss weights times ``--loss-scale``), for the default path and ``--fast``, over
-  ``--seeds`` networks (seeded random weights), of the final image and of the run's best image,
-  with their mean absolute pixel differences; a control path (channels_last fp32: the default's
-  numbers in another summation order) shows how far apart chaos alone puts two runs; and a
-  coarse-to-fine run's wall time and loss at the largest size against the default;
+* peak memory of a whole ``stylize()`` run, the default's and --fast's (its coarse-to-fine run ending
+  at the size, where its peak is): on a CPU the peak RSS of a fresh child process, counted from after
+  the images are decoded (Linux's VmHWM reset); on CUDA ``torch.cuda.max_memory_allocated``;
+* quality and time of whole runs, the product's: the default and --fast through ``stylize()`` with the
+  same ``--steps`` (``--evals``), per network (``--seeds``; each seed's random weights saved to a file
+  both runs load; both loss weights times ``--loss-scale``). Per network: both wall times and their
+  ratio; the best image's loss ratio (the run's lowest-loss image at the final size, scored by the
+  default path's fp32 loss, --fast's against the default's); when --fast first came within 5 % of the
+  default's best (confirmed in fp32) as a fraction of the default's wall time; the final images' loss
+  ratio. The summary gives medians and ranges over the networks and a verdict against issue 12's target
+  (at 512 px: best-loss ratio median at most 1.05, wall ratio median at most 1/3, peak memory at most
+  the default's). With ``--control-seeds N`` the first N networks also run a control (channels_last
+  fp32 at one size through ``run_style_transfer``: the default's numbers in another summation order),
+  which shows how far chaos alone puts two runs apart;
 * how the cost grows with pixels: the exponent ``log(t2/t1) / log(pixels2/pixels1)``.
 
-It prints a table with each path's ratio to the default path and writes the same as JSON.
+It prints the tables and writes the same as JSON; ``--markdown FILE.json`` prints them as Markdown.
 """
 
 from __future__ import annotations
 
 import argparse
 import ctypes
+import dataclasses
 import json
 import math
 import os
@@ -46,24 +53,26 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing the package
-sys.path.insert(0, str(ROOT / "benchmarks"))  # machines.py, also when this file is imported
+sys.path.insert(0, str(ROOT / "benchmarks"))  # machines.py and quality.py, also when this file is imported
 
 import torch  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
-from style_transfer.config import StyleConfig  # noqa: E402
+from style_transfer.config import FAST_SCALES, StyleConfig  # noqa: E402
 from style_transfer.fast import (  # noqa: E402
-    LBFGS_MAX_ITER,
+    FAST_SCALE_SHARES,
     Speed,
     accelerate,
     bf16_supported,
     physical_cores,
+    scale_budgets,
     scale_sizes,
     speed_from_config,
 )
@@ -78,11 +87,16 @@ from style_transfer.models import (  # noqa: E402
 from style_transfer.errors import NonFiniteLoss, StyleTransferError  # noqa: E402
 from style_transfer.guards import RunStats  # noqa: E402
 from style_transfer.images import pil_to_tensor, tensor_to_pil  # noqa: E402
-from style_transfer.transfer import get_style_model_and_losses, run_style_transfer, stylize  # noqa: E402
+from style_transfer.transfer import (  # noqa: E402
+    get_style_model_and_losses,
+    planned_evaluations,
+    run_style_transfer,
+    stylize,
+)
 from machines import describe as describe_machine, summary as machine_summary  # noqa: E402
+from quality import CONTENT, STYLE, WITHIN, Scorer, first_within, random_network, spread, timed_run  # noqa: E402
 
-CONTENT = ROOT / "images" / "chelsea.png"
-STYLE = ROOT / "images" / "ihc.png"
+TARGET_SIZE, TARGET_WALL_RATIO = 512, 1 / 3  # issue 12: --fast to the default's quality in 1/3 of its time, 512 px
 STYLE_WEIGHT, CONTENT_WEIGHT = 1e6, 1.0  # the tutorial's, times --loss-scale
 
 # Each path as StyleConfig speed fields; "default" is the tutorial's computation.
@@ -103,21 +117,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--device", default="cpu", help="cpu or cuda[:N] (default: cpu)")
     parser.add_argument("--sizes", default="128,256,512", help="long sides in px, comma-separated")
     parser.add_argument("--evals", type=int, default=300,
-                        help="evaluation budget of the quality runs (the loop's --steps; 300 runs 320)")
+                        help="--steps of the quality runs, for the default path (300 runs 320 evaluations) and "
+                             "--fast (split over its sizes by its shares: 100, 60, 100 for 300)")
     parser.add_argument("--seeds", type=int, default=5,
-                        help="network seeds of the quality runs (each runs the default path and --fast)")
+                        help="networks of the quality runs (random weight seeds 0..N-1; each runs the default "
+                             "path and --fast)")
     parser.add_argument("--images", metavar="DIR", default=None,
-                        help="write the seed-0 best images of the quality runs there as PNGs")
-    parser.add_argument("--control-seeds", type=int, default=5,
-                        help="how many of the seeds also run the channels_last fp32 control (default: all 5; "
-                             "0: none)")
+                        help="write each quality run's best images (default, --fast, control) there as PNGs")
+    parser.add_argument("--control-seeds", type=int, default=None,
+                        help="how many of the seeds also run the control, channels_last fp32 at one size "
+                             "(what chaos alone does to the loss ratios); default 0: it adds about the default "
+                             "path's time to each seed, nearly doubling the quality runs (--smoke: 2)")
     parser.add_argument("--rounds", type=int, default=5, help="timed evaluations per path and size")
     parser.add_argument("--warmup", type=int, default=2, help="untimed evaluations per path first")
-    parser.add_argument("--scales", type=int, default=3, help="coarse-to-fine sizes at the largest size")
-    parser.add_argument("--scale-steps", default="100,60,100",
-                        help="coarse-to-fine evaluations per size, smallest first")
     parser.add_argument("--probe-steps", type=int, default=20,
-                        help="the loop's --steps in each CPU memory probe (20 runs 40 evaluations, two LBFGS steps)")
+                        help="the default path's --steps in each memory probe (20 runs 40 evaluations, two LBFGS "
+                             "steps); --fast's probe runs as many at its final size, one LBFGS step at each other")
     parser.add_argument("--budget-s", type=float, default=5400.0,
                         help="skip the quality runs of a size whose estimated time would pass this (s)")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: physical cores)")
@@ -134,16 +149,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out", default=None,
                         help="JSON output (default: benchmarks/results-DEVICE.json, or -DEVICE-LABEL.json)")
     parser.add_argument("--smoke", action="store_true",
-                        help="CI smoke mode: one 32 px size, two evaluations per path, tiny runs")
+                        help="CI smoke mode: one 32 px size, two timed evaluations per path, one LBFGS step per "
+                             "run and size, two networks with the control")
     parser.add_argument("--markdown", metavar="JSON", default=None,
                         help="print the tables of an earlier run's JSON as Markdown (for the README) and exit")
     parser.add_argument("--probe", nargs=3, metavar=("SIZE", "PATH", "STEPS"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.smoke:
-        args.sizes, args.rounds, args.warmup, args.evals, args.seeds = "32", 2, 1, 1, 2
-        args.scales, args.scale_steps, args.probe_steps = 2, "1,1", 1
+        args.sizes, args.rounds, args.warmup, args.evals, args.seeds, args.probe_steps = "32", 2, 1, 1, 2, 1
+        args.control_seeds = 2 if args.control_seeds is None else args.control_seeds
+    args.control_seeds = args.control_seeds or 0
     args.sizes = [int(s) for s in str(args.sizes).split(",")]
-    args.scale_steps = [int(s) for s in str(args.scale_steps).split(",")]
     return args
 
 
@@ -190,16 +206,6 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def fp32_loss(cnn: torch.nn.Sequential, inputs: Inputs, image: torch.Tensor) -> float:
-    """The tutorial's loss (fp32, default path) of ``image`` at this size."""
-    model, style_losses, content_losses = get_style_model_and_losses(
-        cnn, IMAGENET_MEAN, IMAGENET_STD, inputs.style, inputs.content)
-    with torch.no_grad():
-        model(image)
-        return float(STYLE_WEIGHT * sum(sl.loss for sl in style_losses)
-                     + CONTENT_WEIGHT * sum(cl.loss for cl in content_losses))
-
-
 def time_paths(cnn: torch.nn.Sequential, inputs: Inputs, names: list[str], device: torch.device,
                rounds: int, warmup: int) -> dict[str, dict[str, float]]:
     """Median s/evaluation (interleaved), FLOPs and FLOP/s of each path at one size."""
@@ -226,7 +232,7 @@ def time_paths(cnn: torch.nn.Sequential, inputs: Inputs, names: list[str], devic
     return result
 
 
-def probe_memory(size: int, name: str, steps: int, device: torch.device, seed: int) -> dict[str, float]:
+def probe_memory(size: int, name: str, steps: int, device: torch.device, seed: int) -> dict[str, Any]:
     """Peak memory of one path: a child process's peak RSS (CPU) or max_memory_allocated (CUDA)."""
     if device.type == "cuda":
         return _probe(size, name, steps, device, seed)
@@ -262,19 +268,30 @@ def _reset_peak_rss() -> float:
     return _status_mib("VmRSS:")
 
 
-def _probe(size: int, name: str, steps: int, device: torch.device, seed: int) -> dict[str, float]:
-    """Build the path's model at ``size`` and run the product's loop for ``steps`` evaluations."""
-    cnn = freeze(random_vgg19_features(seed)).to(device)
-    inputs = Inputs(size, device)
-    speed = path_speed(name, device)
+def _probe(size: int, name: str, steps: int, device: torch.device, seed: int) -> dict[str, Any]:
+    """Run the product (``stylize()``) on the path at ``size``; its peak memory from after the images are read.
+
+    The default path runs ``steps`` (two LBFGS steps for 20); ``--fast`` runs its coarse-to-fine
+    sizes ending at ``size``, one LBFGS step at each smaller size and at ``size`` as many evaluations
+    as the default path runs (a bf16 run's first step there is float32, its second bf16): the peak
+    of a coarse-to-fine run is at its final size. The weights (seeded random, ``seed`` 0: "random")
+    are built inside the measured span on both paths alike.
+    """
+    if seed != 0:
+        raise ValueError("the memory probe runs stylize(weights='random'), which is seed 0")
+    content, style = load_image(CONTENT, size, device), load_image(STYLE, size, device)
+    config = StyleConfig(size=size, steps=steps, style_weight=STYLE_WEIGHT, content_weight=CONTENT_WEIGHT,
+                         weights="random", device=str(device), **PATHS[name])
+    if config.scales > 1:
+        final = planned_evaluations(steps)  # the default path's evaluations
+        config = dataclasses.replace(config, scale_steps=(1,) * (config.scales - 1) + (final,))
     if device.type == "cuda":
         sync(device)
         torch.cuda.reset_peak_memory_stats(device)
         base = torch.cuda.memory_allocated(device) / 2**20
     else:
         base = _reset_peak_rss()
-    run_style_transfer(cnn, IMAGENET_MEAN, IMAGENET_STD, inputs.content, inputs.style, inputs.content.clone(),
-                       steps, STYLE_WEIGHT, CONTENT_WEIGHT, speed=speed)
+    stylize(content, style, config)
     if device.type == "cuda":
         sync(device)
         peak = torch.cuda.max_memory_allocated(device) / 2**20
@@ -283,145 +300,191 @@ def _probe(size: int, name: str, steps: int, device: torch.device, seed: int) ->
         if math.isnan(peak):  # not Linux: the process's peak since it started
             scale = 1 if sys.platform.startswith("linux") else 1 / 1024  # ru_maxrss: KiB on Linux, bytes on macOS
             peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 1024
-    return {"peak_mib": peak, "base_mib": base, "run_mib": peak - base}
+    return {"peak_mib": peak, "base_mib": base, "run_mib": peak - base,
+            "sizes": scale_sizes(size, config.scales), "scale_steps": list(config.scale_steps) or [steps]}
 
 
-def quality_run(cnn: torch.nn.Sequential, inputs: Inputs, device: torch.device, evals: int,
-                names: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
-    """Each named path for the same budget from the content image: time, and the fp32 loss of two images.
+def _or_start(image: torch.Tensor | None, score: Scorer) -> torch.Tensor:
+    """``image``, or the start image (the content) when a run kept none (its first loss was not finite)."""
+    return score.content if image is None else image
 
-    The final image is what the loop returns. The best image is the one of the run's evaluations
-    with the lowest loss (the path's own loss; bf16-evaluated on the fast path), then evaluated in
-    fp32: under random weights LBFGS (lr 1, no line search) spikes, and the last evaluations are
-    often on a spike, so the final loss mostly says where the run stopped, the best loss how far
-    the path got. Returns the figures and the best images.
-    """
-    result: dict[str, Any] = {}
-    finals, bests = {}, {}
-    for name in names:
-        stats, best = RunStats(), {"loss": math.inf, "step": 0, "image": inputs.content}
 
-        def keep_best(info: Any) -> None:
-            if info.loss < best["loss"]:  # stats holds a copy of the image this evaluation saw
-                best.update(loss=info.loss, step=info.step, image=stats._last_good.clone())
-
-        sync(device)
-        start, cpu = time.perf_counter(), time.process_time()
-        stopped = None
-        try:
-            finals[name] = run_style_transfer(cnn, IMAGENET_MEAN, IMAGENET_STD, inputs.content, inputs.style,
-                                              inputs.content.clone(), evals, STYLE_WEIGHT, CONTENT_WEIGHT,
-                                              progress=keep_best, stats=stats, speed=path_speed(name, device))
-        except NonFiniteLoss as exc:  # an LBFGS update went non-finite: the user gets the last good image
-            finals[name] = inputs.content if exc.image is None else exc.image.to(device)
-            stopped = exc.step
-        sync(device)
-        wall = time.perf_counter() - start
-        bests[name] = best["image"].clamp(0, 1)
-        result[name] = {"wall_s": wall, "cpu_s": time.process_time() - cpu, "evaluations": stats.evaluations,
-                        "loop_s_per_eval": wall / max(1, stats.evaluations), "non_finite_after": stopped,
-                        "fp32_loss": fp32_loss(cnn, inputs, finals[name]),
-                        "best_fp32_loss": fp32_loss(cnn, inputs, bests[name]), "best_at_evaluation": best["step"]}
-        print(f"    {inputs.size} px {name}: {stats.evaluations} evaluations in {wall:.1f} s, fp32 loss final "
-              f"{result[name]['fp32_loss']:.5g}, best {result[name]['best_fp32_loss']:.5g} (evaluation "
-              f"{best['step']})" + (f"; stopped: non-finite loss after evaluation {stopped}" if stopped else ""),
-              flush=True)
-    for name in names[1:]:
-        ours, default = result[name], result["default"]
-        ours["loss_ratio"] = ours["fp32_loss"] / default["fp32_loss"]
-        ours["best_loss_ratio"] = ours["best_fp32_loss"] / default["best_fp32_loss"]
-        ours["mean_abs_diff_levels"] = _mean_abs_levels(finals[name], finals["default"])
-        ours["best_mean_abs_diff_levels"] = _mean_abs_levels(bests[name], bests["default"])
-    return result, bests
+def _fp32(score: Scorer, image: torch.Tensor | None) -> float:
+    """The default path's fp32 loss of ``image`` at the final size."""
+    return score(_or_start(image, score))
 
 
 def _mean_abs_levels(a: torch.Tensor, b: torch.Tensor) -> float:
-    return float((a - b).abs().mean() * 255)
+    return float((a.clamp(0, 1) - b.clamp(0, 1).to(a.device)).abs().mean() * 255)
 
 
-def quality_runs(cnn: torch.nn.Sequential, inputs: Inputs, device: torch.device, evals: int,
+def quality_seed(seed: int, cnn: torch.nn.Sequential, weights: str, inputs: Inputs, device: torch.device,
+                 evals: int, control: bool, images: Path | None) -> dict[str, Any]:
+    """One network: the default and --fast through ``stylize()`` (same weights file, loss weights and
+    ``--steps``), and with ``control`` the channels_last fp32 control; each scored by the default path's
+    fp32 loss at the final size."""
+    score = Scorer(cnn, inputs.size, (STYLE_WEIGHT, CONTENT_WEIGHT), device)
+    common = {"size": inputs.size, "steps": evals, "style_weight": STYLE_WEIGHT, "content_weight": CONTENT_WEIGHT,
+              "weights": weights, "device": str(device)}
+    default = timed_run(StyleConfig(**common), score.shape)
+    default_best = _fp32(score, default["best"]["image"])
+    default_final = _fp32(score, default["image"])
+    target = default_best * WITHIN
+    fast = timed_run(StyleConfig(fast=True, **common), score.shape, keep_below=target)
+    fast_best = _fp32(score, fast["best"]["image"])
+    fast_final = _fp32(score, fast["image"])
+    hit = first_within(fast, target, score)
+    result: dict[str, Any] = {"seed": seed}
+    result["default"] = {
+        "wall_s": default["wall_s"], "cpu_s": default["cpu_s"], "evaluations": default["evaluations"],
+        "best_fp32_loss": default_best, "best_at_evaluation": default["best"]["step"],
+        "best_at_s": default["best"]["seconds"], "fp32_loss": default_final,
+        "non_finite_after": default["non_finite_after"]}
+    result["fast"] = {
+        "wall_s": fast["wall_s"], "cpu_s": fast["cpu_s"], "evaluations": fast["evaluations"],
+        "final_size_evaluations": fast["final_size_evaluations"],
+        "best_fp32_loss": fast_best, "best_at_evaluation": fast["best"]["step"], "fp32_loss": fast_final,
+        "non_finite_after": fast["non_finite_after"],
+        "wall_ratio": fast["wall_s"] / default["wall_s"], "cpu_ratio": fast["cpu_s"] / default["cpu_s"],
+        "best_loss_ratio": fast_best / default_best, "loss_ratio": fast_final / default_final,
+        # The first evaluation at the final size whose loss (bf16-evaluated where --fast uses bf16) was within
+        # 5 % of the default's best, confirmed by the fp32 loss of the image it evaluated.
+        "within_5pct_s": None if hit is None else hit["seconds"],
+        "within_5pct_ratio": None if hit is None else hit["seconds"] / default["wall_s"],
+        "within_5pct_at_evaluation": None if hit is None else hit["step"],
+        "within_5pct_fp32_loss": None if hit is None else hit["fp32_loss"],
+        "best_mean_abs_diff_levels": _mean_abs_levels(_or_start(fast["best"]["image"], score),
+                                                      _or_start(default["best"]["image"], score))}
+    bests = {"default": default["best"]["image"], "fast": fast["best"]["image"]}
+    if control:
+        result["control"], bests["control"] = control_run(cnn, inputs, device, evals, score, default_best,
+                                                          default_final)
+        result["control"]["best_mean_abs_diff_levels"] = _mean_abs_levels(_or_start(bests["control"], score),
+                                                                          _or_start(bests["default"], score))
+    d, f = result["default"], result["fast"]
+    within = "never" if hit is None else \
+        f"after {hit['seconds']:.1f} s ({f['within_5pct_ratio']:.3f} of the default's wall)"
+    print(f"    {inputs.size} px seed {seed}: default {d['evaluations']} evaluations {d['wall_s']:.1f} s, best fp32 "
+          f"loss {default_best:.5g} (evaluation {d['best_at_evaluation']}); --fast {f['evaluations']} evaluations "
+          f"{f['wall_s']:.1f} s ({f['wall_ratio']:.3f}), best {fast_best:.5g} ({f['best_loss_ratio']:.3f}x), "
+          f"final {f['loss_ratio']:.3f}x; within 5 % {within}"
+          + "".join(f"; {name} stopped: non-finite loss after evaluation {run['non_finite_after']}"
+                    for name, run in (("default", d), ("--fast", f)) if run["non_finite_after"]), flush=True)
+    if images is not None:
+        images.mkdir(parents=True, exist_ok=True)
+        for name, image in bests.items():
+            save_image(_or_start(image, score).clamp(0, 1).cpu(),
+                       images / f"{inputs.size}px-seed{seed}-best-{name}.png")
+    return result
+
+
+def control_run(cnn: torch.nn.Sequential, inputs: Inputs, device: torch.device, evals: int, score: Scorer,
+                default_best: float, default_final: float) -> tuple[dict[str, Any], torch.Tensor | None]:
+    """The control: channels_last in fp32 (the default's numbers in another summation order), one size,
+    through ``run_style_transfer`` from the content image for the same ``--steps``. Its distance from the
+    default is what chaos alone gives. Returns its figures (loss ratios to the default's; its wall time
+    leaves out the image reading and model loading that ``stylize()`` times include) and its best image."""
+    stats, best = RunStats(), {"loss": math.inf, "step": None, "image": None}
+
+    def keep_best(info: Any) -> None:
+        if info.loss < best["loss"]:  # stats holds a copy of the image this evaluation saw
+            best.update(loss=info.loss, step=info.step, image=stats._last_good.clone())
+
+    sync(device)
+    start, stopped = time.perf_counter(), None
+    try:
+        final = run_style_transfer(cnn, IMAGENET_MEAN, IMAGENET_STD, inputs.content, inputs.style,
+                                   inputs.content.clone(), evals, STYLE_WEIGHT, CONTENT_WEIGHT, progress=keep_best,
+                                   stats=stats, speed=path_speed("channels_last", device))
+    except NonFiniteLoss as exc:  # an LBFGS update went non-finite: the user gets the last good image
+        final, stopped = exc.image, exc.step
+    sync(device)
+    wall = time.perf_counter() - start
+    if final is not None:  # what the user gets: 8 bits per channel, as stylize() returns it
+        final = pil_to_tensor(tensor_to_pil(final.clamp(0, 1).cpu()))
+    best_fp32, final_fp32 = _fp32(score, best["image"]), _fp32(score, final)
+    return {"wall_s": wall, "evaluations": stats.evaluations, "best_fp32_loss": best_fp32,
+            "best_at_evaluation": best["step"], "fp32_loss": final_fp32, "non_finite_after": stopped,
+            "best_loss_ratio": best_fp32 / default_best,
+            "loss_ratio": final_fp32 / default_final}, best["image"]
+
+
+def _summary(runs: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    """Medians and ranges over the seeds that ran ``name`` (``fast`` or ``control``) of its ratios to the default."""
+    rows = [run[name] for run in runs if name in run]
+    summary: dict[str, Any] = {"count": len(rows), "within_5pct": sum(r["best_loss_ratio"] <= WITHIN for r in rows)}
+    for key in ("wall_s", "best_loss_ratio", "loss_ratio", "best_mean_abs_diff_levels"):
+        summary.update(spread([row[key] for row in rows], key))
+    if name == "fast":  # the control's wall time leaves out what stylize() does before the loop: no ratio
+        summary.update(spread([row["wall_ratio"] for row in rows], "wall_ratio"))
+        # Never within 5 %: infinitely late (the median says "never" when most never were).
+        summary.update(spread([math.inf if r["within_5pct_ratio"] is None else r["within_5pct_ratio"] for r in rows],
+                              "within_5pct_ratio"))
+        summary["reached"] = sum(r["within_5pct_ratio"] is not None for r in rows)
+    return summary
+
+
+def quality_runs(cnn: torch.nn.Sequential, weights: str, inputs: Inputs, device: torch.device, evals: int,
                  seeds: int, control_seeds: int, images: Path | None = None) -> dict[str, Any]:
-    """The default path and --fast for the same budget, once per network seed (seed 0 is ``cnn``).
+    """The default path and the product's --fast (coarse-to-fine) for the same ``--steps``, per network.
 
-    Under random weights LBFGS is chaotic (PERFORMANCE.md), so one run says little: the summary is
-    the median over seeds of the fast/default fp32 loss ratios (final and best image) and of their
-    mean absolute pixel differences. The first ``control_seeds`` seeds also run ``channels_last``
-    in fp32, a path that computes the same numbers in another summation order: its distance from
-    the default is what chaos alone gives, the yardstick for the fast path's. With ``images``, the
-    best images of seed 0 are written there as PNGs, to look at side by side.
+    With random weights each seed is a network (its state dict saved to a file that both runs load,
+    as a user's ``--weights FILE``); with pretrained ones ``cnn`` and ``weights`` are the one network.
+    Under random weights LBFGS is chaotic, so one network says little: the summary gives medians and
+    ranges over the seeds, and the first ``control_seeds`` seeds also run the control (``control_run``).
     """
     runs = []
-    for seed in range(seeds):
-        net = cnn if seed == 0 else freeze(random_vgg19_features(seed)).to(device)
-        names = ("default", "fast", "channels_last") if seed < control_seeds else ("default", "fast")
-        result, bests = quality_run(net, inputs, device, evals, names)
-        runs.append({"seed": seed, **result})
-        if images is not None and seed == 0:
-            images.mkdir(parents=True, exist_ok=True)
-            for name, image in bests.items():
-                save_image(image, images / f"{inputs.size}px-seed0-best-{name}.png")
-    summary: dict[str, Any] = {"seeds": runs, "default": runs[0]["default"], "fast": runs[0]["fast"],
-                               **_against_default(runs, "fast")}
-    if control_seeds:
-        summary["control"] = _against_default(runs, "channels_last")
-    return summary
+    with tempfile.TemporaryDirectory() as folder:
+        for seed in range(seeds):
+            if weights == "random":
+                net, path = random_network(seed, Path(folder), device)
+                runs.append(quality_seed(seed, net, str(path), inputs, device, evals, seed < control_seeds, images))
+            else:
+                runs.append(quality_seed(seed, cnn, weights, inputs, device, evals, seed < control_seeds, images))
+    default_walls = [run["default"]["wall_s"] for run in runs]
+    quality: dict[str, Any] = {
+        "steps": evals, "default_evaluations": planned_evaluations(evals),
+        "fast_sizes": scale_sizes(inputs.size, FAST_SCALES),
+        "fast_budgets": scale_budgets(evals, FAST_SCALES, shares=FAST_SCALE_SHARES),
+        "seeds": runs, "default": spread(default_walls, "wall_s"), "fast": _summary(runs, "fast")}
+    if any("control" in run for run in runs):
+        quality["control"] = _summary(runs, "control")
+    return quality
 
 
-def _against_default(runs: list[dict[str, Any]], name: str) -> dict[str, Any]:
-    """Medians and ranges over the seeds that ran ``name`` of its loss ratios and pixel differences."""
-    rows = [run[name] for run in runs if name in run]
-    summary: dict[str, Any] = {"count": len(rows)}
-    for kind in ("", "best_"):
-        ratios = [row[f"{kind}loss_ratio"] for row in rows]
-        summary[f"{kind}loss_ratio_median"] = statistics.median(ratios)
-        summary[f"{kind}loss_ratio_min"], summary[f"{kind}loss_ratio_max"] = min(ratios), max(ratios)
-        summary[f"{kind}not_worse_by_5pct"] = sum(r <= 1.05 for r in ratios)
-        diffs = [row[f"{kind}mean_abs_diff_levels"] for row in rows]
-        summary[f"{kind}mean_abs_diff_levels_median"] = statistics.median(diffs)
-        summary[f"{kind}mean_abs_diff_levels_range"] = [min(diffs), max(diffs)]
-    return summary
+def verdict(entry: dict[str, Any]) -> dict[str, Any] | None:
+    """Issue 12's target for one size's quality runs: --fast's best-image fp32 loss within 5 % of the default's
+    (median over networks) in at most 1/3 of its wall time (median), with peak memory at or below its."""
+    quality = entry.get("quality")
+    if not quality:
+        return None
+    fast = quality["fast"]
+    loss_ok = fast["best_loss_ratio_median"] <= WITHIN
+    time_ok = fast["wall_ratio_median"] <= TARGET_WALL_RATIO
+    peak_default, peak_fast = entry["peak_mib_default"], entry["peak_mib_fast"]
+    memory_ok = peak_fast <= peak_default
+    reach = fast["within_5pct_ratio_median"]
+    networks = f"{fast['count']} network{'' if fast['count'] == 1 else 's'}"
+    line = (f"{entry['size']} px: --fast {'meets' if loss_ok and time_ok and memory_ok else 'misses'} the target "
+            f"(best-image fp32 loss within 5 % of the default's, in at most 1/3 of its wall time, peak memory at or "
+            f"below its; medians over {networks}): best-loss ratio {fast['best_loss_ratio_median']:.3f} "
+            f"({'ok' if loss_ok else 'over 1.05'}), wall ratio {fast['wall_ratio_median']:.3f} "
+            f"({'ok' if time_ok else 'over 1/3'}), peak {peak_fast:.0f} MiB against {peak_default:.0f} "
+            f"({'ok' if memory_ok else 'over'}); within 5 % on {fast['within_5pct']} of {fast['count']}, first "
+            f"within 5 % at {'never' if reach is None else f'{reach:.3f}'} of the default's wall (median)")
+    return {"size": entry["size"], "meets": loss_ok and time_ok and memory_ok, "loss_ok": loss_ok,
+            "time_ok": time_ok, "memory_ok": memory_ok, "line": line}
 
 
-def c2f_run(cnn: torch.nn.Sequential, inputs: Inputs, device: torch.device, scales: int, scale_steps: list[int],
-            targets: dict[str, float], weights: str = "random") -> dict[str, Any]:
-    """Coarse-to-fine with --fast through ``stylize()`` (the product's path, ``cnn``'s weights: random ones
-    are seed 0's): wall time, final fp32 loss, and when the last size first reached each target loss."""
-    config = StyleConfig(size=inputs.size, fast=True, scales=scales, scale_steps=tuple(scale_steps),
-                         style_weight=STYLE_WEIGHT, content_weight=CONTENT_WEIGHT, weights=weights,
-                         device=str(device))
-    sizes = scale_sizes(inputs.size, scales)
-    record: list[tuple[float, int, float]] = []
-    stats = RunStats()
-    earlier = sum(-(-n // LBFGS_MAX_ITER) * LBFGS_MAX_ITER for n in scale_steps[:-1])
-    first: dict[str, dict[str, Any]] = {}
-
-    def on_step(info: Any) -> None:
-        record.append((time.perf_counter() - start, info.step, info.loss))
-        for name, target in targets.items():
-            if info.step > earlier and info.loss <= target and name not in first:
-                # The image this evaluation saw (the loop keeps a copy of it): its fp32 loss is checked after.
-                first[name] = {"step": info.step, "seconds": record[-1][0], "image": stats._last_good.clone()}
-
-    sync(device)
-    start, cpu = time.perf_counter(), time.process_time()
-    try:
-        result = stylize(CONTENT, STYLE, config, progress=on_step, stats=stats)
-    except NonFiniteLoss as exc:  # the user gets the last good image; so does this measurement
-        result = tensor_to_pil(inputs.content if exc.image is None else exc.image)
-    sync(device)
-    image = pil_to_tensor(result).to(device)
-    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
-    report: dict[str, Any] = {"sizes": sizes, "scale_steps": scale_steps, "evaluations": len(record), "wall_s": wall,
-                              "cpu_s": cpu, "fp32_loss": fp32_loss(cnn, inputs, image), "targets": {}}
-    for name, target in targets.items():
-        # "Reached": the first evaluation at the last size whose loss (bf16-evaluated on the fast path) was at
-        # most the target, confirmed by the fp32 loss of the image it evaluated.
-        hit = first.get(name)
-        loss = fp32_loss(cnn, inputs, hit["image"]) if hit else None
-        report["targets"][name] = {
-            "loss": target, "reached_s": hit["seconds"] if hit and loss is not None and loss <= target else None,
-            "at_evaluation": hit["step"] if hit else None, "fp32_loss_then": loss}
-    return report
+def quality_estimate(entry: dict[str, Any], evals: int, seeds: int, control_seeds: int) -> float:
+    """Seconds the quality runs of one size should take, from its measured seconds per evaluation."""
+    paths = entry["paths"]
+    default = planned_evaluations(evals) * paths["default"]["s_per_eval"]
+    budgets = scale_budgets(evals, FAST_SCALES, shares=FAST_SCALE_SHARES)
+    fast = sum(planned_evaluations(n - 1) * paths["fast"]["s_per_eval"] / 4 ** (len(budgets) - 1 - i)
+               for i, n in enumerate(budgets))  # each halving: a quarter of the pixels
+    control = planned_evaluations(evals) * paths["channels_last"]["s_per_eval"]
+    return (seeds * (default + fast) + control_seeds * control) * 1.15
 
 
 def growth(sizes: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
@@ -476,7 +539,9 @@ def main(argv: list[str] | None = None) -> int:
         "weights": args.weights, "seeds": args.seeds, "control_seeds": min(args.seeds, args.control_seeds),
         "device": _device_name(device), "threads": threads, "torch": torch.__version__, "bf16_native": bf16,
         "paths": {n: PATHS[n] for n in names}, "fast_resolves_to": path_speed("fast", device).__dict__,
-        "evals_budget": args.evals, "style_weight": STYLE_WEIGHT, "content_weight": CONTENT_WEIGHT,
+        "fast_runs": "stylize(fast=True): coarse-to-fine, in the quality runs and memory probes",
+        "fast_scale_shares": list(FAST_SCALE_SHARES), "evals_budget": args.evals,
+        "style_weight": STYLE_WEIGHT, "content_weight": CONTENT_WEIGHT,
         "sizes": [], "notes": [],
     }
     print(f"Measured on: {machine_summary(report['machine'])}")
@@ -495,36 +560,24 @@ def main(argv: list[str] | None = None) -> int:
         entry["s_per_eval_fast"] = entry["paths"]["fast"]["s_per_eval"]
         entry["peak_mib_default"] = entry["paths"]["default"]["memory"]["peak_mib"]
         entry["peak_mib_fast"] = entry["paths"]["fast"]["memory"]["peak_mib"]
-        runs = args.evals + 20  # the loop passes its budget by up to one LBFGS step
-        control = min(args.seeds, args.control_seeds) * runs * entry["paths"]["channels_last"]["s_per_eval"]
-        estimate = (args.seeds * runs * (base + entry["s_per_eval_fast"]) + control) * 1.15 + sum(
-            n * entry["s_per_eval_fast"] / 4 ** (args.scales - 1 - i) for i, n in enumerate(args.scale_steps))
+        estimate = quality_estimate(entry, args.evals, args.seeds, min(args.seeds, args.control_seeds))
         spent = time.perf_counter() - started
         if spent + estimate > args.budget_s:
             entry["quality"] = None
             report["notes"].append(f"{size} px: quality runs skipped (estimated {estimate:.0f} s, "
                                    f"{spent:.0f} s spent of the {args.budget_s:.0f} s budget)")
         else:
-            entry["quality"] = quality_runs(cnn, inputs, device, args.evals, args.seeds, args.control_seeds,
-                                            Path(args.images) if args.images else None)
-            if size == max(args.sizes) or args.smoke:
-                # Targets: the default's loss after its budget (its final image's, as the issue states it),
-                # and its best image's, the stricter one when lower (the final image is often on a spike).
-                default = entry["quality"]["default"]
-                targets = {"default_final": default["fp32_loss"], "default_best": default["best_fp32_loss"]}
-                c2f = c2f_run(cnn, inputs, device, args.scales, args.scale_steps, targets, args.weights)
-                c2f["time_ratio"] = c2f["wall_s"] / default["wall_s"]
-                c2f["cpu_ratio"] = c2f["cpu_s"] / default["cpu_s"]
-                for target in c2f["targets"].values():
-                    reached = target["reached_s"]
-                    target["reach_ratio"] = None if reached is None else reached / default["wall_s"]
-                entry["coarse_to_fine"] = c2f
+            entry["quality"] = quality_runs(cnn, args.weights, inputs, device, args.evals, args.seeds,
+                                            args.control_seeds, Path(args.images) if args.images else None)
+            entry["verdict"] = verdict(entry)
         report["sizes"].append(entry)
         print_size(entry)
         out.write_text(json.dumps(report, indent=1) + "\n")  # so far: a later failure keeps the sizes done
     report["growth"] = {key: growth(report["sizes"], key) for key in
                         ("s_per_eval_default", "s_per_eval_fast", "peak_mib_default", "peak_mib_fast")}
     report["wall_s"] = time.perf_counter() - started
+    at_target = [e["verdict"] for e in report["sizes"] if e["size"] == TARGET_SIZE and e.get("verdict")]
+    report["verdict"] = at_target[0] if at_target else None
     print_summary(report)
     out.write_text(json.dumps(report, indent=1) + "\n")
     print(f"wrote {out}")
@@ -545,34 +598,49 @@ def print_size(entry: dict[str, Any]) -> None:
         memory = stats.get("memory", {}).get("peak_mib")
         print(f"  {name:20s} {stats['s_per_eval']:8.4f} {stats['speedup']:5.2f}x {stats['flops'] / 1e9:7.2f} "
               f"{stats['gflops_per_s']:8.1f} {'' if memory is None else f'{memory:9.0f}'}")
+    print("  (s/eval: one evaluation at this size; peak MiB: a whole stylize() run, --fast's coarse-to-fine "
+          "ending at this size)")
     quality = entry.get("quality")
     if quality:
-        for run in quality["seeds"]:
-            d, f = run["default"], run["fast"]
-            print(f"  seed {run['seed']}, {d['evaluations']} evaluations: fp32 loss default final {d['fp32_loss']:.5g} "
-                  f"best {d['best_fp32_loss']:.5g} ({d['wall_s']:.1f} s); fast final {f['fp32_loss']:.5g} "
-                  f"best {f['best_fp32_loss']:.5g} ({f['wall_s']:.1f} s); ratio final {f['loss_ratio']:.3f} "
-                  f"best {f['best_loss_ratio']:.3f}; mean |fast - default| final {f['mean_abs_diff_levels']:.1f}, "
-                  f"best {f['best_mean_abs_diff_levels']:.1f} / 255")
-        for label, image, q, kind in _quality_rows(quality, "control (channels_last fp32)"):
-            low, high = q[kind + "mean_abs_diff_levels_range"]
-            seeds = "seed" if q["count"] == 1 else "seeds"
-            print(f"  {label}/default, {image} images, {q['count']} {seeds}: fp32 loss ratio median "
-                  f"{q[kind + 'loss_ratio_median']:.3f} ({q[kind + 'loss_ratio_min']:.3f} to "
-                  f"{q[kind + 'loss_ratio_max']:.3f}; <= 1.05 in {q[kind + 'not_worse_by_5pct']}); mean abs "
-                  f"pixel difference median {q[kind + 'mean_abs_diff_levels_median']:.1f} ({low:.1f} to "
-                  f"{high:.1f}) / 255")
-    c2f = entry.get("coarse_to_fine")
-    if c2f:
-        print(f"  coarse-to-fine --fast {c2f['sizes']} x {c2f['scale_steps']} evaluations: {c2f['wall_s']:.1f} s "
-              f"({c2f['time_ratio']:.3f} of the default's wall, {c2f['cpu_ratio']:.3f} of its CPU time), "
-              f"fp32 loss of the result {c2f['fp32_loss']:.6g}")
-        for name, target in c2f["targets"].items():
-            reached = target["reached_s"]
-            print(f"    reached {name} ({target['loss']:.6g}) "
-                  + (f"after {reached:.1f} s ({target['reach_ratio']:.3f} of the default's wall; fp32 loss then "
-                     f"{target['fp32_loss_then']:.6g})" if reached else "never"))
+        for line in quality_lines(entry):
+            print(f"  {line}")
     sys.stdout.flush()
+
+
+def _range(row: dict[str, Any], key: str, digits: int = 3) -> str:
+    """``median (min to max)`` of a spread; "never" for an infinite one."""
+    def show(value: float | None) -> str:
+        return "never" if value is None else f"{value:.{digits}f}"
+    low, high = row[f"{key}_min"], row[f"{key}_max"]
+    return show(row[f"{key}_median"]) + ("" if low == high else f" ({show(low)} to {show(high)})")
+
+
+def quality_lines(entry: dict[str, Any]) -> list[str]:
+    """The printout's summary of one size's quality runs."""
+    q = entry["quality"]
+    fast = q["fast"]
+    sizes = ", ".join(str(n) for n in q["fast_sizes"])
+    budgets = ", ".join(str(n) for n in q["fast_budgets"])
+    lines = [f"quality, --steps {q['steps']} on {fast['count']} network{'' if fast['count'] == 1 else 's'} "
+             f"(default: {q['default_evaluations']} evaluations at {entry['size']} px; --fast: {budgets} at "
+             f"{sizes} px):",
+             f"  wall time: default {_range(q['default'], 'wall_s', 1)} s, --fast {_range(fast, 'wall_s', 1)} s, "
+             f"ratio {_range(fast, 'wall_ratio')}",
+             f"  --fast's best image / the default's (fp32 loss): {_range(fast, 'best_loss_ratio')}; within 5 % on "
+             f"{fast['within_5pct']} of {fast['count']}",
+             f"  --fast first within 5 % of the default's best at {_range(fast, 'within_5pct_ratio')} of the "
+             f"default's wall time",
+             f"  final images (fp32 loss, 8-bit results): --fast / default {_range(fast, 'loss_ratio')}"]
+    control = q.get("control")
+    if control:
+        lines.append(f"  control (channels_last fp32, one size) / default on {control['count']}: best "
+                     f"{_range(control, 'best_loss_ratio')} (within 5 % on {control['within_5pct']}), final "
+                     f"{_range(control, 'loss_ratio')}; mean |best - default's best| "
+                     f"{_range(control, 'best_mean_abs_diff_levels', 1)} / 255, --fast's "
+                     f"{_range(fast, 'best_mean_abs_diff_levels', 1)}")
+    if entry.get("verdict"):
+        lines.append(entry["verdict"]["line"])
+    return lines
 
 
 def print_summary(report: dict[str, Any]) -> None:
@@ -581,17 +649,10 @@ def print_summary(report: dict[str, Any]) -> None:
         print(f"  {key:20s} " + ", ".join(f"{r['from']}->{r['to']}: {r['exponent']:.2f}" for r in rows))
     for note in report["notes"]:
         print(f"note: {note}")
+    verdict = report.get("verdict")
+    print(verdict["line"] if verdict else f"verdict: no quality runs at {TARGET_SIZE} px, where the target is stated")
     print(f"device: {report['device']}, {report['threads']} threads, torch {report['torch']}; "
           f"total {report['wall_s']:.0f} s")
-
-
-def _quality_rows(quality: dict[str, Any], control_label: str) -> Any:
-    """(path label, image label, summary, key prefix) for --fast, then the control; best image first."""
-    for name, label in (("fast", "fast"), ("control", control_label)):
-        if name in quality:
-            summary = quality if name == "fast" else quality["control"]
-            for kind, image in (("best_", "best"), ("", "final")):
-                yield label, image, summary, kind
 
 
 def machine_line(report: dict[str, Any]) -> str:
@@ -613,28 +674,86 @@ def markdown(report: dict[str, Any]) -> str:
         h, w = entry["shape"]
         cells = [f"{entry['paths'][n]['s_per_eval']:.3f} s ({entry['paths'][n]['speedup']:.2f}x)" for n in names]
         lines.append(f"| {w}x{h} | " + " | ".join(cells) + " |")
-    lines += ["", "| size | GFLOP/eval default, fast | GFLOP/s default, fast | peak RSS default, fast (MiB) |",
-              "|---|---|---|---|"]
+    legacy = "fast_runs" not in report  # a report from before the whole runs measured the product's --fast
+    memory = "peak memory" if (report.get("machine") or {}).get("gpu") else "peak RSS"
+    lines += ["", f"| size | GFLOP/eval default, fast | GFLOP/s default, fast | {memory} default, fast (MiB"
+              + (") |" if legacy else "; --fast's coarse-to-fine run) |"), "|---|---|---|---|"]
     for entry in report["sizes"]:
         h, w = entry["shape"]
         d, f = entry["paths"]["default"], entry["paths"]["fast"]
         lines.append(f"| {w}x{h} | {d['flops'] / 1e9:.1f}, {f['flops'] / 1e9:.1f} | {d['gflops_per_s']:.0f}, "
                      f"{f['gflops_per_s']:.0f} | {d['memory']['peak_mib']:.0f}, {f['memory']['peak_mib']:.0f} |")
-    lines += ["", "| size | path / default | image | fp32 loss ratio: median (range) | seeds <= 1.05 "
-              "| mean abs pixel diff: median (range) |", "|---|---|---|---|---|---|"]
+    lines += [""] + (_legacy_quality_lines(report) if legacy else _quality_table(report))
+    return "\n".join(lines)
+
+
+def _quality_table(report: dict[str, Any]) -> list[str]:
+    """The quality runs' table: the default and the product's --fast over the seeds, per size, and the verdict."""
+    lines = ["| size | default wall s | --fast wall s | wall ratio | best-loss ratio | networks within 5 % "
+             "| first within 5 % / default's wall | final-image loss ratio |", "|---|---|---|---|---|---|---|---|"]
+    controls, verdicts, setup = [], [], None
+    for entry in report["sizes"]:
+        h, w = entry["shape"]
+        q = entry.get("quality")
+        if not q:
+            lines.append(f"| {w}x{h} | skipped | | | | | | |")
+            continue
+        fast = q["fast"]
+        lines.append(f"| {w}x{h} | {_range(q['default'], 'wall_s', 1)} | {_range(fast, 'wall_s', 1)} | "
+                     f"{_range(fast, 'wall_ratio')} | {_range(fast, 'best_loss_ratio')} | {fast['within_5pct']} of "
+                     f"{fast['count']} | {_range(fast, 'within_5pct_ratio')} | {_range(fast, 'loss_ratio')} |")
+        setup = (f"Medians (ranges) over {fast['count']} network{'' if fast['count'] == 1 else 's'}, --steps "
+                 f"{q['steps']}: the default runs {q['default_evaluations']} evaluations at the size, --fast "
+                 f"{', '.join(map(str, q['fast_budgets']))} at {', '.join(map(str, q['fast_sizes']))} px for the "
+                 "largest; losses are the default path's fp32 loss at the final size, \"best\" the run's "
+                 "lowest-loss image there.")
+        if q.get("control"):
+            c = q["control"]
+            controls.append(f"| {w}x{h} | {_range(c, 'best_loss_ratio')} | {c['within_5pct']} of {c['count']} | "
+                            f"{_range(c, 'loss_ratio')} |")
+        if entry.get("verdict"):
+            verdicts.append(entry["verdict"]["line"])
+    if setup:
+        lines += ["", setup]
+    if controls:
+        lines += ["", "Control (channels_last fp32 at one size: the default's numbers in another summation order; "
+                  "how far chaos alone moves the ratios):", "",
+                  "| size | best-loss ratio | networks within 5 % | final-image loss ratio |", "|---|---|---|---|",
+                  *controls]
+    if verdicts:
+        lines += [""] + verdicts
+    return lines
+
+
+def _legacy_quality_rows(quality: dict[str, Any], control_label: str) -> Any:
+    """(path label, image label, summary, key prefix) for --fast, then the control; best image first."""
+    for name, label in (("fast", "fast"), ("control", control_label)):
+        if name in quality:
+            summary = quality if name == "fast" else quality["control"]
+            for kind, image in (("best_", "best"), ("", "final")):
+                yield label, image, summary, kind
+
+
+def _legacy_quality_lines(report: dict[str, Any]) -> list[str]:
+    """The quality table of a report from before the quality runs measured the product's --fast (single-size
+    --fast levers through run_style_transfer against the default)."""
+    lines = ["Quality runs of an earlier benchmark: --fast's levers at one size (no coarse-to-fine), the same "
+             "budget as the default.", "",
+             "| size | path / default | image | fp32 loss ratio: median (range) | seeds <= 1.05 "
+             "| mean abs pixel diff: median (range) |", "|---|---|---|---|---|---|"]
     for entry in report["sizes"]:
         h, w = entry["shape"]
         q = entry.get("quality")
         if not q:
             lines.append(f"| {w}x{h} | | skipped | | | |")
             continue
-        for label, image, row, kind in _quality_rows(q, "control: channels_last fp32"):
+        for label, image, row, kind in _legacy_quality_rows(q, "control: channels_last fp32"):
             low, high = row[kind + "mean_abs_diff_levels_range"]
             lines.append(f"| {w}x{h} | {label} | {image} | {row[kind + 'loss_ratio_median']:.3f} "
                          f"({row[kind + 'loss_ratio_min']:.3f} to {row[kind + 'loss_ratio_max']:.3f}) | "
                          f"{row[kind + 'not_worse_by_5pct']} of {row['count']} | "
                          f"{row[kind + 'mean_abs_diff_levels_median']:.1f} ({low:.1f} to {high:.1f}) / 255 |")
-    return "\n".join(lines)
+    return lines
 
 
 if __name__ == "__main__":

@@ -30,26 +30,19 @@ import math
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing the package
+sys.path.insert(0, str(ROOT / "benchmarks"))  # quality.py
 
 import torch  # noqa: E402
 
+from quality import WITHIN, Scorer, first_within, random_network, timed_run  # noqa: E402
 from style_transfer.config import StyleConfig  # noqa: E402
-from style_transfer.errors import NonFiniteLoss  # noqa: E402
 from style_transfer.fast import FAST_SCALE_SHARES, physical_cores, scale_budgets  # noqa: E402
-from style_transfer.guards import RunStats  # noqa: E402
-from style_transfer.images import load_image  # noqa: E402
-from style_transfer.models import IMAGENET_MEAN, IMAGENET_STD, freeze, random_vgg19_features  # noqa: E402
-from style_transfer.transfer import get_style_model_and_losses, stylize  # noqa: E402
 
-CONTENT = ROOT / "images" / "chelsea.png"
-STYLE = ROOT / "images" / "ihc.png"
-WITHIN = 1.05  # "the default's quality": the best image's fp32 loss at most 5 % above the default's
 CANDIDATES = "shares;60,40,60;100,40,60;60,60,100;100,60,100;100,100,100"
 
 
@@ -78,65 +71,29 @@ def candidate_budgets(text: str, steps: int) -> list[int]:
     return [int(n) for n in text.split(",")]
 
 
-class Scorer:
-    """The default path's fp32 loss of an image at the final size (the benchmark's yardstick)."""
-
-    def __init__(self, cnn: torch.nn.Sequential, size: int, weights: tuple[float, float]) -> None:
-        content, style = load_image(CONTENT, size), load_image(STYLE, size)
-        self.model, self.style_losses, self.content_losses = get_style_model_and_losses(
-            cnn, IMAGENET_MEAN, IMAGENET_STD, style, content)
-        self.style_weight, self.content_weight = weights
-
-    def __call__(self, image: torch.Tensor) -> float:
-        with torch.no_grad():
-            self.model(image.clamp(0, 1))
-            return float(self.style_weight * sum(sl.loss for sl in self.style_losses)
-                         + self.content_weight * sum(cl.loss for cl in self.content_losses))
-
-
-def timed_run(config: StyleConfig, final_from: int) -> dict[str, Any]:
-    """``stylize()`` with a recording callback: wall time, and per evaluation at the final size its time,
-    loss and image (the copy the loop keeps), from evaluation ``final_from`` on."""
-    stats, trace = RunStats(), []
-
-    def on_step(info: Any) -> None:
-        if info.step > final_from:
-            trace.append((time.perf_counter() - start, info.step, info.loss, stats._last_good.clone()))
-
-    start = time.perf_counter()
-    try:
-        stylize(CONTENT, STYLE, config, progress=on_step, stats=stats)
-        stopped = None
-    except NonFiniteLoss as exc:  # the user keeps the last good image; so does this measurement
-        stopped = exc.step
-    return {"wall_s": time.perf_counter() - start, "evaluations": stats.evaluations, "trace": trace,
-            "non_finite_after": stopped}
-
-
-def measure(seed: int, args: argparse.Namespace, weights_file: Path) -> dict[str, Any]:
-    cnn = freeze(random_vgg19_features(seed))
-    torch.save(cnn.state_dict(), weights_file)
+def measure(seed: int, args: argparse.Namespace, folder: Path) -> dict[str, Any]:
+    cnn, weights_file = random_network(seed, folder)
     weights = (1e6 * args.loss_scale, 1.0 * args.loss_scale)
     score = Scorer(cnn, args.size, weights)
     common = {"size": args.size, "style_weight": weights[0], "content_weight": weights[1],
               "weights": str(weights_file), "device": "cpu"}
-    default = timed_run(StyleConfig(steps=args.steps, **common), 0)
-    best_default = min(default["trace"], key=lambda row: row[2])
-    target = best_default[2] * WITHIN
+    default = timed_run(StyleConfig(steps=args.steps, **common), score.shape)
+    best_default = default["best"]
+    target = best_default["loss"] * WITHIN
     result: dict[str, Any] = {"seed": seed, "default": {
-        "wall_s": default["wall_s"], "evaluations": default["evaluations"], "best_loss": best_default[2],
-        "best_at": best_default[1], "non_finite_after": default["non_finite_after"]}}
+        "wall_s": default["wall_s"], "evaluations": default["evaluations"], "best_loss": best_default["loss"],
+        "best_at": best_default["step"], "non_finite_after": default["non_finite_after"]}}
     print(f"  seed {seed} default: {default['evaluations']} evaluations, {default['wall_s']:.1f} s, best loss "
-          f"{best_default[2]:.5g} at evaluation {best_default[1]}", flush=True)
+          f"{best_default['loss']:.5g} at evaluation {best_default['step']}", flush=True)
     for text in args.candidates.split(";"):
         budgets = candidate_budgets(text, args.steps)
-        earlier = sum(20 * math.ceil(n / 20) for n in budgets[:-1])
-        run = timed_run(StyleConfig(fast=True, scales=len(budgets), scale_steps=tuple(budgets), **common), earlier)
-        best = min(run["trace"], key=lambda row: row[2]) if run["trace"] else None
-        best_fp32 = score(best[3]) if best else math.inf
-        reached = next((row[0] for row in run["trace"] if row[2] <= target and score(row[3]) <= target), None)
+        run = timed_run(StyleConfig(fast=True, scales=len(budgets), scale_steps=tuple(budgets), **common),
+                        score.shape, keep_below=target)
+        best_fp32 = score(run["best"]["image"]) if run["best"]["image"] is not None else math.inf
+        hit = first_within(run, target, score)
+        reached = None if hit is None else hit["seconds"]
         result[text] = {"budgets": budgets, "wall_s": run["wall_s"], "evaluations": run["evaluations"],
-                        "best_fp32_loss": best_fp32, "best_loss_ratio": best_fp32 / best_default[2],
+                        "best_fp32_loss": best_fp32, "best_loss_ratio": best_fp32 / best_default["loss"],
                         "wall_ratio": run["wall_s"] / default["wall_s"],
                         "reached_within_s": reached,
                         "reached_ratio": None if reached is None else reached / default["wall_s"],
@@ -169,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = []
     with tempfile.TemporaryDirectory() as folder:
         for seed in range(args.seeds):
-            runs.append(measure(seed, args, Path(folder) / f"vgg19-random-{seed}.pth"))
+            runs.append(measure(seed, args, Path(folder)))
     rows = summarise(runs, candidates)
     print("\ncandidate (evaluations per size) | best loss / default's: median, max | within 5 % | "
           "wall time / default's: median, max")
