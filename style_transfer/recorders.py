@@ -455,6 +455,7 @@ def check_plot_available() -> None:
         MissingExtra: with ``MISSING_MATPLOTLIB`` as its message.
     """
     try:
+        import matplotlib  # noqa: F401  (first: a submodule already loaded would be found on its own)
         from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: F401
         from matplotlib.figure import Figure  # noqa: F401
     except ImportError:

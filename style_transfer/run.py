@@ -33,7 +33,7 @@ from .guards import RunStats, check_memory, out_of_memory
 from .images import ImageSource, load_image, tensor_to_pil
 from .loss_terms import normalized_blend
 from .models import IMAGENET_MEAN, IMAGENET_STD, DownloadProgress, load_vgg19_features
-from .transfer import (Resume, StepInfo, _fit, _working_sizes, default_size, initial_image, planned_evaluations,
+from .transfer import (Resume, StepInfo, fit_to, working_sizes, default_size, initial_image, planned_evaluations,
                        prepare_colors, resolve_device, run_style_transfer, style_size)
 
 EventCallback = Callable[[StepInfo], None]
@@ -135,7 +135,7 @@ class Run:
         final = _Inputs(self.content, self.styles, config, size, device)
         largest_style = max(final.styles, key=lambda image: image.shape[-1] * image.shape[-2])
         check_memory(tuple(final.content.shape[-2:]), tuple(largest_style.shape[-2:]), device, size,
-                     _working_sizes(final.content, largest_style, config.style_scale), speed=speed)
+                     working_sizes(final.content, largest_style, config.style_scale), speed=speed)
         alpha = colors.content_alpha(self.content, size) if config.keep_alpha else None
         keeper = _Checkpoints(options, _fingerprint(config, self.content, self.styles))
         saved = keeper.load() if options.resume else None  # a checkpoint that does not fit fails before the model
@@ -161,7 +161,7 @@ class Run:
             elif image is None:
                 image = inputs.start_image()
             else:
-                image = _fit(image, inputs.transfer_content)
+                image = fit_to(image, inputs.transfer_content)
             keeper.start_scale(scale, image, done, resume, clock)
             last_scale = scale == len(sizes) - 1
 
@@ -194,11 +194,12 @@ class Run:
                         scale, img, optimizer, n, done, clock))
             except (Interrupted, NonFiniteLoss) as exc:
                 keeper.save()  # the state after the last whole LBFGS step, to resume from
+                # A run stopped at a coarse size still gives a picture of the size asked for.
+                kept = None if exc.image is None else fit_to(exc.image.to(device), final.transfer_content)
                 if isinstance(exc, NonFiniteLoss) or not self._stop.is_set():
-                    if exc.image is not None:
-                        exc.image = inputs.finish_tensor(exc.image.to(device)).cpu()
+                    exc.image = None if kept is None else final.finish_tensor(kept).cpu()
                     raise
-                result = inputs.finish(exc.image.to(device) if exc.image is not None else image, alpha)
+                result = final.finish(kept if kept is not None else fit_to(image, final.transfer_content), alpha)
                 return self._result(result, stats.evaluations, self._reason, last, clock())
         keeper.save_if_asked()
         stopped = "converged" if stats.converged else "done"

@@ -389,7 +389,7 @@ def initial_image(content_img: torch.Tensor, init: str, seed: int, *,
         if init == "style" and style_img is None:
             raise ValueError("init 'style' needs a style image")
         start = style_img if init == "style" else load_image(init, max(content_img.shape[-2:]))
-        return _fit(start, content_img).to(content_img.device)
+        return fit_to(start, content_img).to(content_img.device)
     # Departure from the tutorial: its commented-out randn noise lies mostly outside [0, 1]
     # and is clamped to black and white at once; uniform noise from a seeded CPU generator
     # is repeatable on every device.
@@ -454,7 +454,7 @@ def prepare_colors(content_img: torch.Tensor, style_imgs: Sequence[torch.Tensor]
     return content_img, list(style_imgs)
 
 
-def _fit(image: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+def fit_to(image: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     """``image`` resized (stretched) to the height and width of ``like``."""
     if image.shape[-2:] == like.shape[-2:]:
         return image.clone()
@@ -462,7 +462,7 @@ def _fit(image: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
                          align_corners=False).clamp(0, 1)
 
 
-def _working_sizes(content_img: torch.Tensor, style_img: torch.Tensor, style_scale: float) -> SizeFn:
+def working_sizes(content_img: torch.Tensor, style_img: torch.Tensor, style_scale: float) -> SizeFn:
     """For ``check_memory``: the (height, width) of the working images at another long side."""
     (content_h, content_w), (style_h, style_w) = content_img.shape[-2:], style_img.shape[-2:]
     return lambda size: (working_size(content_w, content_h, size)[::-1],

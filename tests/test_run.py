@@ -28,11 +28,11 @@ SCALED = {"style_weight": 1e9, "content_weight": 1e3}  # LBFGS's normal regime u
 
 @pytest.fixture(scope="module")
 def images() -> tuple:
-    return small_image("chelsea.png", (48, 32)), small_image("ihc.png", (48, 48))
+    return small_image("chelsea.png", (32, 21)), small_image("ihc.png", (32, 32))
 
 
 def config(**fields) -> StyleConfig:
-    return StyleConfig(**{"size": 48, "steps": 50, "weights": "random", "device": "cpu", **SCALED, **fields})
+    return StyleConfig(**{"size": 32, "steps": 30, "weights": "random", "device": "cpu", **SCALED, **fields})
 
 
 def pixels(image) -> np.ndarray:
@@ -43,21 +43,21 @@ def test_events_count_up_to_a_fixed_plan(images) -> None:
     events = []
     result = Run(*images, config()).execute(events.append)
     assert [e.step for e in events] == list(range(1, len(events) + 1))
-    assert {e.total for e in events} == {planned_evaluations(50)} == {60}
-    assert len(events) == result.evaluations <= 60
+    assert {e.total for e in events} == {planned_evaluations(30)} == {40}
+    assert len(events) == result.evaluations <= 40
     assert all(b.elapsed >= a.elapsed >= 0 for a, b in zip(events, events[1:]))
-    assert {e.size for e in events} == {(48, 32)} and {e.scale for e in events} == {0}
+    assert {e.size for e in events} == {(32, 21)} and {e.scale for e in events} == {0}
     assert all(e.preview is None for e in events)  # none asked for
     assert result.stopped in ("done", "converged")
     assert result.losses["loss"] == pytest.approx(events[-1].loss)
-    assert result.record["evaluations"] == result.evaluations and result.record["settings"]["size"] == 48
+    assert result.record["evaluations"] == result.evaluations and result.record["settings"]["size"] == 32
 
 
 def test_coarse_to_fine_events_name_each_size(images) -> None:
     events = []
-    Run(*images, config(scales=3, scale_steps=(20, 20, 20))).execute(events.append)
+    Run(*images, config(size=64, scales=3, scale_steps=(20, 20, 20))).execute(events.append)
     sizes = [e.size for e in events if e.step in (1, 21, 41)]
-    assert sizes == [(12, 16)[::-1] if False else (16, 16), (24, 16), (48, 32)]  # long sides 16 (floored), 24, 48
+    assert sizes == [(16, 16), (32, 21), (64, 43)]  # long sides 16, 32, 64; short sides floored at 16
     assert [e.scale for e in events if e.step in (1, 21, 41)] == [0, 1, 2]
     assert {e.scales for e in events} == {3} and {e.total for e in events} == {60}
 
@@ -97,10 +97,10 @@ def test_cancel_from_another_thread_ends_within_one_evaluation(images) -> None:
     assert not worker.is_alive()
     result = outcome["result"]
     assert (result.stopped, result.evaluations, seen[-1]) == ("cancelled", 3, 3)
-    assert result.image.size == (48, 32)
+    assert result.image.size == (32, 21)
 
 
-@pytest.mark.parametrize("fields, stop_at", [({}, 25), ({"fast": True, "steps": 60}, 27)],
+@pytest.mark.parametrize("fields, stop_at", [({}, 25), ({"fast": True, "size": 64, "steps": 60}, 27)],
                          ids=["single-size", "coarse-to-fine"])
 def test_resume_gives_the_uninterrupted_image(images, tmp_path: Path, fields: dict, stop_at: int) -> None:
     """Interrupt after `stop_at` evaluations (mid LBFGS step), resume from the checkpoint: bit for bit."""
@@ -143,6 +143,7 @@ def test_checkpoint_every_writes_as_the_run_goes(images, tmp_path: Path) -> None
                                   if checkpoint.exists() else None)))
     by_step = dict(written)
     assert by_step[20] is None and by_step[21] == 20 and by_step[41] == 40  # written after each LBFGS step
+    assert torch.load(checkpoint, weights_only=True)["evaluations"] == 60  # and at the end
     assert list(tmp_path.iterdir()) == [checkpoint]  # no temp files left
 
 
@@ -153,7 +154,7 @@ def test_a_checkpoint_from_another_run_is_refused(images, tmp_path: Path) -> Non
     with pytest.raises(CheckpointError, match=r"other settings \(style_weight\)"):
         Run(*images, config(style_weight=1e8), RunOptions(resume=str(checkpoint))).execute()
     with pytest.raises(CheckpointError, match="another content image"):
-        Run(small_image("coffee.png", (48, 32)), images[1], config(), RunOptions(resume=str(checkpoint))).execute()
+        Run(small_image("coffee.png", (32, 21)), images[1], config(), RunOptions(resume=str(checkpoint))).execute()
     damaged = tmp_path / "damaged.ckpt"
     damaged.write_bytes(checkpoint.read_bytes()[:200])
     with pytest.raises(CheckpointError, match="not a readable checkpoint"):

@@ -1,0 +1,128 @@
+"""The run API through the command: provenance in every output, replay, frames, animation, log, plot,
+SIGTERM with a checkpoint and --resume. Tiny images, random weights, few evaluations."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner, Result
+from PIL import Image
+
+from style_transfer.cli import main
+from style_transfer.provenance import read_record, sha256_file
+
+from .conftest import IMAGES
+
+ROOT = Path(__file__).resolve().parent.parent
+CONTENT, STYLE = str(IMAGES / "chelsea.png"), str(IMAGES / "ihc.png")
+TINY = ["--weights", "random", "--size", "32", "--device", "cpu", "-q"]
+
+
+def invoke(args: list[str], exit_code: int = 0) -> Result:
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == exit_code, (args, result.exit_code, result.stderr, result.exception)
+    return result
+
+
+def pixels(path: Path) -> np.ndarray:
+    with Image.open(path) as image:
+        return np.asarray(image.convert("RGB"))
+
+
+def test_every_output_carries_its_record_and_replay_remakes_it(tmp_path: Path) -> None:
+    out, again = tmp_path / "out.png", tmp_path / "again.png"
+    invoke([CONTENT, STYLE, "-o", str(out), *TINY, "--steps", "20", "--seed", "3", "--style-weight", "1e7"])
+    record = read_record(out)
+    assert record["settings"]["size"] == 32 and record["settings"]["style_weight"] == 1e7 and record["seed"] == 3
+    assert record["inputs"]["content"] == {"name": "chelsea.png", "sha256": sha256_file(CONTENT)}
+    assert [s["name"] for s in record["inputs"]["styles"]] == ["ihc.png"]
+    assert record["weights"]["kind"] == "random" and record["evaluations"] == 40 and record["stopped"] == "done"
+    assert str(tmp_path) not in json.dumps(record)  # no folder of the user's
+
+    invoke([CONTENT, STYLE, "-o", str(again), "--replay", str(out), "-q"])
+    assert np.array_equal(pixels(again), pixels(out))  # the same image, bit for bit, on the same machine
+    assert read_record(again)["settings"] == record["settings"]
+
+    other = invoke([str(IMAGES / "coffee.png"), STYLE, "-o", str(tmp_path / "x.png"), "--replay", str(out)], 2)
+    assert "content image is not the recorded run's" in other.stderr and not (tmp_path / "x.png").exists()
+    mixed = invoke([CONTENT, STYLE, "-o", str(tmp_path / "x.png"), "--replay", str(out), "--size", "64"], 2)
+    assert "drop --size" in mixed.stderr
+    plain = tmp_path / "plain.png"
+    invoke([CONTENT, STYLE, "-o", str(plain), *TINY, "--steps", "1", "--no-metadata"])
+    assert read_record(plain) is None
+    bare = invoke([CONTENT, STYLE, "-o", str(tmp_path / "x.png"), "--replay", str(plain)], 2)
+    assert "holds no style_transfer record" in bare.stderr
+
+
+def test_frames_animation_log_and_plot(tmp_path: Path) -> None:
+    out = tmp_path / "out.jpg"
+    invoke([CONTENT, STYLE, "-o", str(out), *TINY, "--steps", "30", "--save-every", "15",
+            "--animate", str(tmp_path / "run.webp"), "--log", str(tmp_path / "run.jsonl"),
+            "--plot", str(tmp_path / "loss.png")])
+    frames = sorted(p.name for p in tmp_path.glob("out.*.jpg"))
+    assert frames == ["out.0015.jpg", "out.0030.jpg"]  # 40 evaluations run; frames at 15 and 30
+    assert read_record(tmp_path / "out.0015.jpg")["stopped"] == "running"
+    lines = (tmp_path / "run.jsonl").read_text().splitlines()
+    rows = [json.loads(line) for line in lines]
+    assert [r["step"] for r in rows] == list(range(1, 41))
+    assert all(r["loss"] == pytest.approx(r["style"] + r["content"] + r["tv"]) for r in rows)
+    with Image.open(tmp_path / "run.webp") as animation:
+        assert animation.n_frames == 3  # the frames at 15 and 30, and the final image
+    assert read_record(tmp_path / "run.webp")["evaluations"] == 40
+    with Image.open(tmp_path / "loss.png") as plot:
+        assert plot.format == "PNG" and plot.width > 300
+
+
+def test_run_options_fail_before_any_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    base = [CONTENT, STYLE, "-o", str(tmp_path / "out.png"), *TINY]
+    assert "animation" in invoke([*base, "--animate", str(tmp_path / "a.mp4")], 2).stderr
+    assert "does not exist" in invoke([*base, "--checkpoint", str(tmp_path / "no" / "c.ckpt")], 2).stderr
+    assert "no such checkpoint" in invoke([*base, "--resume", str(tmp_path / "missing.ckpt")], 2).stderr
+    assert "give both or neither" in invoke([*base, "--patience", "5"], 2).stderr
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if the plot extra were not installed
+    message = invoke([*base, "--plot", str(tmp_path / "p.png")], 2).stderr
+    assert "pip install 'style_transfer[plot]'" in message
+    assert list(tmp_path.iterdir()) == []
+
+
+def read_until(stream, pattern: bytes, timeout: float) -> bytes:
+    """Read the child's stderr until ``pattern`` shows (a step count on the progress bar)."""
+    seen, deadline = b"", time.monotonic() + timeout
+    os.set_blocking(stream.fileno(), False)
+    while pattern not in seen:
+        assert time.monotonic() < deadline, seen[-500:]
+        chunk = stream.read()
+        seen += chunk or b""
+        time.sleep(0.05)
+    return seen
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGTERM is POSIX")
+def test_sigterm_saves_image_and_checkpoint_and_resume_finishes_the_run(tmp_path: Path) -> None:
+    out, checkpoint, whole = tmp_path / "out.png", tmp_path / "run.ckpt", tmp_path / "whole.png"
+    args = [CONTENT, STYLE, *TINY[:-1], "--steps", "60", "--style-weight", "1e9", "--content-weight", "1e3"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    child = subprocess.Popen([sys.executable, "-m", "style_transfer", *args, "-o", str(out), "--checkpoint",
+                              str(checkpoint)], cwd=ROOT, env=env, stderr=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        read_until(child.stderr, b"23/80", timeout=120)  # past the first LBFGS step (20 evaluations)
+        child.send_signal(signal.SIGTERM)
+        assert child.wait(timeout=60) == 143
+    finally:
+        child.kill()
+    message = child.stderr.read().decode()
+    assert "interrupted at step" in message and out.exists() and checkpoint.exists()
+    assert read_record(out)["stopped"] == "terminated"
+
+    invoke([*args, "-o", str(out), "--resume", str(checkpoint)])
+    invoke([*args, "-o", str(whole)])
+    assert np.array_equal(pixels(out), pixels(whole))  # resumed = uninterrupted
+    assert read_record(out)["evaluations"] == read_record(whole)["evaluations"] == 80
