@@ -1,0 +1,93 @@
+"""What the run API costs a run that asks for nothing: ``Run.execute()`` against the tutorial's loop alone.
+
+Run from the repository root::
+
+    python benchmarks/run_overhead.py                 # 128 and 256 px, 60 evaluations, 5 rounds
+    python benchmarks/run_overhead.py --smoke         # seconds
+
+Per size it times, alternating in one process so both see the same machine load:
+
+* ``loop``: the images loaded and ``transfer.run_style_transfer`` run on them (the tutorial's loop, what
+  ``stylize()`` was before the run API);
+* ``run``: ``run.Run(...).execute()`` with no options (what ``stylize()`` and the command run now: events,
+  the provenance record of the result, its input hashes included);
+* ``run+previews``: the same with a preview every 10 evaluations (what the web app will ask for).
+
+Both get the same network (random weights, seed 0, built once) and the same evaluations. It prints the
+median seconds of each and their ratios to ``loop``; issue 13's target: ``run`` at most 1.02x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run from a checkout without installing the package
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import torch  # noqa: E402
+
+import machines  # noqa: E402
+from style_transfer.config import RunOptions, StyleConfig  # noqa: E402
+from style_transfer.fast import physical_cores  # noqa: E402
+from style_transfer.images import load_image  # noqa: E402
+from style_transfer.models import IMAGENET_MEAN, IMAGENET_STD, freeze, random_vgg19_features  # noqa: E402
+from style_transfer.run import Run  # noqa: E402
+from style_transfer.transfer import run_style_transfer  # noqa: E402
+
+CONTENT = ROOT / "images" / "chelsea.png"
+STYLE = ROOT / "images" / "ihc.png"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", default="128,256")
+    parser.add_argument("--steps", type=int, default=59, help="the loop's --steps (59 runs 60 evaluations)")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--out", default=None, help="JSON output (default: benchmarks/results-run-overhead.json)")
+    parser.add_argument("--smoke", action="store_true")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.sizes, args.steps, args.rounds = "32", 1, 1
+    torch.set_num_threads(args.threads or physical_cores())
+    cnn = freeze(random_vgg19_features(0))
+    report = {"machine": machines.describe(torch.device("cpu")), "sizes": {}}
+    print(f"Measured on: {machines.summary(report['machine'])}")
+    with tempfile.TemporaryDirectory() as folder:
+        weights = Path(folder) / "vgg19-random-0.pth"
+        torch.save(cnn.state_dict(), weights)  # the same network for Run, which loads its weights itself
+        for size in (int(s) for s in args.sizes.split(",")):
+            config = StyleConfig(size=size, steps=args.steps, weights=str(weights), device="cpu")
+
+            def loop() -> None:
+                content, style = load_image(CONTENT, size), load_image(STYLE, size)
+                run_style_transfer(cnn, IMAGENET_MEAN, IMAGENET_STD, content, style, content.clone(), args.steps)
+
+            paths = {"loop": loop, "run": lambda: Run(CONTENT, STYLE, config).execute(),
+                     "run+previews": lambda: Run(CONTENT, STYLE, config, RunOptions(preview_every=10)).execute()}
+            times: dict[str, list[float]] = {name: [] for name in paths}
+            for _ in range(args.rounds):
+                for name, path in paths.items():
+                    start = time.perf_counter()
+                    path()
+                    times[name].append(time.perf_counter() - start)
+            medians = {name: statistics.median(t) for name, t in times.items()}
+            report["sizes"][size] = {"median_s": medians, "runs_s": times,
+                                     "ratio": {name: medians[name] / medians["loop"] for name in paths}}
+            print(f"{size} px, {args.steps + 1} evaluations, median of {args.rounds}: " + ", ".join(
+                f"{name} {medians[name]:.2f} s ({medians[name] / medians['loop']:.3f}x)" for name in paths))
+    out = Path(args.out) if args.out else ROOT / "benchmarks" / "results-run-overhead.json"
+    out.write_text(json.dumps(report, indent=1))
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
