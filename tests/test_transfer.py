@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from style_transfer import StyleConfig, run_style_transfer, stylize
-from style_transfer.images import pil_to_tensor
 from style_transfer.models import IMAGENET_MEAN, IMAGENET_STD
 
 from . import tutorial_reference as tutorial
