@@ -28,6 +28,15 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("urllib.request.urlopen", refuse)
 
 
+@pytest.fixture(autouse=True)
+def keep_thread_count():
+    """The CLI sets torch's thread count for its process (the physical cores); CliRunner runs it in the
+    test process, so give each test the session's count back (OMP_NUM_THREADS, say, holds for the suite)."""
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def cnn() -> torch.nn.Sequential:
     """VGG19 features with seeded random weights, frozen (share it; never modify it)."""

@@ -15,10 +15,11 @@ from style_transfer.models import IMAGENET_MEAN, IMAGENET_STD
 from style_transfer.transfer import get_style_model_and_losses, optimize
 
 from .conftest import IMAGES
+from .rounding import moved_inputs
 
 SECOND_TIME = "backward through the graph a second time"
-# The two paths sum the same float32 terms in another order: their gradients differ by rounding
-# (observed 2.4e-7 of the largest gradient at 32 px); we allow 1e-5 of it.
+# The two paths sum the same float32 terms in another order: at the first evaluation their gradients
+# differ by rounding (observed 2.4e-7 of the largest gradient at 32 px); we allow 1e-5 of it.
 GRAD_RTOL = 1e-5
 
 
@@ -73,12 +74,21 @@ def test_combined_backward_is_the_loops_arithmetic(cnn, content_32, style_32) ->
 
 
 def test_images_close_after_a_short_run(cnn, content_32, style_32) -> None:
-    # Scaled weights put LBFGS in its normal regime (PERFORMANCE.md); one LBFGS step is 20
-    # evaluations. Observed difference 7.5e-6; rounding grows with every step, so few steps.
-    out_c, out_p = (run_style_transfer(cnn, IMAGENET_MEAN, IMAGENET_STD, content_32, style_32, content_32.clone(),
-                                       1, 1e9, 1e3, backward=backward) for backward in ("combined", "per-module"))
+    """One LBFGS step (20 evaluations) each way: the images differ only as rounding makes runs differ."""
+    def run(content, style, backward="combined"):
+        # Both loss weights x1000: with random weights and the tutorial's weights LBFGS stores no
+        # curvature pairs and the step proves little; scaled, it moves the image as it does normally.
+        return run_style_transfer(cnn, IMAGENET_MEAN, IMAGENET_STD, content, style, content.clone(), 1, 1e9, 1e3,
+                                  backward=backward)
+
+    out_c, out_p = run(content_32, style_32), run(content_32, style_32, "per-module")
     assert (out_c - content_32).abs().max() > 0.05  # the image did move
-    assert (out_p - out_c).abs().max() <= 1e-4
+    # LBFGS amplifies the paths' 1e-7 difference in summation order: measured 7.5e-6 (AVX-512 kernels),
+    # 0.0024 (AVX2), 0.0039 (scalar). The controls (the combined run from inputs one float32 step away,
+    # rounding.py) landed up to 0.0039 to 0.024 from it on those CPUs: at least as far. We allow 4x.
+    control = max((run(c, s) - out_c).abs().max().item() for c, s in moved_inputs(content_32, style_32))
+    assert (out_p - out_c).abs().max().item() <= 4 * control
+    assert control < 0.1 * (out_c - content_32).abs().max().item()  # rounding moves it far less than the run
 
 
 @pytest.fixture

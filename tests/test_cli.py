@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -78,7 +79,8 @@ def test_bad_option_value(tmp_path: Path, option: str, value: str, needle: str) 
     (lambda tmp: tmp / "o.unknownext", "extension"),
     (lambda tmp: tmp / "noext", "no extension"),
     (lambda tmp: tmp, "is a directory"),
-    (lambda tmp: Path("/proc/stylize-o.png"), "not writable"),
+    pytest.param(lambda tmp: Path("/proc/stylize-o.png"), "not writable",  # root can write almost anywhere else
+                 marks=pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")),
 ])
 def test_unwritable_output(tmp_path: Path, make_output, needle: str) -> None:
     out = make_output(tmp_path)
@@ -105,3 +107,52 @@ def test_help_mentions_random_weights_and_cpu_default() -> None:
     text = " ".join(invoke(["--help"], 0).output.split())
     assert "no artistic result" in text
     assert "on a CPU" in text
+
+
+class ModelBuilt(Exception):
+    """Raised by the patched VGG19 builder: the run got as far as building the model."""
+
+
+@pytest.fixture
+def no_model(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Make building VGG19 (every loader goes through models.vgg19_features) fail loudly; count the tries."""
+    from style_transfer import models
+
+    built: list[int] = []
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        built.append(1)
+        raise ModelBuilt("the model was built")
+
+    monkeypatch.setattr(models, "vgg19_features", refuse)
+    return built
+
+
+@pytest.mark.parametrize("extra, output, needle", [
+    (["--steps", "0"], "o.png", "steps"),
+    (["--size", "8"], "o.png", "size"),
+    (["--style-layers", "conv_99"], "o.png", "conv_99"),
+    (["--scale-steps", "1,x"], "o.png", "scale-steps"),
+    (["--style-blend", "1,2,3"], "o.png", "3 weight"),
+    (["--init", "missing-start.png"], "o.png", "missing-start.png"),
+    (["--keep-alpha"], "o.jpg", "keep-alpha"),
+    ([], "o.unknownext", "extension"),
+    (["--precision", "bf16"], "o.png", "bf16"),  # refused here: bf16_supported is patched to say no
+])
+def test_exit_2_checks_run_before_the_model_is_built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     no_model: list[int], extra: list[str], output: str,
+                                                     needle: str) -> None:
+    monkeypatch.setattr("style_transfer.fast.bf16_supported", lambda device: False)
+    monkeypatch.chdir(tmp_path)  # relative names (--init's missing file) resolve in the empty tmp_path
+    args = [str(IMAGES / "chelsea.png"), str(IMAGES / "ihc.png"), "-o", str(tmp_path / output), *FAST, *extra]
+    line = one_error_line(invoke(args, 2))
+    assert needle in line and "model was built" not in line
+    assert no_model == []
+
+
+def test_the_model_builder_patch_is_reached_by_a_good_run(tmp_path: Path, no_model: list[int]) -> None:
+    """The control of the test above: with good options the same patch is hit, so its silence means something."""
+    result = CliRunner().invoke(main, [str(IMAGES / "chelsea.png"), str(IMAGES / "ihc.png"), "-o",
+                                       str(tmp_path / "o.png"), *FAST])
+    assert result.exit_code != 0 and no_model == [1]
+    assert not (tmp_path / "o.png").exists()

@@ -21,8 +21,29 @@ from style_transfer.transfer import initial_image
 
 from .conftest import IMAGES
 
-# Scaled weights put LBFGS in its normal regime under random weights (PERFORMANCE.md).
+# Both loss weights x1000. With random weights and the tutorial's weights LBFGS often stores no
+# curvature pairs, and its first 20-40 evaluations swing wildly; scaled, it behaves as with pretrained
+# weights. The runs here are one LBFGS step (20 evaluations): LBFGS's loss spikes (10x to 1000x) come
+# from about the 30th evaluation on, and from then on rounding decides where a run ends.
 LOUD = {"style_weight": 1e9, "content_weight": 1e3}
+
+
+class _Stop(Exception):
+    """Ends a run after its first evaluation."""
+
+
+def first_gradient(cnn, content, style, **kwargs) -> torch.Tensor:
+    """The image gradient at the first closure evaluation of a real run (the content as start)."""
+    image = content.clone()
+    seen = []
+
+    def stop(info) -> None:
+        seen.append(image.grad.detach().clone())
+        raise _Stop
+
+    with pytest.raises(_Stop):
+        run_style_transfer(cnn, IMAGENET_MEAN, IMAGENET_STD, content, style, image, 1, progress=stop, **kwargs)
+    return seen[0]
 
 
 def run(cnn, content, style, steps=1, **kwargs):
@@ -39,6 +60,8 @@ def test_blend_one_zero_equals_the_first_style_alone(cnn, content_32, style_32) 
     other = style_32.flip(-1).roll(7, -2)
     alone, alone_infos = run(cnn, content_32, style_32, **LOUD)
     blended, blended_infos = run(cnn, content_32, [style_32, other], style_blend=(1, 0), **LOUD)
+    # The (1, 0) blend's targets are the first style's bit for bit (1*a + 0*b), so both runs compute the
+    # same numbers in the same order: equal on any CPU, after any number of evaluations.
     assert torch.equal(alone, blended)
     assert [i.loss for i in alone_infos] == [i.loss for i in blended_infos]
     assert not torch.equal(alone, content_32)
@@ -152,12 +175,27 @@ class TestTotalVariation:
         assert torch.autograd.gradcheck(lambda x: total_variation(x, "sum"), (img,))
 
 
+def test_tv_term_adds_its_gradient_in_the_loop(cnn, content_32, style_32) -> None:
+    """At the first evaluation the TV term adds tv_weight x the gradient of (mean |vertical step| +
+    mean |horizontal step|), written out here, to the gradient of the run without it."""
+    plain = first_gradient(cnn, content_32, style_32, **LOUD)
+    with_tv = first_gradient(cnn, content_32, style_32, tv_weight=1e4, **LOUD)
+    x = content_32.clone().requires_grad_(True)
+    ((x[..., 1:, :] - x[..., :-1, :]).abs().mean() + (x[..., 1:] - x[..., :-1]).abs().mean()).backward()
+    expected = 1e4 * x.grad
+    assert expected.abs().max() > 0.1 * plain.abs().max()  # large enough to be seen in the sum
+    # Two float32 sums of the same terms: rounding only, relative to the largest gradient entry.
+    torch.testing.assert_close(with_tv - plain, expected, rtol=0, atol=1e-5 * with_tv.abs().max().item())
+
+
 def test_tv_weight_lowers_the_outputs_total_variation(cnn, content_32, style_32) -> None:
     noise = initial_image(content_32, "noise", 0)
     plain, _ = run(cnn, content_32, style_32, input_img=noise.clone(), **LOUD)
     smooth, infos = run(cnn, content_32, style_32, input_img=noise.clone(), tv_weight=1e4, **LOUD)
-    assert float(total_variation(smooth)) < 0.8 * float(total_variation(plain))
     assert len(infos) == 20  # the same loop
+    # The effect, not a closeness: after 20 evaluations the ratio measured 0.11 to 0.14 on AVX-512, AVX2
+    # and scalar kernels (rounding moves it by a few hundredths); 0.8 leaves it a wide margin.
+    assert float(total_variation(smooth)) < 0.8 * float(total_variation(plain))
 
 
 # --- init -----------------------------------------------------------------------------------
@@ -201,6 +239,8 @@ def test_init_options_through_stylize(tmp_path: Path, content_32, style_32) -> N
 def test_both_optimizers_lower_the_loss(cnn, content_32, style_32, name: str) -> None:
     _, infos = run(cnn, content_32, style_32, steps=19, optimizer_name=name, **LOUD)
     assert len(infos) == 20  # LBFGS: one step of 20; Adam: one evaluation per step, until 19 are passed
+    # The last loss measured 0.011 (LBFGS) and 0.077 (Adam) of the first on AVX-512, AVX2 and scalar
+    # kernels alike: 0.7 is far from either.
     assert infos[-1].loss < 0.7 * infos[0].loss
 
 

@@ -28,12 +28,13 @@ from style_transfer.fast import (
     scale_sizes,
     speed_from_config,
 )
-from style_transfer.images import pil_to_tensor
+from style_transfer.images import load_image, pil_to_tensor
 from style_transfer.losses import gram_matrix
 from style_transfer.models import IMAGENET_MEAN, IMAGENET_STD
 from style_transfer.transfer import get_style_model_and_losses
 
 from .conftest import IMAGES
+from .rounding import one_step_up
 
 ROOT = Path(__file__).resolve().parent.parent
 CPU = torch.device("cpu")
@@ -130,7 +131,7 @@ class TestBf16Gram:
         _, sl, _, _ = first_evaluation(cnn, content_32, style_32, None)
         _, fast_sl, _, _ = first_evaluation(cnn, content_32, style_32, Speed("bf16", True, True))
         for fast, plain in zip(fast_sl, sl):
-            assert float(fast.loss) == pytest.approx(float(plain.loss), rel=0.02)
+            assert float(fast.loss.detach()) == pytest.approx(float(plain.loss.detach()), rel=0.02)
 
 
 @needs_bf16
@@ -200,17 +201,25 @@ class TestAccelerate:
         model, sl, cl = get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD, style_32, content_32)
         fast, fast_sl, fast_cl = accelerate(model, sl, cl, Speed("fp32", True, True))
         assert all(p.is_contiguous() for p in cnn.parameters())
-        if bf16_supported(CPU):  # the bf16 copies of the convolutions are the model's own
-            accelerate(model, sl, cl, Speed("bf16", True, True))
-            assert all(p.dtype == torch.float32 and p.is_contiguous() for p in cnn.parameters())
         assert all(type(s) is FusedStyleLoss for s in fast_sl) and len(fast_sl) == len(sl) == 5
         assert all(type(c) is FastContentLoss for c in fast_cl) and len(fast_cl) == len(cl) == 1
         assert all(s.target is f.target for s, f in zip(sl, fast_sl))  # targets shared, not recomputed
         assert cl[0].target.is_contiguous()  # the original module keeps its NCHW target
 
+    @needs_bf16
+    def test_bf16_copies_leave_the_callers_network_alone(self, cnn, content_32, style_32) -> None:
+        model, sl, cl = get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD, style_32, content_32)
+        fast, _, _ = accelerate(model, sl, cl, Speed("bf16", True, True))
+        convs = [m for m in fast.body if isinstance(m, torch.nn.Conv2d)]
+        assert convs and all(m.weight.dtype == torch.bfloat16 for m in convs)  # the model's own copies
+        assert all(p.dtype == torch.float32 and p.is_contiguous() for p in cnn.parameters())
 
-# Both loss weights x1000: LBFGS's normal regime under random weights (see PERFORMANCE.md); with the
-# tutorial's weights its first 20-40 evaluations swing wildly and a 1-step run proves nothing.
+
+# Both loss weights x1000. With random weights and the tutorial's weights LBFGS often stores no
+# curvature pairs and its first 20-40 evaluations swing wildly, so a 1-step run proves nothing;
+# scaled, it behaves as with pretrained weights (the benchmark's --loss-scale does the same). From
+# about the 30th evaluation on it then makes loss spikes (10x to 1000x), and where a longer run ends
+# depends on rounding: the runs here are one LBFGS step (20 evaluations), or two where said.
 SCALED = {"style_weight": 1e9, "content_weight": 1e3}
 
 
@@ -233,7 +242,32 @@ def test_each_fast_option_lowers_the_loss(cnn, content_32, style_32, speed: Spee
     before = tutorial_loss(cnn, content_32, style_32, content_32)
     after = tutorial_loss(cnn, content_32, style_32, out)
     assert len(infos) == 20  # the tutorial's loop: one LBFGS step of 20 evaluations
-    assert after < 0.1 * before  # judged by the default path's fp32 loss, not the path's own (~0.01 seen)
+    # Judged by the default path's fp32 loss, not the path's own: measured 0.0105 to 0.011 of the start
+    # for the fp32 options, alike on AVX-512, AVX2 and scalar kernels; 0.1 is far from rounding's reach.
+    assert after < 0.1 * before
+
+
+def test_fast_reaches_the_defaults_quality(cnn) -> None:
+    """README: --fast reaches the default's quality. Smoke-sized: 64 px, ``steps=39`` (the default runs
+    two LBFGS steps, 40 evaluations; --fast whatever it resolves to), both images judged by the default
+    path's fp32 loss at 64 px."""
+    content, style = load_image(IMAGES / "chelsea.png", 64), load_image(IMAGES / "ihc.png", 64)
+    base = dict(size=64, steps=39, weights="random", device="cpu", **SCALED)
+
+    def loss(content_in, config: StyleConfig) -> float:  # the tutorial's weights: the ratios are the same
+        return tutorial_loss(cnn, content, style, pil_to_tensor(stylize(content_in, style, config)))
+
+    default = loss(content, StyleConfig(**base))
+    fast = loss(content, StyleConfig(fast=True, **base))
+    # Controls: how far rounding alone moves the default's final loss here (the content one float32 step
+    # up; channels_last fp32, another summation order). Measured 0.3 % to 7 % at this size.
+    controls = [loss(one_step_up(content), StyleConfig(**base)), loss(content, StyleConfig(channels_last=True, **base))]
+    spread = max(abs(c / default - 1) for c in controls)
+    assert default < 0.05 * tutorial_loss(cnn, content, style, content)  # the default run got somewhere
+    # README's target is 5 % (the median of 5 networks' best images at 512 px); one network's final
+    # image at 64 px gets 10 %, plus 3x the controls' spread. Measured fast / default: 0.97 to 1.05
+    # from 4 starts (AVX-512 with bf16, AVX2 without), 1.01 to 1.07 with 3 coarse-to-fine sizes.
+    assert fast <= default * (1.10 + 3 * spread)
 
 
 @needs_bf16
@@ -254,6 +288,7 @@ def test_coarse_to_fine_returns_the_requested_size(cnn, content_32, style_32, ex
     assert [i.step for i in infos] == list(range(1, len(infos) + 1))  # one running count over both sizes
     assert len(infos) == 40 and infos[-1].total == 40  # each size: its budget rounded up to one LBFGS step
     out = pil_to_tensor(image)
+    # Measured 0.0073 to 0.0076 of the start's loss on AVX-512, AVX2 and scalar kernels.
     assert tutorial_loss(cnn, content_32, style_32, out) < 0.1 * tutorial_loss(cnn, content_32, style_32, content_32)
 
 
@@ -289,11 +324,16 @@ class TestConfig:
         with pytest.raises(ValueError, match=needle):
             StyleConfig(**{field: value})
 
-    def test_fast_resolves_to_the_fast_set(self) -> None:
+    @pytest.mark.parametrize("native_bf16, precision", [(True, "bf16"), (False, "fp32")])
+    def test_fast_resolves_to_the_fast_set(self, monkeypatch: pytest.MonkeyPatch, native_bf16: bool,
+                                           precision: str) -> None:
+        """README, Speed: --fast is bf16 where the device has it (else fp32), channels_last, the fused
+        Gram and 20 LBFGS pairs."""
+        monkeypatch.setattr("style_transfer.fast.bf16_supported", lambda device: native_bf16)
         speed = speed_from_config(StyleConfig(fast=True), CPU)
-        assert speed.channels_last and speed.fused_gram and speed.history_size == FAST_HISTORY_SIZE
-        assert speed.precision == ("bf16" if bf16_supported(CPU) else "fp32")
-        assert speed_from_config(StyleConfig(), CPU) == Speed()
+        assert (speed.precision, speed.channels_last, speed.fused_gram, speed.history_size) == (
+            precision, True, True, 20)
+        assert speed_from_config(StyleConfig(), CPU) == Speed("fp32", False, False, 100)  # the tutorial's
 
     def test_bf16_refused_where_unsupported(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr("style_transfer.fast.bf16_supported", lambda device: False)
@@ -408,4 +448,5 @@ def test_fast_path_with_other_settings(cnn, content_32, style_32, extra) -> None
                          **extra)
     image = stylize(content_32, [style_32, style_32.flip(-1)], config, progress=infos.append)
     assert image.size == (32, 21) and len(infos) == 20
+    # Measured 0.23 (paper preset) and 0.0064 of the first loss, alike on AVX-512, AVX2 and scalar kernels.
     assert infos[-1].loss < 0.5 * infos[0].loss

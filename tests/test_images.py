@@ -68,3 +68,49 @@ def test_save_roundtrip_and_format(tmp_path: Path) -> None:
     loaded = load_image(path, 19)
     assert (loaded - t).abs().max().item() <= 0.5 / 255 + 1e-6  # rounded, not truncated
     assert [p.name for p in tmp_path.iterdir()] == ["x.png"]  # no temp file left
+
+
+def needs_webp() -> None:
+    if "WEBP" not in Image.SAVE:
+        pytest.skip("this Pillow was built without WebP")
+
+
+RED, GREEN, BLUE = (255, 0, 0), (0, 255, 0), (0, 0, 255)
+
+
+@pytest.mark.parametrize("fmt, ext, options", [
+    ("WEBP", ".webp", {"lossless": True}),
+    ("BMP", ".bmp", {}),
+])
+def test_webp_and_bmp_inputs(tmp_path: Path, fmt: str, ext: str, options: dict) -> None:
+    """README, Formats: WebP and BMP are read (lossless here, so every pixel comes back exactly)."""
+    if fmt == "WEBP":
+        needs_webp()
+    pixels = torch.arange(3 * 16 * 24, dtype=torch.uint8).reshape(3, 16, 24) * 7  # distinct values, wrapping
+    path = tmp_path / f"in{ext}"
+    Image.fromarray(pixels.permute(1, 2, 0).numpy(), "RGB").save(path, fmt, **options)
+    with Image.open(path) as opened:
+        assert opened.format == fmt
+    torch.testing.assert_close(load_image(path, 24), pixels.unsqueeze(0).float() / 255, rtol=0, atol=1e-7)
+
+
+@pytest.mark.parametrize("fmt, ext, options", [
+    ("WEBP", ".webp", {"lossless": True, "duration": 50}),  # animated WebP
+    ("PNG", ".png", {"duration": 50}),  # APNG
+    ("TIFF", ".tiff", {}),  # multi-page TIFF
+])
+def test_animated_and_multi_page_files_give_frame_zero(tmp_path: Path, fmt: str, ext: str, options: dict) -> None:
+    """README, Frame 0: three frames of distinct colours; the first one's colour comes back."""
+    if fmt == "WEBP":
+        needs_webp()
+    frames = [Image.new("RGB", (24, 16), color) for color in (RED, GREEN, BLUE)]
+    path = tmp_path / f"anim{ext}"
+    frames[0].save(path, fmt, save_all=True, append_images=frames[1:], **options)
+    with Image.open(path) as opened:
+        assert opened.format == fmt and opened.n_frames == 3  # really a file of several frames
+        opened.seek(2)
+        assert opened.convert("RGB").getpixel((0, 0)) == BLUE
+    loaded = load_image(path, 24)
+    assert loaded.shape == (1, 3, 16, 24)
+    torch.testing.assert_close(loaded, torch.tensor(RED, dtype=torch.float32).view(1, 3, 1, 1).expand(1, 3, 16, 24)
+                               / 255, rtol=0, atol=1e-7)

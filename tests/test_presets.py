@@ -79,6 +79,7 @@ def test_tutorial_preset_equals_the_tutorial_code(cnn, content_32, style_32) -> 
     theirs, _ = tutorial.run_style_transfer(cnn, list(IMAGENET_MEAN),
                                             list(IMAGENET_STD), content_32, style_32, content_32.clone(),
                                             num_steps=1)
+    # The same operations in the same order: bit-identical on any CPU (both run on the one at hand).
     assert ours.tobytes() == tensor_to_pil(theirs.detach()).tobytes()
     assert not torch.equal(pil_to_tensor(ours), pil_to_tensor(tensor_to_pil(content_32)))
 
@@ -141,7 +142,11 @@ def test_paper_preset_runs_and_lowers_the_loss(cnn, content_32, style_32) -> Non
                        c.style_weight, c.content_weight, content_layers=c.content_layers,
                        style_layers=c.style_layers, style_layer_weights=c.style_layer_weights,
                        loss_form=c.loss_form, pooling=c.pooling, progress=infos.append)
-    assert infos[-1].loss < infos[0].loss
+    assert len(infos) == 20
+    # At the paper's weights LBFGS swings: over 12 runs (AVX-512, AVX2 and scalar kernels, each from the
+    # inputs and from three one-rounding-step moves of them) the last loss ended between 0.24 and 2.7 of
+    # the first, so the last loss proves nothing; the lowest one reached was 0.24 to 0.63 of it.
+    assert min(i.loss for i in infos) < 0.8 * infos[0].loss
 
 
 def test_print_config_shows_resolved_settings() -> None:

@@ -1,9 +1,15 @@
-"""The README's set-up commands are what CI runs, and its CLI examples parse."""
+"""The README's set-up commands are what CI runs, and its CLI examples parse into a valid configuration."""
 
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from style_transfer.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -28,3 +34,37 @@ def test_sample_images_exist() -> None:
     for command in setup_commands():
         for name in re.findall(r"images/[\w.]+", command):
             assert (ROOT / name).is_file(), name
+
+
+def cli_examples() -> list[str]:
+    """Every ``stylize ... -o ...`` command in the README's shell blocks and inline code, as written."""
+    text = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```sh\n(.*?)```", text, re.S)
+    lines = [line for block in blocks for line in block.splitlines()]
+    lines += re.findall(r"`([^`\n]+)`", re.sub(r"```.*?```", "", text, flags=re.S))
+    examples = []
+    for line in lines:
+        for command in line.split("&&"):
+            command = re.split(r"\s#", command)[0].strip()  # a shell comment after the command
+            if command.startswith("stylize ") and " -o " in command:
+                examples.append(command)
+    return examples
+
+
+def test_the_readme_has_cli_examples() -> None:
+    examples = cli_examples()
+    assert len(examples) >= 5
+    assert "stylize photo.jpg starry.jpg -o out.png --preset paper --style-weight 1e6 --init noise" in examples
+    assert "stylize -o out.png -- -photo.jpg style.jpg" in examples
+
+
+@pytest.mark.parametrize("example", cli_examples())
+def test_cli_example_parses(example: str) -> None:
+    """click's own parser accepts it against the command's options, and its values make a valid
+    configuration (``--print-config`` builds the ``StyleConfig`` and exits; no file is read)."""
+    args = shlex.split(example)[1:]
+    params = main.make_context("stylize", list(args), resilient_parsing=False).params
+    assert params["content"] and params["styles"] and params["output"]
+    result = CliRunner().invoke(main, ["--print-config", *args])
+    assert result.exit_code == 0, result.output
+    assert "style_weight: " in result.stdout

@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from style_transfer import StyleConfig, run_style_transfer, stylize
-from style_transfer.images import pil_to_tensor
 from style_transfer.models import IMAGENET_MEAN, IMAGENET_STD
 
 from . import tutorial_reference as tutorial
@@ -44,8 +43,12 @@ def test_evaluation_count_follows_tutorial_loop(cnn, content_32, style_32) -> No
 
 
 def test_loss_decreases_and_output_valid(cnn, content_32, style_32) -> None:
-    # Scaled weights put LBFGS in its normal regime under random weights (see PERFORMANCE.md).
-    out, infos = run_product(cnn, content_32, style_32, 40, style_weight=1e9, content_weight=1e3)
+    # Both loss weights x1000: with random weights and the tutorial's weights LBFGS often stores no
+    # curvature pairs; scaled, it behaves as with pretrained weights, where it makes loss spikes
+    # (10x to 1000x) from about the 30th evaluation on. So one LBFGS step of 20 evaluations, before
+    # them: the last loss measured 0.0107 of the first on AVX-512, AVX2 and scalar kernels alike.
+    out, infos = run_product(cnn, content_32, style_32, 1, style_weight=1e9, content_weight=1e3)
+    assert len(infos) == 20
     assert infos[-1].loss < 0.5 * infos[0].loss
     assert out.shape == content_32.shape
     assert out.min() >= 0 and out.max() <= 1
@@ -64,17 +67,20 @@ def test_stylize_same_seed_same_image(content_32, style_32) -> None:
 
 
 def test_stylize_accepts_paths_and_pil(tmp_path, content_32, style_32) -> None:
-    from style_transfer.images import tensor_to_pil
+    from style_transfer.images import load_image, tensor_to_pil
 
     content_pil = tensor_to_pil(content_32)
     style_path = tmp_path / "style.png"
     tensor_to_pil(style_32).save(style_path)
+    # The fixtures hold 8-bit values and already have the working size: a PIL image or a PNG file of
+    # them loads back to the very same tensors, so the runs compute the same numbers on any CPU.
+    assert torch.equal(load_image(content_pil, 32), content_32) and torch.equal(load_image(style_path, 32), style_32)
     config = StyleConfig(size=32, steps=1, weights="random", device="cpu")
     from_mixed = stylize(content_pil, str(style_path), config)
     from_tensors = stylize(content_32, style_32, config)
-    # The PNG round trip quantises to 8 bits; the images agree to a couple of levels.
-    diff = (pil_to_tensor(from_mixed) - pil_to_tensor(from_tensors)).abs().max().item()
-    assert diff <= 3 / 255
+    assert from_mixed.size == (32, 21)
+    assert from_mixed.tobytes() == from_tensors.tobytes()
+    assert from_mixed.tobytes() != content_pil.tobytes()  # the run did something
 
 
 def test_bad_layer_in_stylize(content_32, style_32) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import sys
 import urllib.error
 from pathlib import Path
 
@@ -113,6 +114,7 @@ def test_folder_in_place_of_the_cached_file(tmp_path: Path, monkeypatch: pytest.
         load_vgg19_features("imagenet")
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
 def test_unwritable_torch_home(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TORCH_HOME", "/proc/stylize-torch-home")  # root can write almost anywhere, not /proc
     with pytest.raises(WeightsError) as info:
