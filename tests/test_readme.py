@@ -65,6 +65,8 @@ def test_cli_example_parses(example: str) -> None:
     args = shlex.split(example)[1:]
     params = main.make_context("stylize", list(args), resilient_parsing=False).params
     assert params["content"] and params["styles"] and params["output"]
+    if params["replay"] or params["resume"]:
+        return  # their settings come from a file the example names; parsing is what can be checked here
     result = CliRunner().invoke(main, ["--print-config", *args])
     assert result.exit_code == 0, result.output
     assert "style_weight: " in result.stdout
