@@ -57,7 +57,7 @@ def test_coarse_to_fine_events_name_each_size(images) -> None:
     events = []
     Run(*images, config(size=64, scales=3, scale_steps=(20, 20, 20))).execute(events.append)
     sizes = [e.size for e in events if e.step in (1, 21, 41)]
-    assert sizes == [(16, 16), (32, 21), (64, 43)]  # long sides 16, 32, 64; short sides floored at 16
+    assert sizes == [(16, 16), (32, 21), (64, 42)]  # long sides 16, 32, 64 of a 32x21 image; short sides floored at 16
     assert [e.scale for e in events if e.step in (1, 21, 41)] == [0, 1, 2]
     assert {e.scales for e in events} == {3} and {e.total for e in events} == {60}
 
@@ -189,4 +189,4 @@ def test_the_default_run_is_stylize(images) -> None:
 
     settings = config(steps=20)
     assert np.array_equal(pixels(Run(*images, settings).execute().image), pixels(stylize(*images, settings)))
-    assert pil_to_tensor(stylize(*images, settings)).shape == (1, 3, 32, 48)
+    assert pil_to_tensor(stylize(*images, settings)).shape == (1, 3, 21, 32)
