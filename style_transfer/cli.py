@@ -11,55 +11,17 @@ import click
 
 from . import __version__
 from .cli_watch import EXIT_CODES, Signals, Watch, read_record
-from .config import (BACKWARDS, CPU_DEFAULT_SIZE, GPU_DEFAULT_SIZE, INITS, LOSS_FORMS, OPTIMIZERS, PRECISIONS,
-                     PRESERVE_COLORS, RunOptions, StyleConfig)
+from .config import RunOptions, StyleConfig
 from .errors import Interrupted, RunStopped, StyleTransferError
 from .files import check_writable, shown
 from .images import INPUT_FORMATS_TEXT, MAX_PIXELS, MIN_INPUT_SIDE, check_output, open_image, save_image
-from .layers import POOLINGS
-from .presets import PRESET_NAMES, PRESETS
+from .options import RECORDED_FIELDS, OneLineCommand, UsageFault, config_from_options, settings_options
 from .provenance import check_replay_inputs, replay_config
 
 
 # Nothing above imports torch (tests/test_startup.py checks it): --help, --version, option errors and
 # unreadable inputs answer in a fraction of a second. torch, tqdm and the model load once a run starts.
 
-DEFAULTS = StyleConfig()  # every default below is read from here, so it is written once
-
-
-class UsageFault(click.ClickException):
-    """A bad option or argument: one line on stderr, exit 2."""
-
-    exit_code = 2
-
-
-class OneLineCommand(click.Command):
-    """A click command whose own usage errors print one line (no usage dump)."""
-
-    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
-                     **extra: Any) -> click.Context:
-        try:
-            return super().make_context(info_name, args, parent, **extra)
-        except click.UsageError as exc:
-            exc.ctx = None  # without a context, click prints only "Error: ..."
-            raise
-
-
-def _layers(value: str) -> tuple[str, ...]:
-    return tuple(v.strip() for v in value.split(",") if v.strip())
-
-
-def _numbers(option: str, value: str | None) -> tuple[float, ...] | None:
-    """A comma-separated list of numbers (None stays None, for "from the preset")."""
-    if value is None:
-        return None
-    try:
-        return tuple(float(v) for v in value.split(",") if v.strip())
-    except ValueError:
-        raise UsageFault(f"{option}: expected comma-separated numbers, got {value!r}") from None
-
-
-TUTORIAL, PAPER = PRESETS["tutorial"], PRESETS["paper"]
 ALPHA_FORMATS = ("PNG", "WEBP", "TIFF")  # output formats that keep --keep-alpha's transparency
 
 
@@ -71,127 +33,14 @@ def show_config(config: StyleConfig) -> None:
         click.echo(f"{name}: {'auto' if value is None and name in ('size', 'lr') else value}")
 
 
-def _speed_fields(options: dict[str, Any]) -> dict[str, Any]:
-    """The speed options (issue 6) as StyleConfig fields; --scale-steps is a comma-separated list."""
-    fields = dict(options)
-    try:
-        fields["scale_steps"] = tuple(int(v) for v in _layers(fields["scale_steps"]))
-    except ValueError:
-        raise ValueError(f"scale-steps must be comma-separated integers, got {options['scale_steps']!r}") from None
-    return fields
-
-
 @click.command(cls=OneLineCommand, context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("content", required=False, metavar="CONTENT", type=click.Path(path_type=str))  # the loader checks files (exit 1)
 @click.argument("styles", nargs=-1, metavar="STYLE...", type=click.Path(path_type=str))
 @click.option("-o", "--output", type=click.Path(path_type=str),
               help="Where to write the result; the format follows the extension (.jpg, .png, ...).")
-@click.option("--size", type=int, default=None,
-              help=f"Long side of the working image in px (aspect kept). Default: {GPU_DEFAULT_SIZE} on a GPU, "
-                   f"{CPU_DEFAULT_SIZE} on a CPU (the default 300 steps take 2.5 to 3.5 minutes on 2 cores).")
-@click.option("--steps", type=int, default=DEFAULTS.steps, show_default=True,
-              help="Closure evaluations (forward+backward passes); the run ends with the LBFGS step that passes "
-                   "this, as in the tutorial.")
-@click.option("--style-weight", type=float, default=None,
-              help=f"Weight of the style losses. Default: the preset's (tutorial {TUTORIAL['style_weight']:g}, "
-                   f"paper {PAPER['style_weight']:g}).")
-@click.option("--content-weight", type=float, default=None,
-              help=f"Weight of the content losses. Default: the preset's (tutorial {TUTORIAL['content_weight']:g}, "
-                   f"paper {PAPER['content_weight']:g}). Raise it to keep more of the content's shapes.")
-@click.option("--init", default=DEFAULTS.init, show_default=True,
-              help=f"Start image: {', '.join(INITS)} or an image FILE. content keeps the photo's layout best; "
-                   "noise (uniform, seeded by --seed) gives a freer painting, as in the paper; style starts "
-                   "from the (first) style image, FILE from your own picture (both stretched to the content's "
-                   "size).")
-@click.option("--seed", type=int, default=DEFAULTS.seed, show_default=True,
-              help="Seed of everything random; the same inputs, options and seed give the same image.")
-@click.option("--weights", default=DEFAULTS.weights, show_default=True,
-              help="VGG19 weights: 'imagenet' (torchvision's, downloaded once to the torch hub cache, "
-                   "TORCH_HOME), a local state dict FILE, or 'random' (seeded random weights: offline smoke "
-                   "runs and tests only, gives no artistic result).")
-@click.option("--device", default=DEFAULTS.device, show_default=True,
-              help="auto, cpu, cuda, cuda:N or mps; auto picks a GPU when there is one.")
-@click.option("--content-layers", default=None,
-              help="Comma-separated layers that get a ContentLoss, by the tutorial's names (conv_N, relu_N, "
-                   "pool_N: N counts convs) or the paper's (conv4_2, relu4_2, pool3). The tutorial's conv_4 is "
-                   "the paper's conv2_2. Default: the preset's (tutorial conv_4, paper conv4_2). Deeper layers "
-                   "keep less of the photo's detail.")
-@click.option("--style-layers", default=None,
-              help="Comma-separated layers that get a StyleLoss. The tutorial's conv_1..conv_5 are the paper's "
-                   "conv1_1,conv1_2,conv2_1,conv2_2,conv3_1. Default: the preset's (tutorial conv_1..conv_5, "
-                   "paper conv1_1,conv2_1,conv3_1,conv4_1,conv5_1). Deeper layers give larger brush strokes.")
-@click.option("--style-layer-weights", default=None,
-              help="Comma-separated weights, one per style layer (default: the preset's; tutorial 1 each, "
-                   "paper 1/n each). Raise a layer's weight to stress its scale of texture.")
-@click.option("--preset", type=click.Choice(PRESET_NAMES), default=DEFAULTS.preset, show_default=True,
-              help="Defaults of the algorithm's settings. tutorial: the PyTorch tutorial. paper: Gatys et al. "
-                   "2016 (content conv4_2; style conv1_1..conv5_1 weighted 1/5; average pooling; "
-                   "E_l = sum (G-A)^2/(4 N^2 M^2) and 1/2 sum (F-P)^2; alpha/beta = 1e-3). The best weight "
-                   "balance depends on how the VGG weights expect their input scaled (torchvision's: [0, 1] "
-                   "and ImageNet's std; the paper's caffe VGG: [0, 255]); tune --style-weight. Explicit "
-                   "options override the preset.")
-@click.option("--style-blend", default=None,
-              help="With several STYLE images: comma-separated weights, one per style (normalised; default "
-                   "equal). Their Gram targets are blended: 0.7,0.3 is mostly the first style.")
-@click.option("--style-scale", type=float, default=DEFAULTS.style_scale, show_default=True,
-              help="Long side of the style image(s) relative to --size: below 1 gives finer brush strokes, above "
-                   "1 coarser ones.")
-@click.option("--preserve-colors", type=click.Choice(PRESERVE_COLORS), default=DEFAULTS.preserve_colors,
-              show_default=True,
-              help="Keep the content's colours (Gatys et al. 2017). luminance: transfer the style on the "
-                   "luminance only and keep the content's chroma exactly (YIQ). histogram: first give the style "
-                   "image the content's colour mean and covariance (keeps more of the style's look).")
-@click.option("--tv-weight", type=float, default=DEFAULTS.tv_weight, show_default=True,
-              help="Weight of a total variation term (mean absolute difference between neighbouring pixels): "
-                   "smooths noise and high-frequency artefacts. 0 as in the tutorial.")
-@click.option("--pooling", type=click.Choice(POOLINGS), default=None,
-              help="VGG's pooling layers: max (tutorial) or avg (paper; replaces every max pool, with the same "
-                   "kernel and stride: smoother results). Default: the preset's.")
-@click.option("--loss-form", type=click.Choice(LOSS_FORMS), default=None,
-              help="Loss definitions: tutorial (mse of Grams normalised by N*M; mse of features) or paper "
-                   "(E_l = sum (G-A)^2/(4 N^2 M^2); 1/2 sum (F-P)^2). Default: the preset's.")
-@click.option("--optimizer", type=click.Choice(OPTIMIZERS), default=DEFAULTS.optimizer, show_default=True,
-              help="lbfgs: the tutorial's (up to 20 evaluations per step; best quality per evaluation). "
-                   "adam: one evaluation per step, steadier with unusual weights or large --lr.")
-@click.option("--lr", type=float, default=None,
-              help="Learning rate. Default: 1 for lbfgs (torch's, as in the tutorial), 0.02 for adam.")
-@click.option("--keep-alpha", is_flag=True, default=DEFAULTS.keep_alpha,
-              help="Give the result the content's transparency (alpha channel), exactly; needs a .png, .webp "
-                   "or .tiff output. Without it, transparency is composited over white.")
-@click.option("--backward", type=click.Choice(BACKWARDS), default=DEFAULTS.backward, show_default=True,
-              help="combined: one backward of the summed loss (the tutorial's). per-module: each loss module "
-                   "backpropagates its own loss, retaining the graph (the 2017 tutorial's; same objective, about "
-                   "twice the time, more memory). See docs/retain_graph.md; stylize-compare-backward measures both.")
+@settings_options
 @click.option("--print-config", is_flag=True,
               help="Print the resolved settings (preset filled in, explicit options applied) and exit.")
-@click.option("--fast", is_flag=True,
-              help="Speed: coarse-to-fine over 3 sizes (--size/4, --size/2, --size; a third, a fifth and a third "
-                   "of --steps), plus --channels-last, --fused-gram, --history-size 20, and bf16 where the device "
-                   "has it natively. The image differs from the default's; measured quality and time: "
-                   "docs/speed.md. Explicit --scales, --min-size or --scale-steps override its sizes.")
-@click.option("--precision", type=click.Choice(PRECISIONS), default=DEFAULTS.precision, show_default=True,
-              help="Speed: bf16 runs the VGG layers in bfloat16 (losses, image and optimiser stay float32; "
-                   "LBFGS's first step, 20 evaluations, runs in float32); faster, the image differs slightly; "
-                   "refused where the device has no native bf16.")
-@click.option("--channels-last", is_flag=True, help="Speed: NHWC layout for the VGG layers (same values; pays "
-                                                    "off with --precision bf16 on a CPU).")
-@click.option("--fused-gram", is_flag=True, help="Speed: the Gram matrix's backward as one matmul, added into "
-                                                 "the next ReLU's gradient (the same gradient up to rounding, less "
-                                                 "time); with bf16 the Gram itself runs as bf16 products over "
-                                                 "chunks of pixels, added in float32.")
-@click.option("--history-size", "--history", "history_size", type=int, default=DEFAULTS.history_size,
-              show_default=True,
-              help="Speed/memory: LBFGS curvature pairs kept; each pair holds two copies of the image.")
-@click.option("--scales", type=int, default=None,
-              help="Speed: coarse-to-fine over this many sizes, each half the next, ending at --size; each "
-                   "result, upsampled, starts the next. Needs fewer full-size evaluations. Default: 1, 3 with --fast.")
-@click.option("--min-size", type=int, default=None,
-              help="Speed: coarse-to-fine from this size up to --size (sizes at most 2x apart).")
-@click.option("--scale-steps", default="",
-              help="Evaluations per coarse-to-fine size, smallest first, e.g. 100,100,40. "
-                   "Default: --steps split, a quarter at the final size.")
-@click.option("--threads", type=int, default=None,
-              help="CPU threads. Default: the physical cores.")
 @click.option("--save-every", type=int, default=0,
               help="Write the current image every N evaluations beside OUTPUT (out.0040.png), or in --save-dir.")
 @click.option("--save-dir", type=click.Path(path_type=str), default=None,
@@ -216,22 +65,13 @@ def _speed_fields(options: dict[str, Any]) -> dict[str, Any]:
 @click.option("--resume", type=click.Path(path_type=str), default=None,
               help="Continue the run saved in this checkpoint (same inputs and options); it keeps saving there "
                    "unless --checkpoint says otherwise. The result equals the uninterrupted run's.")
-@click.option("--min-improvement", type=float, default=None,
-              help="Stop early once the lowest loss improved by less than this fraction (e.g. 0.001) over the "
-                   "last --patience evaluations, at the final size. Off by default.")
-@click.option("--patience", type=int, default=None, help="Evaluations that --min-improvement looks back over.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar or summary on stderr.")
 @click.option("--debug", is_flag=True, help="On an error, print the traceback before the one-line message.")
 @click.version_option(__version__, "--version", prog_name="stylize")
-def main(content: str | None, styles: tuple[str, ...], output: str | None, size: int | None, steps: int,
-         style_weight: float | None, content_weight: float | None, init: str, seed: int, weights: str,
-         device: str, content_layers: str | None, style_layers: str | None, style_layer_weights: str | None,
-         preset: str, style_blend: str | None, style_scale: float, preserve_colors: str, tv_weight: float,
-         pooling: str | None, loss_form: str | None, optimizer: str, lr: float | None, keep_alpha: bool,
-         backward: str, print_config: bool, save_every: int, save_dir: str | None, animate: str | None,
-         log_path: str | None, plot: str | None, no_metadata: bool, replay: str | None, checkpoint: str | None,
-         checkpoint_every: int, resume: str | None, min_improvement: float | None, patience: int | None,
-         quiet: bool, debug: bool, **speed: Any) -> None:
+def main(content: str | None, styles: tuple[str, ...], output: str | None, print_config: bool, save_every: int,
+         save_dir: str | None, animate: str | None, log_path: str | None, plot: str | None, no_metadata: bool,
+         replay: str | None, checkpoint: str | None, checkpoint_every: int, resume: str | None, quiet: bool,
+         debug: bool, **settings: Any) -> None:
     """Repaint CONTENT in the style of STYLE (Gatys et al.) and write the result to OUTPUT.
 
     A faithful port of the PyTorch neural style transfer tutorial: VGG19, LBFGS,
@@ -247,18 +87,9 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, size:
     image and exits 1. Exit codes: 0 done, 1 failure, 2 bad option, 130 interrupted.
     """
     try:
-        config = StyleConfig(size=size, steps=steps, style_weight=style_weight, content_weight=content_weight,
-                             init=init, seed=seed, weights=weights, device=device,
-                             content_layers=None if content_layers is None else _layers(content_layers),
-                             style_layers=None if style_layers is None else _layers(style_layers),
-                             preset=preset, style_layer_weights=_numbers("--style-layer-weights", style_layer_weights),
-                             style_blend=_numbers("--style-blend", style_blend), style_scale=style_scale,
-                             preserve_colors=preserve_colors, tv_weight=tv_weight, pooling=pooling,
-                             loss_form=loss_form, optimizer=optimizer, lr=lr, keep_alpha=keep_alpha,
-                             backward=backward, min_improvement=min_improvement, patience=patience,
-                             **_speed_fields(speed))
+        config = config_from_options(settings)
         if replay is not None:
-            config = _replay_config(replay, weights, device)
+            config = _replay_config(replay, config.weights, config.device)
         if print_config:
             show_config(config)
             return
@@ -370,20 +201,12 @@ def _keep_partial(exc: RunStopped, output: str, debug: bool, record: dict[str, A
     raise click.ClickException(message)
 
 
-# The options that shape the image: with --replay they come from the record, so giving one is a mistake.
-_SETTINGS_OPTIONS = ("size", "steps", "style_weight", "content_weight", "init", "seed", "content_layers",
-                     "style_layers", "style_layer_weights", "preset", "style_blend", "style_scale", "preserve_colors",
-                     "tv_weight", "pooling", "loss_form", "optimizer", "lr", "keep_alpha", "backward", "fast",
-                     "precision", "channels_last", "fused_gram", "history_size", "scales", "min_size",
-                     "scale_steps", "min_improvement", "patience")
-
-
 def _replay_config(path: str, weights: str, device: str) -> StyleConfig:
     """--replay: the recorded settings; --weights (for a weights file) and --device may be given anew."""
     from click.core import ParameterSource
 
     context = click.get_current_context()
-    given = [name for name in _SETTINGS_OPTIONS if context.get_parameter_source(name) == ParameterSource.COMMANDLINE]
+    given = [name for name in RECORDED_FIELDS if context.get_parameter_source(name) == ParameterSource.COMMANDLINE]
     if given:
         raise UsageFault(f"--replay takes the settings from the record; drop --{given[0].replace('_', '-')}")
     explicit = {name: context.get_parameter_source(name) == ParameterSource.COMMANDLINE for name in ("weights", "device")}

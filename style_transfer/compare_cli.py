@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .cli import DEFAULTS, OneLineCommand, UsageFault, _layers
+from .options import DEFAULTS, OneLineCommand, UsageFault, split_list as _layers
 from .compare import BackwardComparison, compare_backward
 from .config import INITS, StyleConfig
 from .errors import StyleTransferError

@@ -12,19 +12,8 @@ import click
 
 from .errors import StyleTransferError
 from .files import shown
+from .options import OneLineCommand
 from .provenance import read_record, record_field
-
-
-class _OneLineCommand(click.Command):
-    """Usage errors on one line (no usage dump), as cli.OneLineCommand does; cli imports torch."""
-
-    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
-                     **extra: Any) -> click.Context:
-        try:
-            return super().make_context(info_name, args, parent, **extra)
-        except click.UsageError as exc:
-            exc.ctx = None  # without a context, click prints only "Error: ..."
-            raise
 
 
 def format_value(value: Any, *, compact: bool, bare_strings: bool = False) -> str:
@@ -39,7 +28,7 @@ def format_value(value: Any, *, compact: bool, bare_strings: bool = False) -> st
     return json.dumps(value, ensure_ascii=True, indent=2)
 
 
-@click.command(cls=_OneLineCommand, context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(cls=OneLineCommand, context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("files", nargs=-1, required=True, metavar="FILE...", type=click.Path(path_type=str))
 @click.option("--field", "field", metavar="NAME",
               help="Print one value, by its dotted name: settings.size, weights.kind, inputs.styles.0.sha256.")

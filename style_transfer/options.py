@@ -1,0 +1,206 @@
+"""The options shared by every command that makes pictures: flags <-> StyleConfig, one-line usage errors.
+
+Imports click and the torch-free config only, so each command's --help and option errors answer at once.
+The commands (``stylize``, ``stylize-batch``, ``stylize-video``, ...) never import each other; they share
+these definitions, so an option means the same everywhere and each default is written once.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, TypeVar
+
+import click
+
+from .config import (BACKWARDS, CPU_DEFAULT_SIZE, GPU_DEFAULT_SIZE, INITS, LOSS_FORMS, OPTIMIZERS, PRECISIONS,
+                     PRESERVE_COLORS, StyleConfig)
+from .layers import POOLINGS
+from .presets import PRESET_NAMES, PRESETS
+
+DEFAULTS = StyleConfig()  # every default below is read from here, so it is written once
+TUTORIAL, PAPER = PRESETS["tutorial"], PRESETS["paper"]
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class UsageFault(click.ClickException):
+    """A bad option or argument: one line on stderr, exit 2."""
+
+    exit_code = 2
+
+
+class OneLineCommand(click.Command):
+    """A click command whose own usage errors print one line (no usage dump)."""
+
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as exc:
+            exc.ctx = None  # without a context, click prints only "Error: ..."
+            raise
+
+
+def split_list(value: str) -> tuple[str, ...]:
+    """``"a, b,,c"`` -> ``("a", "b", "c")``."""
+    return tuple(v.strip() for v in value.split(",") if v.strip())
+
+
+def numbers(option: str, value: str | None) -> tuple[float, ...] | None:
+    """A comma-separated list of numbers (None stays None, for "from the preset")."""
+    if value is None:
+        return None
+    try:
+        return tuple(float(v) for v in value.split(",") if v.strip())
+    except ValueError:
+        raise UsageFault(f"{option}: expected comma-separated numbers, got {value!r}") from None
+
+
+# The options that shape the image, in --help order. Each maps onto the StyleConfig field of its name
+# (--history-size onto history_size); config_from_options() builds the config from them.
+SETTINGS: list[Callable[[F], F]] = [
+    click.option("--size", type=int, default=None,
+                 help=f"Long side of the working image in px (aspect kept). Default: {GPU_DEFAULT_SIZE} on a GPU, "
+                       f"{CPU_DEFAULT_SIZE} on a CPU (the default 300 steps take 2.5 to 3.5 minutes on 2 cores)."),
+    click.option("--steps", type=int, default=DEFAULTS.steps, show_default=True,
+                 help="Closure evaluations (forward+backward passes); the run ends with the LBFGS step that passes "
+                      "this, as in the tutorial."),
+    click.option("--style-weight", type=float, default=None,
+                 help=f"Weight of the style losses. Default: the preset's (tutorial {TUTORIAL['style_weight']:g}, "
+                       f"paper {PAPER['style_weight']:g})."),
+    click.option("--content-weight", type=float, default=None,
+                 help=f"Weight of the content losses. Default: the preset's (tutorial {TUTORIAL['content_weight']:g}, "
+                       f"paper {PAPER['content_weight']:g}). Raise it to keep more of the content's shapes."),
+    click.option("--init", default=DEFAULTS.init, show_default=True,
+                 help=f"Start image: {', '.join(INITS)} or an image FILE. content keeps the photo's layout best; "
+                      "noise (uniform, seeded by --seed) gives a freer painting, as in the paper; style starts "
+                      "from the (first) style image, FILE from your own picture (both stretched to the content's "
+                      "size)."),
+    click.option("--seed", type=int, default=DEFAULTS.seed, show_default=True,
+                 help="Seed of everything random; the same inputs, options and seed give the same image."),
+    click.option("--weights", default=DEFAULTS.weights, show_default=True,
+                 help="VGG19 weights: 'imagenet' (torchvision's, downloaded once to the torch hub cache, "
+                      "TORCH_HOME), a local state dict FILE, or 'random' (seeded random weights: offline smoke "
+                      "runs and tests only, gives no artistic result)."),
+    click.option("--device", default=DEFAULTS.device, show_default=True,
+                 help="auto, cpu, cuda, cuda:N or mps; auto picks a GPU when there is one."),
+    click.option("--content-layers", default=None,
+                 help="Comma-separated layers that get a ContentLoss, by the tutorial's names (conv_N, relu_N, "
+                      "pool_N: N counts convs) or the paper's (conv4_2, relu4_2, pool3). The tutorial's conv_4 is "
+                      "the paper's conv2_2. Default: the preset's (tutorial conv_4, paper conv4_2). Deeper layers "
+                      "keep less of the photo's detail."),
+    click.option("--style-layers", default=None,
+                 help="Comma-separated layers that get a StyleLoss. The tutorial's conv_1..conv_5 are the paper's "
+                      "conv1_1,conv1_2,conv2_1,conv2_2,conv3_1. Default: the preset's (tutorial conv_1..conv_5, "
+                      "paper conv1_1,conv2_1,conv3_1,conv4_1,conv5_1). Deeper layers give larger brush strokes."),
+    click.option("--style-layer-weights", default=None,
+                 help="Comma-separated weights, one per style layer (default: the preset's; tutorial 1 each, "
+                      "paper 1/n each). Raise a layer's weight to stress its scale of texture."),
+    click.option("--preset", type=click.Choice(PRESET_NAMES), default=DEFAULTS.preset, show_default=True,
+                 help="Defaults of the algorithm's settings. tutorial: the PyTorch tutorial. paper: Gatys et al. "
+                      "2016 (content conv4_2; style conv1_1..conv5_1 weighted 1/5; average pooling; "
+                      "E_l = sum (G-A)^2/(4 N^2 M^2) and 1/2 sum (F-P)^2; alpha/beta = 1e-3). The best weight "
+                      "balance depends on how the VGG weights expect their input scaled (torchvision's: [0, 1] "
+                      "and ImageNet's std; the paper's caffe VGG: [0, 255]); tune --style-weight. Explicit "
+                      "options override the preset."),
+    click.option("--style-blend", default=None,
+                 help="With several STYLE images: comma-separated weights, one per style (normalised; default "
+                      "equal). Their Gram targets are blended: 0.7,0.3 is mostly the first style."),
+    click.option("--style-scale", type=float, default=DEFAULTS.style_scale, show_default=True,
+                 help="Long side of the style image(s) relative to --size: below 1 gives finer brush strokes, above "
+                      "1 coarser ones."),
+    click.option("--preserve-colors", type=click.Choice(PRESERVE_COLORS), default=DEFAULTS.preserve_colors,
+                 show_default=True,
+                 help="Keep the content's colours (Gatys et al. 2017). luminance: transfer the style on the "
+                      "luminance only and keep the content's chroma exactly (YIQ). histogram: first give the style "
+                      "image the content's colour mean and covariance (keeps more of the style's look)."),
+    click.option("--tv-weight", type=float, default=DEFAULTS.tv_weight, show_default=True,
+                 help="Weight of a total variation term (mean absolute difference between neighbouring pixels): "
+                      "smooths noise and high-frequency artefacts. 0 as in the tutorial."),
+    click.option("--pooling", type=click.Choice(POOLINGS), default=None,
+                 help="VGG's pooling layers: max (tutorial) or avg (paper; replaces every max pool, with the same "
+                      "kernel and stride: smoother results). Default: the preset's."),
+    click.option("--loss-form", type=click.Choice(LOSS_FORMS), default=None,
+                 help="Loss definitions: tutorial (mse of Grams normalised by N*M; mse of features) or paper "
+                      "(E_l = sum (G-A)^2/(4 N^2 M^2); 1/2 sum (F-P)^2). Default: the preset's."),
+    click.option("--optimizer", type=click.Choice(OPTIMIZERS), default=DEFAULTS.optimizer, show_default=True,
+                 help="lbfgs: the tutorial's (up to 20 evaluations per step; best quality per evaluation). "
+                      "adam: one evaluation per step, steadier with unusual weights or large --lr."),
+    click.option("--lr", type=float, default=None,
+                 help="Learning rate. Default: 1 for lbfgs (torch's, as in the tutorial), 0.02 for adam."),
+    click.option("--keep-alpha", is_flag=True, default=DEFAULTS.keep_alpha,
+                 help="Give the result the content's transparency (alpha channel), exactly; needs a .png, .webp "
+                      "or .tiff output. Without it, transparency is composited over white."),
+    click.option("--backward", type=click.Choice(BACKWARDS), default=DEFAULTS.backward, show_default=True,
+                 help="combined: one backward of the summed loss (the tutorial's). per-module: each loss module "
+                      "backpropagates its own loss, retaining the graph (the 2017 tutorial's; same objective, about "
+                      "twice the time, more memory). See docs/retain_graph.md; stylize-compare-backward "
+                      "measures both."),
+    click.option("--fast", is_flag=True,
+                 help="Speed: coarse-to-fine over 3 sizes (--size/4, --size/2, --size; a third, a fifth and a third "
+                      "of --steps), plus --channels-last, --fused-gram, --history-size 20, and bf16 where the device "
+                      "has it natively. The image differs from the default's; measured quality and time: "
+                      "docs/speed.md. Explicit --scales, --min-size or --scale-steps override its sizes."),
+    click.option("--precision", type=click.Choice(PRECISIONS), default=DEFAULTS.precision, show_default=True,
+                 help="Speed: bf16 runs the VGG layers in bfloat16 (losses, image and optimiser stay float32; "
+                      "LBFGS's first step, 20 evaluations, runs in float32); faster, the image differs slightly; "
+                      "refused where the device has no native bf16."),
+    click.option("--channels-last", is_flag=True, help="Speed: NHWC layout for the VGG layers (same values; pays "
+                                                       "off with --precision bf16 on a CPU)."),
+    click.option("--fused-gram", is_flag=True, help="Speed: the Gram matrix's backward as one matmul, added into "
+                                                    "the next ReLU's gradient (the same gradient up to rounding, less "
+                                                    "time); with bf16 the Gram itself runs as bf16 products over "
+                                                    "chunks of pixels, added in float32."),
+    click.option("--history-size", "--history", "history_size", type=int, default=DEFAULTS.history_size,
+                 show_default=True,
+                 help="Speed/memory: LBFGS curvature pairs kept; each pair holds two copies of the image."),
+    click.option("--scales", type=int, default=None,
+                 help="Speed: coarse-to-fine over this many sizes, each half the next, ending at --size; each "
+                      "result, upsampled, starts the next. Needs fewer full-size evaluations. "
+                      "Default: 1, 3 with --fast."),
+    click.option("--min-size", type=int, default=None,
+                 help="Speed: coarse-to-fine from this size up to --size (sizes at most 2x apart)."),
+    click.option("--scale-steps", default="",
+                 help="Evaluations per coarse-to-fine size, smallest first, e.g. 100,100,40. "
+                      "Default: --steps split, a quarter at the final size."),
+    click.option("--threads", type=int, default=None,
+                 help="CPU threads. Default: the physical cores."),
+    click.option("--min-improvement", type=float, default=None,
+                 help="Stop early once the lowest loss improved by less than this fraction (e.g. 0.001) over the "
+                      "last --patience evaluations, at the final size. Off by default."),
+    click.option("--patience", type=int, default=None, help="Evaluations that --min-improvement looks back over.")
+]
+SETTINGS_FIELDS = ("size", "steps", "style_weight", "content_weight", "init", "seed", "weights", "device",
+                   "content_layers", "style_layers", "style_layer_weights", "preset", "style_blend", "style_scale",
+                   "preserve_colors", "tv_weight", "pooling", "loss_form", "optimizer", "lr", "keep_alpha",
+                   "backward", "fast", "precision", "channels_last", "fused_gram", "history_size", "scales",
+                   "min_size", "scale_steps", "threads", "min_improvement", "patience")
+# With --replay these come from the record, so giving one on the command line is a mistake.
+RECORDED_FIELDS = tuple(name for name in SETTINGS_FIELDS if name not in ("weights", "device", "threads"))
+
+
+def settings_options(function: F) -> F:
+    """Decorate a click command with every option of SETTINGS (they arrive as keyword arguments)."""
+    for option in reversed(SETTINGS):
+        function = option(function)
+    return function
+
+
+def config_from_options(options: dict[str, Any]) -> StyleConfig:
+    """Pop the SETTINGS_FIELDS keyword arguments off ``options`` and build the StyleConfig.
+
+    Raises:
+        UsageFault: a value no config accepts (the message names the option), exit 2.
+    """
+    values = {name: options.pop(name) for name in SETTINGS_FIELDS}
+    try:
+        for name in ("content_layers", "style_layers"):
+            if values[name] is not None:
+                values[name] = split_list(values[name])
+        for name in ("style_layer_weights", "style_blend"):
+            values[name] = numbers(f"--{name.replace('_', '-')}", values[name])
+        try:
+            values["scale_steps"] = tuple(int(v) for v in split_list(values["scale_steps"]))
+        except ValueError:
+            raise ValueError(f"scale-steps must be comma-separated integers, got {values['scale_steps']!r}") from None
+        return StyleConfig(**values)
+    except ValueError as exc:
+        raise UsageFault(str(exc)) from None
