@@ -216,8 +216,37 @@ def bf16_supported(device: torch.device) -> bool:
         return bool(torch.cuda.is_bf16_supported(including_emulation=False))
     if device.type == "cpu":
         check = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
-        return bool(torch.backends.mkldnn.is_available() and check is not None and check())
+        if not (torch.backends.mkldnn.is_available() and check is not None and check()):
+            return False
+        # oneDNN also says yes on AVX-512 CPUs without bf16 instructions (it converts, slower than
+        # fp32), so on x86 Linux ask the CPU itself and honour a cap set by ONEDNN_MAX_CPU_ISA.
+        flags = _cpu_flags()
+        if flags is None:  # not x86 Linux: oneDNN's answer stands
+            return True
+        cap = os.environ.get("ONEDNN_MAX_CPU_ISA")
+        return bool(flags & {"avx512_bf16", "amx_bf16"}) and _onednn_cap_allows_bf16(cap)
     return False  # MPS: autocast to bf16 is not tested here
+
+
+def _cpu_flags(path: str = "/proc/cpuinfo") -> set[str] | None:
+    """The first CPU's flags on x86 Linux, or None where there are none to read."""
+    try:
+        with open(path) as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "flags":
+                    return set(value.split())
+    except OSError:
+        pass
+    return None
+
+
+def _onednn_cap_allows_bf16(cap: str | None) -> bool:
+    """Whether oneDNN may use bf16 instructions under ``ONEDNN_MAX_CPU_ISA=cap`` (unset or ALL: yes)."""
+    if not cap or cap.strip().upper() in ("ALL", "DEFAULT"):
+        return True
+    cap = cap.strip().upper()
+    return "BF16" in cap or "AMX" in cap or cap.startswith("AVX10")  # AVX10 and AVX512_CORE_FP16 include bf16
 
 
 def check_bf16(device: torch.device) -> None:

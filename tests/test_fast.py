@@ -12,6 +12,7 @@ import torch
 from click.testing import CliRunner
 
 from style_transfer import StyleConfig, run_style_transfer, stylize
+from style_transfer import fast
 from style_transfer.cli import main
 from style_transfer.fast import (
     BF16_EXACT_START,
@@ -346,6 +347,34 @@ class TestConfig:
         stylize(content_32, style_32, StyleConfig(size=32, steps=1, weights="random", device="cpu", threads=1,
                                                   fast=True))
         assert torch.get_num_threads() == before
+
+
+@pytest.mark.parametrize("flags, cap, native", [
+    ("fpu avx2 avx512f avx512bw", None, False),  # AVX-512 without bf16: oneDNN converts, it has no bf16 units
+    ("fpu avx2 avx512f avx512_bf16", None, True),  # Cooper Lake, Zen 4
+    ("fpu avx2 avx512f avx512_bf16 amx_bf16 amx_tile", None, True),  # Sapphire Rapids
+    ("fpu avx2 avx512f avx512_bf16 amx_bf16", "AVX512_CORE", False),  # capped below bf16 by the environment
+    ("fpu avx2 avx512f avx512_bf16 amx_bf16", "AVX512_CORE_BF16", True),
+    ("fpu avx2 avx512f avx512_bf16 amx_bf16", "avx512_core_amx", True),
+    ("fpu avx2 avx512f avx512_bf16 amx_bf16", "ALL", True),
+])
+def test_native_bf16_asks_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flags: str, cap: str | None,
+                                  native: bool) -> None:
+    """bf16_supported is oneDNN's yes *and* the CPU's bf16 flags *and* no ONEDNN_MAX_CPU_ISA cap below them
+    (oneDNN alone says yes on any AVX-512 CPU). oneDNN is made to say yes here, so only the rule is tested."""
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {flags}\n\nprocessor\t: 1\nflags\t\t: fpu\n")
+    read_flags = fast._cpu_flags
+    monkeypatch.setattr(fast, "_cpu_flags", lambda: read_flags(str(cpuinfo)))
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: True, raising=False)
+    monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: True)
+    if cap is None:
+        monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    else:
+        monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", cap)
+    assert bf16_supported(CPU) is native
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: False, raising=False)
+    assert bf16_supported(CPU) is False  # oneDNN's no stands whatever the flags say
 
 
 def test_cli_refuses_bf16_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
