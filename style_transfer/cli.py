@@ -33,7 +33,7 @@ def show_config(config: StyleConfig) -> None:
         click.echo(f"{name}: {'auto' if value is None and name in ('size', 'lr') else value}")
 
 
-@click.command(cls=OneLineCommand, context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(cls=OneLineCommand)
 @click.argument("content", required=False, metavar="CONTENT", type=click.Path(path_type=str))  # the loader checks files (exit 1)
 @click.argument("styles", nargs=-1, metavar="STYLE...", type=click.Path(path_type=str))
 @click.option("-o", "--output", type=click.Path(path_type=str),

@@ -37,7 +37,7 @@ def format_comparison(result: BackwardComparison) -> str:
     return "\n".join(lines)
 
 
-@click.command(cls=OneLineCommand, context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(cls=OneLineCommand, short_help_of={"evaluations": "Timed evaluations per path; the median is shown."})
 @click.argument("content", type=click.Path(dir_okay=False, path_type=str))
 @click.argument("style", type=click.Path(dir_okay=False, path_type=str))
 @click.option("--evaluations", type=int, default=5, show_default=True,

@@ -28,7 +28,7 @@ def format_value(value: Any, *, compact: bool, bare_strings: bool = False) -> st
     return json.dumps(value, ensure_ascii=True, indent=2)
 
 
-@click.command(cls=OneLineCommand, context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(cls=OneLineCommand, short_help_of={"field": "Print one value by its dotted name, e.g. settings.size."})
 @click.argument("files", nargs=-1, required=True, metavar="FILE...", type=click.Path(path_type=str))
 @click.option("--field", "field", metavar="NAME",
               help="Print one value, by its dotted name: settings.size, weights.kind, inputs.styles.0.sha256.")

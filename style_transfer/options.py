@@ -7,6 +7,7 @@ these definitions, so an option means the same everywhere and each default is wr
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Callable, TypeVar
 
 import click
@@ -27,8 +28,89 @@ class UsageFault(click.ClickException):
     exit_code = 2
 
 
+# --help groups each command's options under these headings, with one line each; the long form of every
+# option is in docs/options.md, made from the commands themselves by docs/make_options.py.
+SECTIONS = ("Basics", "Style", "Output and run control", "Speed", "Advanced")
+SECTION_OF = {
+    "Basics": ("output", "size", "steps", "style_weight", "content_weight", "seed", "weights", "device", "preset",
+               "quiet"),
+    "Style": ("init", "content_layers", "style_layers", "style_layer_weights", "style_blend", "style_scale",
+              "preserve_colors", "tv_weight", "pooling", "loss_form", "keep_alpha"),
+    "Output and run control": ("save_every", "save_dir", "animate", "log_path", "plot", "no_metadata", "replay",
+                               "checkpoint", "checkpoint_every", "resume", "min_improvement", "patience"),
+    "Speed": ("fast", "precision", "channels_last", "fused_gram", "history_size", "scales", "min_size",
+              "scale_steps", "threads", "tile"),
+    "Advanced": ("optimizer", "lr", "backward", "print_config", "debug", "version", "help"),
+}
+SHORT_HELP = {
+    "output": "Output file; the format follows the extension.",
+    "size": "Long side of the working image in px (default 512 GPU, 448 CPU).",
+    "steps": "Closure evaluations (forward + backward passes).",
+    "style_weight": "Weight of the style losses (default: the preset's, 1e6).",
+    "content_weight": "Weight of the content losses (default: the preset's, 1).",
+    "init": "Start image: content, noise, style or an image FILE.",
+    "seed": "Seed: same inputs, options and seed give the same image.",
+    "weights": "VGG19 weights: imagenet, a state dict FILE, or random (tests).",
+    "device": "auto, cpu, cuda, cuda:N or mps.",
+    "content_layers": "Layers with a ContentLoss (conv_4 or conv4_2 names).",
+    "style_layers": "Layers with a StyleLoss (conv_1,... or conv1_1,... names).",
+    "style_layer_weights": "One weight per style layer, comma-separated.",
+    "preset": "Defaults of the algorithm: tutorial or paper (Gatys 2016).",
+    "style_blend": "With several STYLEs: one weight per style, comma-separated.",
+    "style_scale": "Style image size relative to --size (<1 finer strokes).",
+    "preserve_colors": "Keep the content's colours: luminance or histogram.",
+    "tv_weight": "Weight of a total variation (smoothness) term.",
+    "pooling": "VGG's pools: max (tutorial) or avg (paper).",
+    "loss_form": "Loss definitions: tutorial or paper.",
+    "optimizer": "lbfgs (the tutorial's) or adam.",
+    "lr": "Learning rate (default 1 for lbfgs, 0.02 for adam).",
+    "keep_alpha": "Keep the content's transparency (.png, .webp, .tiff).",
+    "backward": "combined (one backward) or per-module (retain_graph).",
+    "fast": "Coarse-to-fine and the device's fast paths: several times faster.",
+    "precision": "fp32, or bf16 for the VGG layers where the device has it.",
+    "channels_last": "NHWC layout for the VGG layers.",
+    "fused_gram": "The Gram matrix's backward as one matmul.",
+    "history_size": "LBFGS curvature pairs kept (memory: two images each).",
+    "scales": "Coarse-to-fine over this many sizes (default 1; 3 with --fast).",
+    "min_size": "Coarse-to-fine from this size up to --size.",
+    "scale_steps": "Evaluations per coarse-to-fine size, e.g. 100,60,100.",
+    "threads": "CPU threads (default: the physical cores).",
+    "min_improvement": "Stop once the loss improves by less than this fraction.",
+    "patience": "Evaluations that --min-improvement looks back over.",
+    "print_config": "Print the resolved settings and exit.",
+    "save_every": "Write the current image every N evaluations.",
+    "save_dir": "Folder for --save-every's images (default: beside the output).",
+    "animate": "Write the run as an animation (.webp or .gif).",
+    "log_path": "Write one JSON line per evaluation to this file.",
+    "plot": "Plot the loss curves to this image (needs the plot extra).",
+    "no_metadata": "Write no provenance record into the images.",
+    "replay": "Run again with the settings recorded in this earlier output.",
+    "checkpoint": "Save the run's state here on Ctrl-C, SIGTERM or NaN.",
+    "checkpoint_every": "Also save the checkpoint every N evaluations.",
+    "resume": "Continue the run saved in this checkpoint.",
+    "quiet": "No progress bar or summary on stderr.",
+    "debug": "On an error, print the traceback too.",
+}
+LONG_HELP = "style_transfer.long_help"  # set in a context's meta, --help shows every option's full text
+_SECTION = {name: section for section, names in SECTION_OF.items() for name in names}
+
+
 class OneLineCommand(click.Command):
-    """A click command whose own usage errors print one line (no usage dump)."""
+    """A click command whose own usage errors print one line (no usage dump), and whose --help lists its
+    options under SECTIONS with one line each (``long_help=True`` in the context's meta: the full text).
+
+    A command's own options go under its ``sections`` (name -> heading; first, before SECTIONS) and
+    ``short_help_of`` (name -> one line) keyword arguments.
+    """
+
+    def __init__(self, *args: Any, sections: dict[str, str] | None = None,
+                 short_help_of: dict[str, str] | None = None, **kwargs: Any) -> None:
+        kwargs["context_settings"] = {"help_option_names": ["-h", "--help"], "max_content_width": 100,
+                                      **(kwargs.get("context_settings") or {})}
+        kwargs.setdefault("epilog", "Every option in full: docs/options.md.")
+        super().__init__(*args, **kwargs)
+        self.sections = dict(sections or {})
+        self.short_help_of = {**SHORT_HELP, **(short_help_of or {})}
 
     def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
                      **extra: Any) -> click.Context:
@@ -37,6 +119,38 @@ class OneLineCommand(click.Command):
         except click.UsageError as exc:
             exc.ctx = None  # without a context, click prints only "Error: ..."
             raise
+
+    def section_of(self, param: click.Parameter) -> str:
+        """The heading ``param`` is listed under."""
+        name = param.name or ""
+        if name == "help" or (isinstance(param, click.Option) and "--help" in param.opts):
+            name = "help"
+        return self.sections.get(name) or _SECTION.get(name, "Options")
+
+    def grouped_records(self, ctx: click.Context, long: bool = False) -> dict[str, list[tuple[str, str]]]:
+        """Each heading's ``(option names, help)`` records, in --help order (own headings first)."""
+        groups: dict[str, list[tuple[str, str]]] = {name: [] for name in dict.fromkeys(self.sections.values())}
+        groups.update({name: [] for name in ("Options", *SECTIONS) if name not in groups})
+        for param in self.get_params(ctx):
+            if not isinstance(param, click.Option):
+                continue  # the arguments are in the usage line and the description
+            short = None if long else self.short_help_of.get(param.name or "")
+            saved = getattr(param, "help", None)
+            if short is not None:
+                param.help = short  # type: ignore[attr-defined]
+            try:
+                record = param.get_help_record(ctx)
+            finally:
+                if short is not None:
+                    param.help = saved  # type: ignore[attr-defined]
+            if record is not None:
+                groups[self.section_of(param)].append(record)
+        return {name: records for name, records in groups.items() if records}
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        for heading, records in self.grouped_records(ctx, long=bool(ctx.meta.get(LONG_HELP))).items():
+            with formatter.section(heading):
+                formatter.write_dl(records)
 
 
 def split_list(value: str) -> tuple[str, ...]:
@@ -204,3 +318,25 @@ def config_from_options(options: dict[str, Any]) -> StyleConfig:
         return StyleConfig(**values)
     except ValueError as exc:
         raise UsageFault(str(exc)) from None
+
+
+def option_reference(command: click.Command, name: str) -> str:
+    """Markdown: ``name``'s usage, its description, and each option's full help under its heading."""
+    ctx = click.Context(command, info_name=name)
+    ctx.meta[LONG_HELP] = True
+    lines = [f"## `{name}`", "", "```text", " ".join(command.collect_usage_pieces(ctx)).join(
+        (f"{name} ", "")), "```", ""]
+    lines += [inspect.cleandoc(command.help or ""), ""]
+    grouped = command.grouped_records(ctx, long=True) if isinstance(command, OneLineCommand) else {
+        "Options": [r for p in command.get_params(ctx) if isinstance(p, click.Option)
+                    and (r := p.get_help_record(ctx)) is not None]}
+    for heading, records in grouped.items():
+        lines += [f"### {heading}", "", "| option | what |", "|---|---|"]
+        lines += [f"| `{_cell(names)}` | {_cell(text)} |" for names, text in records]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _cell(text: str) -> str:
+    """``text`` on one line, fit for a Markdown table cell."""
+    return " ".join(text.split()).replace("|", "\\|")

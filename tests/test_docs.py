@@ -1,0 +1,59 @@
+"""The reference pages stay true: docs/options.md is made from the commands, and --help is grouped, one line each."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from style_transfer.options import SECTIONS, OneLineCommand
+
+ROOT = Path(__file__).resolve().parent.parent
+spec = importlib.util.spec_from_file_location("make_options", ROOT / "docs" / "make_options.py")
+make_options = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(make_options)
+COMMANDS = make_options.commands()
+SHORT_HELP_MAX = 80  # characters of one option's help in --help, before its "[default: ...]"
+
+
+def command(target: str) -> click.Command:
+    module, function = target.split(":")
+    return getattr(importlib.import_module(module), function)
+
+
+def test_the_options_page_is_current() -> None:
+    """Fails when an option changed and docs/options.md was not made again (python docs/make_options.py)."""
+    assert (ROOT / "docs" / "options.md").read_text() == make_options.render()
+
+
+def test_every_command_is_on_the_page() -> None:
+    text = (ROOT / "docs" / "options.md").read_text()
+    assert len(COMMANDS) >= 3
+    for name, target in COMMANDS:
+        assert f"## `{name}`" in text
+        for param in command(target).params:
+            if isinstance(param, click.Option) and not param.hidden:
+                assert f"`{param.opts[-1]}" in text or f" {param.opts[-1]}" in text, (name, param.opts)
+
+
+@pytest.mark.parametrize("name, target", COMMANDS)
+def test_help_groups_options_one_line_each(name: str, target: str) -> None:
+    cmd = command(target)
+    assert isinstance(cmd, OneLineCommand), f"{name} does not use the shared OneLineCommand"
+    result = CliRunner().invoke(cmd, ["--help"], terminal_width=240, prog_name=name)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    headings = [line[:-1] for line in lines if line and not line.startswith(" ") and line.endswith(":")]
+    assert "Advanced" in headings and set(headings) - {"Options", "Usage"} <= set(SECTIONS) | set(
+        cmd.sections.values()), headings
+    ctx = click.Context(cmd, info_name=name)
+    for heading, records in cmd.grouped_records(ctx).items():
+        for names, text in records:
+            assert "\n" not in text and len(text.split("  [default:")[0]) <= SHORT_HELP_MAX, (name, names, text)
+            assert any(line.strip().startswith(names) for line in lines), (name, names)
+    if name == "stylize":  # the long form is in the page, not in --help
+        assert "Basics" in headings and "Speed" in headings
+        assert "downloaded once to the torch hub cache" not in result.output
