@@ -7,13 +7,13 @@ Run from the repository root::
 
 Per size it times, alternating in one process so both see the same machine load:
 
-* ``loop``: the images loaded and ``transfer.run_style_transfer`` run on them (the tutorial's loop, what
-  ``stylize()`` was before the run API);
+* ``loop``: the network loaded from the weights file, the images loaded and ``transfer.run_style_transfer``
+  run on them (the tutorial's loop: what ``stylize()`` did before the run API);
 * ``run``: ``run.Run(...).execute()`` with no options (what ``stylize()`` and the command run now: events,
   the provenance record of the result, its input hashes included);
 * ``run+previews``: the same with a preview every 10 evaluations (what the web app will ask for).
 
-Both get the same network (random weights, seed 0, built once) and the same evaluations. It prints the
+All load the same network (random weights, seed 0, saved once to a file) and run the same evaluations. It prints the
 median seconds of each and their ratios to ``loop``; issue 13's target: ``run`` at most 1.02x.
 """
 
@@ -37,7 +37,8 @@ import machines  # noqa: E402
 from style_transfer.config import RunOptions, StyleConfig  # noqa: E402
 from style_transfer.fast import physical_cores  # noqa: E402
 from style_transfer.images import load_image  # noqa: E402
-from style_transfer.models import IMAGENET_MEAN, IMAGENET_STD, freeze, random_vgg19_features  # noqa: E402
+from style_transfer.models import (IMAGENET_MEAN, IMAGENET_STD, freeze, load_vgg19_features,  # noqa: E402
+                                   random_vgg19_features)
 from style_transfer.run import Run  # noqa: E402
 from style_transfer.transfer import run_style_transfer  # noqa: E402
 
@@ -67,8 +68,9 @@ def main(argv: list[str] | None = None) -> int:
             config = StyleConfig(size=size, steps=args.steps, weights=str(weights), device="cpu")
 
             def loop() -> None:
+                network = load_vgg19_features(str(weights))
                 content, style = load_image(CONTENT, size), load_image(STYLE, size)
-                run_style_transfer(cnn, IMAGENET_MEAN, IMAGENET_STD, content, style, content.clone(), args.steps)
+                run_style_transfer(network, IMAGENET_MEAN, IMAGENET_STD, content, style, content.clone(), args.steps)
 
             paths = {"loop": loop, "run": lambda: Run(CONTENT, STYLE, config).execute(),
                      "run+previews": lambda: Run(CONTENT, STYLE, config, RunOptions(preview_every=10)).execute()}
