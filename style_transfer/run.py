@@ -146,7 +146,9 @@ class Run:
         done = saved.evaluations if saved else 0
         stats.evaluations = done
         last: dict[str, float] = {}
-        plateau = _Plateau(config.min_improvement, config.patience)
+        plateau = keeper.plateau = _Plateau(config.min_improvement, config.patience)
+        if saved is not None:
+            plateau.best = list(saved.plateau)  # the window as it was, so a resumed run stops where it would have
         image: torch.Tensor | None = None
         inputs = final
         for scale, (working_size, budget) in enumerate(zip(sizes, steps)):
@@ -283,6 +285,7 @@ class _Saved:
     seconds: float
     image: torch.Tensor
     optimizer: dict
+    plateau: list[float] = field(default_factory=list)  # _Plateau's running minimum, oldest first
 
 
 def _fingerprint(config: StyleConfig, content: ImageSource, styles: Sequence[ImageSource]) -> dict[str, Any]:
@@ -307,6 +310,7 @@ class _Checkpoints:
         self.fingerprint = fingerprint
         self.snapshot: dict[str, Any] | None = None
         self.written_at = -1
+        self.plateau: _Plateau | None = None  # the early stop's window, saved with each snapshot
 
     def load(self) -> _Saved:
         """The checkpoint to resume, checked against this run's settings and inputs.
@@ -338,7 +342,8 @@ class _Checkpoints:
                                   f"options")
         try:
             return _Saved(int(data["scale"]), int(data["evaluations_in_scale"]), int(data["evaluations"]),
-                          float(data["seconds"]), data["image"].float(), data["optimizer"])
+                          float(data["seconds"]), data["image"].float(), data["optimizer"],
+                          [float(loss) for loss in data.get("plateau", [])])
         except (KeyError, TypeError, ValueError, AttributeError):
             raise CheckpointError(f"{name}: damaged checkpoint (fields missing)") from None
 
@@ -364,7 +369,8 @@ class _Checkpoints:
             "scale": scale, "evaluations_in_scale": evaluations_in_scale, "evaluations": evaluations,
             "seconds": clock(), "image": image.detach().to("cpu", copy=True),
             # A deep copy: LBFGS updates some of its state tensors in place during its next step.
-            "optimizer": copy.deepcopy(optimizer.state_dict()) if optimizer is not None else None}
+            "optimizer": copy.deepcopy(optimizer.state_dict()) if optimizer is not None else None,
+            "plateau": list(self.plateau.best) if self.plateau is not None else []}
 
     def save(self) -> None:
         """Write the latest snapshot (atomically), unless it is the one already written."""

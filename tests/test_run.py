@@ -173,6 +173,29 @@ def test_plateau_stops_where_the_rule_says(images) -> None:
     assert stalled and stalled[0] == len(events) - 1  # stopped at the first evaluation the rule names
 
 
+def test_resume_keeps_the_early_stop_window(images, tmp_path: Path) -> None:
+    """--min-improvement's window travels in the checkpoint: a run resumed late in its window stops at the
+    evaluation the uninterrupted run stopped at, with its image. The negative control: with the window
+    emptied in the checkpoint, the resumed run cannot stop before `patience` more evaluations."""
+    settings = config(steps=200, min_improvement=0.01, patience=10)
+    whole = Run(*images, settings).execute()
+    assert whole.stopped == "plateau" and whole.evaluations > 21
+    checkpoint = tmp_path / "run.ckpt"
+    first = Run(*images, settings, RunOptions(checkpoint=str(checkpoint)))
+    first.execute(lambda e: first.cancel("interrupted") if e.step == whole.evaluations - 1 else None)
+    saved = torch.load(checkpoint, weights_only=True)
+    assert len(saved["plateau"]) == saved["evaluations"] > 0  # one running minimum per evaluation so far
+    assert whole.evaluations - saved["evaluations"] <= settings.patience  # else the control proves nothing
+    resumed = Run(*images, settings, RunOptions(resume=str(checkpoint))).execute()
+    assert (resumed.stopped, resumed.evaluations) == ("plateau", whole.evaluations)
+    assert np.array_equal(pixels(resumed.image), pixels(whole.image))
+
+    saved["plateau"] = []
+    torch.save(saved, checkpoint)
+    forgetful = Run(*images, settings, RunOptions(resume=str(checkpoint))).execute()
+    assert forgetful.evaluations > whole.evaluations
+
+
 def test_options_are_checked() -> None:
     with pytest.raises(ValueError, match="preview_every"):
         RunOptions(preview_every=-1)
