@@ -322,7 +322,7 @@ def config_from_options(options: dict[str, Any]) -> StyleConfig:
 
 def option_reference(command: click.Command, name: str) -> str:
     """Markdown: ``name``'s usage, its description, and each option's full help under its heading."""
-    ctx = click.Context(command, info_name=name)
+    ctx = click.Context(command, info_name=name, **command.context_settings)
     ctx.meta[LONG_HELP] = True
     lines = [f"## `{name}`", "", "```text", " ".join(command.collect_usage_pieces(ctx)).join(
         (f"{name} ", "")), "```", ""]

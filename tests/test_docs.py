@@ -49,7 +49,7 @@ def test_help_groups_options_one_line_each(name: str, target: str) -> None:
     headings = [line[:-1] for line in lines if line and not line.startswith(" ") and line.endswith(":")]
     assert "Advanced" in headings and set(headings) - {"Options", "Usage"} <= set(SECTIONS) | set(
         cmd.sections.values()), headings
-    ctx = click.Context(cmd, info_name=name)
+    ctx = click.Context(cmd, info_name=name, **cmd.context_settings)
     for heading, records in cmd.grouped_records(ctx).items():
         for names, text in records:
             assert "\n" not in text and len(text.split("  [default:")[0]) <= SHORT_HELP_MAX, (name, names, text)
