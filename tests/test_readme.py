@@ -1,4 +1,5 @@
-"""The README's set-up commands are what CI runs, and its CLI examples parse into a valid configuration."""
+"""The README's set-up commands are what CI runs, and the CLI examples of the README and docs/ parse into a
+valid configuration."""
 
 from __future__ import annotations
 
@@ -36,9 +37,12 @@ def test_sample_images_exist() -> None:
             assert (ROOT / name).is_file(), name
 
 
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
 def cli_examples() -> list[str]:
-    """Every ``stylize ... -o ...`` command in the README's shell blocks and inline code, as written."""
-    text = (ROOT / "README.md").read_text()
+    """Every ``stylize ... -o ...`` command in the README's and docs/ pages' shell blocks and inline code."""
+    text = "\n".join(page.read_text() for page in PAGES)
     blocks = re.findall(r"```sh\n(.*?)```", text, re.S)
     lines = [line for block in blocks for line in block.splitlines()]
     lines += re.findall(r"`([^`\n]+)`", re.sub(r"```.*?```", "", text, flags=re.S))
