@@ -14,8 +14,10 @@ from __future__ import annotations
 import os
 import shutil
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -39,8 +41,20 @@ from .conftest import small_image  # noqa: E402
 from .test_web_cli import Server  # noqa: E402
 
 
+REAL_URLOPEN = urllib.request.urlopen  # taken at import, before conftest's no_network refuses it in each test
+
+
+def loopback_only(url: Any, *args: Any, **kwargs: Any) -> Any:
+    """urlopen for Selenium's talk to its local chromedriver; any other host is refused, as conftest does."""
+    target = url if isinstance(url, str) else url.full_url
+    if urlsplit(target).hostname not in ("localhost", "127.0.0.1", "::1"):
+        raise AssertionError(f"a test tried to use the network: {target}")
+    return REAL_URLOPEN(url, *args, **kwargs)
+
+
 @pytest.fixture
 def browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setattr("urllib.request.urlopen", loopback_only)
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))  # Chromium writes ~/.config/chromium

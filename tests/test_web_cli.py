@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import queue
@@ -16,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from .conftest import small_image
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -54,6 +57,17 @@ def test_without_the_web_extra_one_line_names_it(tmp_path: Path) -> None:
     assert len(lines) == 1, done.stderr
     assert "pip install 'style_transfer[web]'" in lines[0] and "fastapi" in lines[0]
     assert not (tmp_path / "data").exists()
+
+
+def test_the_command_starts_without_torch_and_the_app_without_torch() -> None:
+    """``stylize-serve --help`` needs click only; the app itself loads torch with the first job, not before."""
+    code = ("import sys, style_transfer.web.cli; first = sorted(m for m in ('torch', 'fastapi', 'uvicorn') "
+            "if m in sys.modules); import style_transfer.web.app; print(first, 'torch' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    if "No module named 'fastapi'" in done.stderr:
+        pytest.skip("the web extra is not installed")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["[]", "False"]
 
 
 class Server:
@@ -105,15 +119,16 @@ class Server:
 def test_ctrl_c_stops_the_server_and_keeps_the_running_image(tmp_path: Path) -> None:
     httpx = pytest.importorskip("httpx")
     pytest.importorskip("fastapi", reason="the web extra is not installed")
-    from tests.test_web import CAT, STAIN
-
+    cat, stain = io.BytesIO(), io.BytesIO()
+    small_image("chelsea.png", (48, 32)).save(cat, format="PNG")
+    small_image("ihc.png", (40, 40)).save(stain, format="PNG")
     server = Server(tmp_path / "data")
     try:
         assert server.url.startswith("http://127.0.0.1:") and server.url.endswith("/")
         with httpx.Client(base_url=server.url, timeout=60) as client:
             assert client.get("/").status_code == 200
-            created = client.post("/api/jobs", files=[("content", ("cat.png", CAT, "image/png")),
-                                                      ("style", ("stain.png", STAIN, "image/png"))],
+            created = client.post("/api/jobs", files=[("content", ("cat.png", cat.getvalue(), "image/png")),
+                                                      ("style", ("stain.png", stain.getvalue(), "image/png"))],
                                   data={"size": "48", "steps": "10000"})
             assert created.status_code == 201, created.text
             job = created.json()["id"]
