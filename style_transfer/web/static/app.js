@@ -138,8 +138,8 @@ function drawLosses() {
   });
   ctx.stroke();
   ctx.fillStyle = "#666"; ctx.font = "11px sans-serif";
-  ctx.fillText(`1e${high.toFixed(1)}`, pad, pad + 10);
-  ctx.fillText(`1e${low.toFixed(1)}`, pad, canvas.height - pad);
+  ctx.fillText(Math.pow(10, high).toPrecision(3), pad, pad + 10);
+  ctx.fillText(Math.pow(10, low).toPrecision(3), pad, canvas.height - pad);
 }
 
 function seconds(s) {
@@ -156,7 +156,7 @@ function onStep(job, event) {
   if (event.loss !== null) { state.losses.push(event.loss); drawLosses(); }
   if (event.preview !== null) {
     const img = $("preview");
-    img.hidden = false;
+    $("preview-figure").hidden = false;
     img.src = `/api/jobs/${job}/preview?n=${event.preview}`;
   }
 }
@@ -182,7 +182,7 @@ function showResult(id) {
   state.resultId = id;
   const img = $("result");
   img.src = `/api/results/${id}/image`;
-  img.hidden = false;
+  $("result-figure").hidden = false;
   $("download-png").href = `/api/results/${id}/image?format=png&download=1`;
   $("download-jpeg").href = `/api/results/${id}/image?format=jpeg&download=1`;
   $("result-actions").hidden = false;
@@ -204,8 +204,8 @@ async function start(e) {
   if (!state.styles.length) { showError("Pick at least one style image."); return; }
   $("start").disabled = true;
   $("result-actions").hidden = true;
-  $("result").hidden = true;
-  $("preview").hidden = true;
+  $("result-figure").hidden = true;
+  $("preview-figure").hidden = true;
   $("preview").dataset.updates = "0";
   $("progress").value = 0;
   $("progress-text").textContent = "";
