@@ -22,12 +22,13 @@ The API (all answers JSON unless said; errors are ``{"detail": "one line"}``):
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 import json
 import os
 import shutil
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,7 +47,7 @@ from ..presets import PRESET_NAMES, preset_values
 from ..provenance import read_record, save_options
 from .gallery import Gallery, new_id
 from .guard import Guard
-from .jobs import AlreadyFinished, JobQueue, QueueFull, RunFactory
+from .jobs import FINAL_EVENTS, AlreadyFinished, JobQueue, QueueFull, RunFactory
 
 STATIC = Path(__file__).resolve().parent / "static"
 SAMPLES = STATIC / "samples"
@@ -54,6 +55,8 @@ SAMPLES = STATIC / "samples"
 CSP = ("default-src 'self'; img-src 'self' blob: data:; style-src 'self'; script-src 'self'; "
        "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 WEIGHTS_CHOICES = ("imagenet", "random")
+SSE_POLL_S = 0.05  # how often an event stream looks for new events
+SSE_KEEPALIVE_S = 10.0  # a comment line after this long without events, so proxies keep the stream open
 
 
 @dataclass(frozen=True)
@@ -188,21 +191,34 @@ def _api(queue: JobQueue, gallery: Gallery, work: Path, weights: str, limits: Li
 
     @router.get("/jobs/{job_id}/events", tags=["jobs"], response_class=StreamingResponse,
                 responses={200: {"content": {"text/event-stream": {}}}, 404: {"description": "no such job"}})
-    def job_events(job_id: str, request: Request) -> StreamingResponse:
+    async def job_events(job_id: str, request: Request) -> StreamingResponse:
         """The job's events as Server-Sent Events, from the first (or after ``Last-Event-ID``) to the final one."""
         job = _job(queue, job_id)
         last = request.headers.get("last-event-id", "")
         start = int(last) + 1 if last.isdigit() else 0
 
-        def stream() -> Iterator[str]:
+        async def stream() -> AsyncIterator[str]:
+            # Polled, not waited for: an open stream holds no thread, and a client that leaves or a server
+            # that stops ends it within a poll.
             yield "retry: 2000\n\n"
-            index = start
-            for event in job.follow(start, wait=10.0, stop=queue.stopping):
-                if event is None:
-                    yield ": keep-alive\n\n"
+            index, quiet = start, 0.0
+            while True:
+                new = job.events_since(index)
+                for event in new:
+                    yield f"id: {index}\nevent: {event['type']}\ndata: {json.dumps(event, allow_nan=False)}\n\n"
+                    index += 1
+                    if event["type"] in FINAL_EVENTS:
+                        return
+                if new:
+                    quiet = 0.0
                     continue
-                yield f"id: {index}\nevent: {event['type']}\ndata: {json.dumps(event, allow_nan=False)}\n\n"
-                index += 1
+                if queue.stopping():
+                    return
+                await asyncio.sleep(SSE_POLL_S)
+                quiet += SSE_POLL_S
+                if quiet >= SSE_KEEPALIVE_S:
+                    yield ": keep-alive\n\n"
+                    quiet = 0.0
 
         return StreamingResponse(stream(), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
@@ -322,7 +338,8 @@ def _config(form: Any, weights: str, limits: Limits, styles: int) -> StyleConfig
         try:
             return kind(text)
         except ValueError:
-            raise _Bad(422, f"{name} must be {'an integer' if kind is int else 'a number'}, got {text[:40]!r}") from None
+            what = "an integer" if kind is int else "a number"
+            raise _Bad(422, f"{name} must be {what}, got {text[:40]!r}") from None
 
     values: dict[str, Any] = {}
     for name, kind in (("size", int), ("steps", int), ("seed", int), ("style_weight", float),

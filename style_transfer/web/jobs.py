@@ -17,7 +17,7 @@ import io
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,27 +74,10 @@ class Job:
             self.events.append(event)
             self._changed.notify_all()
 
-    def follow(self, start: int = 0, *, wait: float = 1.0, stop: Callable[[], bool] = lambda: False,
-               idle: Callable[[], None] | None = None) -> Iterator[dict[str, Any] | None]:
-        """The events from index ``start`` on, as they come, until the final one.
-
-        Yields None after every ``wait`` seconds without an event (a reader's chance to send a keep-alive
-        or to notice that its client left); ends early when ``stop()`` turns true.
-        """
-        index = start
-        while not stop():
-            with self._changed:
-                if index >= len(self.events):
-                    self._changed.wait(wait)
-                new = self.events[index:]
-            if not new:
-                yield None
-                continue
-            for event in new:
-                index += 1
-                yield event
-                if event["type"] in FINAL_EVENTS:
-                    return
+    def events_since(self, index: int) -> list[dict[str, Any]]:
+        """The events from ``index`` on (a copy; empty when there are none yet)."""
+        with self._changed:
+            return self.events[index:]
 
     def preview_png(self) -> tuple[int, bytes] | None:
         """The latest preview as PNG bytes with its number, or None before the first."""
