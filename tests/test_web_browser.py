@@ -129,6 +129,11 @@ def test_a_person_uploads_watches_cancels_and_downloads(tmp_path: Path, browser:
         wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#gallery-list li")) == 2, "two gallery entries")
         assert browser.find_element(By.ID, "result").is_displayed()
 
+        # "Use as content": the result becomes the next content image.
+        browser.find_element(By.ID, "use-as-content").click()
+        wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, "#content-thumbs img").get_attribute("title")
+             .startswith("result-"), "the result as the content image")
+
         # Download the cancelled job's PNG as the browser does, into a folder of ours.
         downloads = tmp_path / "downloads"
         downloads.mkdir()

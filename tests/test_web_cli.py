@@ -69,6 +69,30 @@ def test_the_command_starts_without_torch_and_the_app_without_torch() -> None:
     assert done.stdout.split() == ["[]", "False"]
 
 
+def test_a_port_in_use_is_one_line(tmp_path: Path) -> None:
+    pytest.importorskip("fastapi", reason="the web extra is not installed")
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = run_serve("--port", str(port), "--data-dir", str(tmp_path / "data"))
+    assert done.returncode == 1, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and f"cannot listen on 127.0.0.1:{port}" in lines[0], done.stderr
+
+
+def test_the_default_data_folder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from style_transfer.web.cli import default_data_dir
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    assert default_data_dir() == tmp_path / "xdg" / "style_transfer"
+    monkeypatch.delenv("XDG_DATA_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert default_data_dir() == tmp_path / "home" / ".local" / "share" / "style_transfer"
+
+
 class Server:
     """``stylize-serve`` in its own process on a free loopback port (port 0; the printed address says which)."""
 

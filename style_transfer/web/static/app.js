@@ -195,6 +195,14 @@ function follow(job) {
   source.addEventListener("started", (e) => { $("status").textContent = `Started on ${JSON.parse(e.data).device}: loading the model...`; });
   source.addEventListener("step", (e) => onStep(job, JSON.parse(e.data)));
   for (const name of ["done", "cancelled", "failed"]) source.addEventListener(name, (e) => finish(job, JSON.parse(e.data)));
+  source.onerror = () => {  // the browser retries by itself unless the server refused the stream
+    if (source.readyState === EventSource.CLOSED && state.source === source) {
+      state.source = null; state.job = null;
+      $("cancel").disabled = true; $("start").disabled = false;
+      showError("Lost the connection to the server (was it restarted?). Earlier results are in the gallery.");
+      refreshGallery();
+    }
+  };
 }
 
 async function start(e) {
