@@ -182,6 +182,11 @@ def test_a_job_runs_to_a_png_with_its_record_and_streams_its_steps(tmp_path: Pat
         with Image.open(io.BytesIO(preview.content)) as picture:
             assert picture.size == CONTENT_SIZE
 
+        # A reconnecting EventSource sends the id of the last event it had: the stream goes on after it.
+        with client.stream("GET", f"/api/jobs/{job['id']}/events", headers={"Last-Event-ID": "3"}) as response:
+            resumed = list(sse(response.iter_lines()))
+        assert resumed == stream[4:]
+
         listed = client.get("/api/results").json()["results"]
         assert [entry["id"] for entry in listed] == [result["id"]]
         assert listed[0]["names"] == {"content": "cat.png", "styles": ["stain.png", "brick.png"]}
@@ -218,6 +223,7 @@ def test_a_full_queue_answers_429_and_shows_positions(tmp_path: Path) -> None:
         assert waiting.status_code == 201 and waiting.json()["position"] == 1
         full = upload(client)
         assert full.status_code == 429 and "limit" in full.json()["detail"]
+        assert client.get(f"/api/jobs/{running['id']}/preview").status_code == 404  # none before its first step
         assert client.get(f"/api/jobs/{waiting.json()['id']}").json()["position"] == 1
         listed = {job["id"]: job for job in client.get("/api/jobs").json()["jobs"]}
         assert listed[running["id"]]["state"] == "running" and listed[waiting.json()["id"]]["state"] == "queued"

@@ -83,7 +83,8 @@ def main(host: str, port: int, data_dir: Path | None, weights: str, devices: tup
     """
     from ..config import StyleConfig
 
-    for device in devices or ("auto",):
+    devices = tuple(dict.fromkeys(devices or ("auto",)))  # a device named twice still gets one worker
+    for device in devices:
         try:
             StyleConfig(device=device, weights=weights)
         except ValueError as exc:
@@ -103,7 +104,7 @@ def main(host: str, port: int, data_dir: Path | None, weights: str, devices: tup
     folder = data_dir if data_dir is not None else default_data_dir()
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        app = create_app(folder, weights=weights, devices=devices or ("auto",), queue_limit=queue_limit,
+        app = create_app(folder, weights=weights, devices=devices, queue_limit=queue_limit,
                          preview_every=preview_every, token=token,
                          allowed_hosts=("localhost", "127.0.0.1", "::1") if loopback and token is None else None,
                          limits=Limits(max_body=max_upload_mb * 1_000_000))
