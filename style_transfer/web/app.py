@@ -1,0 +1,411 @@
+"""The FastAPI app: the page (static files from the package) and the JSON API under ``/api``.
+
+``create_app(data_dir)`` makes the app; ``stylize-serve`` (web/cli.py) runs it with uvicorn. The
+routes only translate HTTP into the job queue (jobs.py) and the gallery (gallery.py): no maths here.
+
+The API (all answers JSON unless said; errors are ``{"detail": "one line"}``):
+
+==========================================  ===============================================================
+``GET /api/options``                        defaults, choices and limits for the form; the sample images
+``POST /api/jobs``                          multipart: ``content`` (a file), ``style`` (1+ files), settings;
+                                            201 with the job, 413/422/400 for a bad upload, 429 when full
+``GET /api/jobs``, ``GET /api/jobs/{id}``   jobs and their state (``position`` in the queue while waiting)
+``GET /api/jobs/{id}/events``               Server-Sent Events: queued, started, step..., then done,
+                                            cancelled or failed (the last one)
+``GET /api/jobs/{id}/preview``              the latest preview (PNG)
+``POST /api/jobs/{id}/cancel``              202; 409 when it ended or is being cancelled already
+``GET /api/results``, ``/api/results/{id}``  the gallery, newest first
+``GET /api/results/{id}/image``             ``?format=png|jpeg``, ``&download=1``: with the provenance record
+``DELETE /api/results/{id}``                204
+==========================================  ===============================================================
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+import os
+import shutil
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, HTTPException, Request
+from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from fastapi.staticfiles import StaticFiles
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
+
+from ..config import PRESERVE_COLORS, StyleConfig
+from ..errors import StyleTransferError
+from ..files import shown
+from ..images import open_image
+from ..presets import PRESET_NAMES, preset_values
+from ..provenance import read_record, save_options
+from .gallery import Gallery, new_id
+from .guard import Guard
+from .jobs import FINAL_EVENTS, AlreadyFinished, JobQueue, QueueFull, RunFactory
+
+STATIC = Path(__file__).resolve().parent / "static"
+SAMPLES = STATIC / "samples"
+# The page's own files only: no script, style or image from another host (it works offline).
+CSP = ("default-src 'self'; img-src 'self' blob: data:; style-src 'self'; script-src 'self'; "
+       "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+WEIGHTS_CHOICES = ("imagenet", "random")
+SSE_POLL_S = 0.05  # how often an event stream looks for new events
+SSE_KEEPALIVE_S = 10.0  # a comment line after this long without events, so proxies keep the stream open
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one request may ask for."""
+
+    max_body: int = 50_000_000  # bytes of one upload request (all files and fields)
+    max_styles: int = 5  # style images per job
+    max_size: int = 2048  # --size, px
+    max_steps: int = 10_000  # --steps
+
+
+def create_app(data_dir: str | os.PathLike, *, weights: str = "imagenet", devices: Sequence[str] = ("auto",),
+               queue_limit: int = 8, preview_every: int = 5, token: str | None = None,
+               allowed_hosts: Sequence[str] | None = None, limits: Limits = Limits(),
+               run_factory: RunFactory | None = None) -> FastAPI:
+    """The web app, keeping its results under ``data_dir`` (created when missing).
+
+    Args:
+        weights: the VGG19 weights of jobs that do not choose (``StyleConfig.weights``); a file here is
+            the server's choice, never the client's.
+        devices: one worker per device.
+        queue_limit: jobs that may wait; one more gets 429.
+        preview_every: a preview every this many evaluations.
+        token: when set, every request must carry it (guard.py).
+        allowed_hosts: the host names a request's ``Host`` may name (None: any).
+        run_factory: makes each job's run (tests pass a gated one); ``run.Run`` by default.
+    """
+    data = Path(data_dir)
+    gallery = Gallery(data / "results")
+    work = data / "jobs"
+    shutil.rmtree(work, ignore_errors=True)  # inputs of jobs a stopped server never ran
+    work.mkdir(parents=True, exist_ok=True)
+    queue = JobQueue(gallery, devices=devices, limit=queue_limit, preview_every=preview_every,
+                     run_factory=run_factory)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        queue.start()
+        try:
+            yield
+        finally:
+            await run_in_threadpool(queue.stop)
+
+    app = FastAPI(title="style_transfer", summary="Neural style transfer: upload, watch, download.",
+                  lifespan=lifespan, redoc_url=None)
+    app.state.queue, app.state.gallery, app.state.limits = queue, gallery, limits
+    app.add_middleware(Guard, token=token, allowed_hosts=allowed_hosts, max_body=limits.max_body)
+    app.include_router(_api(queue, gallery, work, weights, limits), prefix="/api")
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+    @app.get("/", include_in_schema=False)
+    def index() -> FileResponse:
+        return FileResponse(STATIC / "index.html", media_type="text/html",
+                            headers={"Content-Security-Policy": CSP, "Cache-Control": "no-cache"})
+
+    return app
+
+
+def _api(queue: JobQueue, gallery: Gallery, work: Path, weights: str, limits: Limits) -> APIRouter:
+    router = APIRouter()
+
+    @router.get("/options", tags=["form"])
+    def options() -> dict[str, Any]:
+        """Defaults, choices and limits of the form, and the sample images."""
+        defaults = StyleConfig()
+        return {
+            "defaults": {"steps": defaults.steps, "seed": defaults.seed, "preset": defaults.preset,
+                         "preserve_colors": defaults.preserve_colors, "weights": weights if weights in
+                         WEIGHTS_CHOICES else "server"},
+            "presets": {name: {"style_weight": preset_values(name)["style_weight"],
+                               "content_weight": preset_values(name)["content_weight"]} for name in PRESET_NAMES},
+            "preserve_colors": list(PRESERVE_COLORS),
+            "weights": list(WEIGHTS_CHOICES) + ([] if weights in WEIGHTS_CHOICES else ["server"]),
+            "limits": {"max_body": limits.max_body, "max_styles": limits.max_styles, "max_size": limits.max_size,
+                       "max_steps": limits.max_steps, "queue": queue.limit},
+            "samples": sorted(path.name for path in SAMPLES.glob("*.jpg")),
+        }
+
+    @router.post("/jobs", status_code=201, tags=["jobs"], openapi_extra={"requestBody": _UPLOAD_SCHEMA},
+                 responses={400: {"description": "an input is not a usable image"},
+                            413: {"description": "the upload is too large"},
+                            422: {"description": "a field is missing or a setting is bad"},
+                            429: {"description": "the queue is full"}})
+    async def create_job(request: Request) -> JSONResponse:
+        """Start a job from a multipart upload: ``content``, one or more ``style`` files, and settings."""
+        form = await request.form(max_files=limits.max_styles + 2, max_fields=40)
+        try:
+            content = form.get("content")
+            styles = form.getlist("style")
+            if not isinstance(content, UploadFile):
+                raise _Bad(422, "missing the content image (a file in the field 'content')")
+            if not styles or not all(isinstance(s, UploadFile) for s in styles):
+                raise _Bad(422, "missing the style image (one or more files in the field 'style')")
+            if len(styles) > limits.max_styles:
+                raise _Bad(422, f"{len(styles)} style images, at most {limits.max_styles}")
+            config = _config(form, weights, limits, len(styles))
+            job_id = new_id()
+            folder = work / job_id
+            folder.mkdir()
+            try:
+                files = [(content, folder / "content", "content")] + [
+                    (style, folder / f"style-{i + 1}", f"style {i + 1}") for i, style in enumerate(styles)]
+                for upload, path, label in files:
+                    await run_in_threadpool(_store, upload, path, label)
+            except BaseException:
+                shutil.rmtree(folder, ignore_errors=True)
+                raise
+            names = {"content": _name(content), "styles": [_name(s) for s in styles]}
+            job = queue.new_job(config, folder, folder / "content", [folder / f"style-{i + 1}" for i in
+                                                                      range(len(styles))], names, job_id)
+            try:
+                queue.submit(job)
+            except QueueFull as exc:
+                raise _Bad(429, str(exc)) from None
+            except RuntimeError as exc:
+                raise _Bad(503, str(exc)) from None
+        finally:
+            await form.close()
+        return JSONResponse({**job.summary(), "position": queue.position(job)}, status_code=201)
+
+    @router.get("/jobs", tags=["jobs"])
+    def list_jobs() -> dict[str, Any]:
+        """The jobs this server run knows (waiting, running and recently finished)."""
+        return {"jobs": [{**job.summary(), "position": queue.position(job)} for job in queue.jobs()]}
+
+    @router.get("/jobs/{job_id}", tags=["jobs"], responses={404: {"description": "no such job"}})
+    def get_job(job_id: str) -> dict[str, Any]:
+        """A job's state; ``position`` is its place in the queue while it waits (1: next)."""
+        job = _job(queue, job_id)
+        return {**job.summary(), "position": queue.position(job)}
+
+    @router.get("/jobs/{job_id}/events", tags=["jobs"], response_class=StreamingResponse,
+                responses={200: {"content": {"text/event-stream": {}}}, 404: {"description": "no such job"}})
+    async def job_events(job_id: str, request: Request) -> StreamingResponse:
+        """The job's events as Server-Sent Events, from the first (or after ``Last-Event-ID``) to the final one."""
+        job = _job(queue, job_id)
+        last = request.headers.get("last-event-id", "")
+        start = int(last) + 1 if last.isdigit() else 0
+
+        async def stream() -> AsyncIterator[str]:
+            # Polled, not waited for: an open stream holds no thread, and a client that leaves or a server
+            # that stops ends it within a poll.
+            yield "retry: 2000\n\n"
+            index, quiet = start, 0.0
+            while True:
+                new = job.events_since(index)
+                for event in new:
+                    yield f"id: {index}\nevent: {event['type']}\ndata: {json.dumps(event, allow_nan=False)}\n\n"
+                    index += 1
+                    if event["type"] in FINAL_EVENTS:
+                        return
+                if new:
+                    quiet = 0.0
+                    continue
+                if queue.stopping():
+                    return
+                await asyncio.sleep(SSE_POLL_S)
+                quiet += SSE_POLL_S
+                if quiet >= SSE_KEEPALIVE_S:
+                    yield ": keep-alive\n\n"
+                    quiet = 0.0
+
+        return StreamingResponse(stream(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    @router.get("/jobs/{job_id}/preview", tags=["jobs"], response_class=Response,
+                responses={200: {"content": {"image/png": {}}}, 404: {"description": "no such job or no preview yet"}})
+    def job_preview(job_id: str) -> Response:
+        """The latest preview of a running job (PNG); ``X-Preview-Number`` says which."""
+        job = _job(queue, job_id)
+        found = job.preview_png()
+        if found is None:
+            raise HTTPException(404, f"job {job_id} has no preview yet")
+        number, png = found
+        return Response(png, media_type="image/png",
+                        headers={"Cache-Control": "no-store", "X-Preview-Number": str(number)})
+
+    @router.post("/jobs/{job_id}/cancel", status_code=202, tags=["jobs"],
+                 responses={404: {"description": "no such job"}, 409: {"description": "ended or cancelling already"}})
+    def cancel_job(job_id: str) -> dict[str, Any]:
+        """Cancel a job: a waiting one at once; a running one at its next evaluation, keeping its image."""
+        try:
+            job = queue.cancel(job_id)
+        except AlreadyFinished as exc:
+            raise HTTPException(409, str(exc)) from None
+        if job is None:
+            raise HTTPException(404, f"no job {shown(job_id)[:80]}")
+        return job.summary()
+
+    @router.get("/results", tags=["results"])
+    def list_results() -> dict[str, Any]:
+        """The gallery, newest first: each result's settings and how its run ended."""
+        return {"results": gallery.list()}
+
+    @router.get("/results/{result_id}", tags=["results"], responses={404: {"description": "no such result"}})
+    def get_result(result_id: str) -> dict[str, Any]:
+        return _result(gallery, result_id)
+
+    @router.get("/results/{result_id}/image", tags=["results"], response_class=Response,
+                responses={200: {"content": {"image/png": {}, "image/jpeg": {}}},
+                           404: {"description": "no such result"}})
+    def result_image(result_id: str, format: str = "png", download: bool = False) -> Response:
+        """The image with its provenance record embedded: ``format`` png (as saved) or jpeg."""
+        _result(gallery, result_id)
+        path = gallery.image_path(result_id)
+        if path is None:
+            raise HTTPException(404, f"no result {result_id}")
+        if format not in ("png", "jpeg"):
+            raise HTTPException(422, f"format must be png or jpeg, got {shown(format)[:40]!r}")
+        headers = {"Cache-Control": "private, max-age=3600"}
+        if download:
+            extension = "jpg" if format == "jpeg" else "png"
+            headers["Content-Disposition"] = f'attachment; filename="stylized-{result_id[:8]}.{extension}"'
+        if format == "png":
+            return FileResponse(path, media_type="image/png", headers=headers)
+        return Response(_as_jpeg(path), media_type="image/jpeg", headers=headers)
+
+    @router.delete("/results/{result_id}", status_code=204, tags=["results"],
+                   responses={404: {"description": "no such result"}})
+    def delete_result(result_id: str) -> Response:
+        """Remove a result from the gallery (its image and its entry)."""
+        if not gallery.delete(result_id):
+            raise HTTPException(404, f"no result {shown(result_id)[:80]}")
+        return Response(status_code=204)
+
+    return router
+
+
+class _Bad(HTTPException):
+    """A refused request, with its one-line reason."""
+
+
+def _job(queue: JobQueue, job_id: str) -> Any:
+    job = queue.get(job_id)
+    if job is None:
+        raise HTTPException(404, f"no job {shown(job_id)[:80]}")
+    return job
+
+
+def _result(gallery: Gallery, result_id: str) -> dict[str, Any]:
+    entry = gallery.get(result_id)
+    if entry is None:
+        raise HTTPException(404, f"no result {shown(result_id)[:80]}")
+    return entry
+
+
+def _name(upload: UploadFile) -> str | None:
+    """The client's file name, for display and the record only (never a path here)."""
+    if not upload.filename:
+        return None
+    return shown(os.path.basename(upload.filename.replace("\\", "/")))[:120] or None
+
+
+def _store(upload: UploadFile, path: Path, label: str) -> None:
+    """Copy an upload into the job's folder and check it as the command does (``open_image``)."""
+    upload.file.seek(0)
+    with open(path, "xb") as handle:
+        shutil.copyfileobj(upload.file, handle)
+    shown_as = f"{label} ({_name(upload)})" if _name(upload) else label
+    try:
+        open_image(path).close()
+    except StyleTransferError as exc:
+        raise _Bad(400, str(exc).replace(shown(str(path)), shown_as)) from None
+
+
+def _config(form: Any, weights: str, limits: Limits, styles: int) -> StyleConfig:
+    """The job's settings from the form's fields; a bad one answers 422 naming it."""
+    def field(name: str) -> str | None:
+        value = form.get(name)
+        if isinstance(value, UploadFile):
+            raise _Bad(422, f"{name} must be a value, not a file")
+        return value.strip() if isinstance(value, str) and value.strip() else None
+
+    def number(name: str, kind: type) -> Any:
+        text = field(name)
+        if text is None:
+            return None
+        try:
+            return kind(text)
+        except ValueError:
+            what = "an integer" if kind is int else "a number"
+            raise _Bad(422, f"{name} must be {what}, got {text[:40]!r}") from None
+
+    values: dict[str, Any] = {}
+    for name, kind in (("size", int), ("steps", int), ("seed", int), ("style_weight", float),
+                       ("content_weight", float)):
+        value = number(name, kind)
+        if value is not None:
+            values[name] = value
+    if values.get("size", 0) > limits.max_size:
+        raise _Bad(422, f"size must be at most {limits.max_size} px on this server, got {values['size']}")
+    if values.get("steps", 0) > limits.max_steps:
+        raise _Bad(422, f"steps must be at most {limits.max_steps} on this server, got {values['steps']}")
+    for name in ("preset", "preserve_colors"):
+        if field(name) is not None:
+            values[name] = field(name)
+    blend = field("style_blend")
+    if blend is not None:
+        try:
+            values["style_blend"] = tuple(float(part) for part in blend.split(","))
+        except ValueError:
+            raise _Bad(422, f"style_blend must be numbers separated by commas, got {blend[:40]!r}") from None
+        if len(values["style_blend"]) != styles:
+            raise _Bad(422, f"style_blend has {len(values['style_blend'])} weight(s) for {styles} style image(s)")
+    fast = field("fast")
+    if fast is not None:
+        if fast.lower() not in ("true", "on", "1", "false", "off", "0"):
+            raise _Bad(422, f"fast must be true or false, got {fast[:40]!r}")
+        values["fast"] = fast.lower() in ("true", "on", "1")
+    chosen = field("weights")
+    if chosen is not None and chosen not in (*WEIGHTS_CHOICES, "server"):
+        raise _Bad(422, f"weights must be one of {', '.join(WEIGHTS_CHOICES)} or server, got {chosen[:40]!r}")
+    values["weights"] = weights if chosen in (None, "server") else chosen
+    try:
+        return StyleConfig(**values)
+    except ValueError as exc:
+        raise _Bad(422, str(exc)) from None
+
+
+def _as_jpeg(path: Path) -> bytes:
+    """A result's PNG as JPEG (quality 95) with the same record embedded."""
+    from PIL import Image
+
+    record = read_record(path)
+    buffer = io.BytesIO()
+    with Image.open(path) as image:
+        rgb = image.convert("RGB")
+    options = save_options(record, "JPEG") if record is not None else {}
+    rgb.save(buffer, format="JPEG", quality=95, **options)
+    return buffer.getvalue()
+
+
+_UPLOAD_SCHEMA = {
+    "required": True,
+    "content": {"multipart/form-data": {"schema": {
+        "type": "object",
+        "required": ["content", "style"],
+        "properties": {
+            "content": {"type": "string", "format": "binary", "description": "the content image"},
+            "style": {"type": "array", "items": {"type": "string", "format": "binary"},
+                      "description": "one or more style images"},
+            "size": {"type": "integer", "description": "long side in px (empty: 512 on a GPU, 448 on a CPU)"},
+            "steps": {"type": "integer", "description": "closure evaluations (default 300)"},
+            "style_weight": {"type": "number"}, "content_weight": {"type": "number"},
+            "preset": {"type": "string", "enum": list(PRESET_NAMES)},
+            "preserve_colors": {"type": "string", "enum": list(PRESERVE_COLORS)},
+            "style_blend": {"type": "string", "description": "one weight per style image, comma separated"},
+            "fast": {"type": "boolean"}, "seed": {"type": "integer"},
+            "weights": {"type": "string", "enum": [*WEIGHTS_CHOICES, "server"]},
+        }}}},
+}

@@ -1,0 +1,179 @@
+"""The ``stylize-serve`` command: start the web app (FastAPI under uvicorn) and print its address.
+
+Imports click and the standard library at start; the web stack and torch only once the options are
+good, so a usage error answers at once and a missing extra is named in one line.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import secrets
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..files import shown
+
+EXTRA_HINT = "pip install 'style_transfer[web]'"
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+
+
+def default_data_dir() -> Path:
+    """``$XDG_DATA_HOME/style_transfer``, else ``~/.local/share/style_transfer``."""
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "style_transfer"
+
+
+def is_loopback(host: str) -> bool:
+    if host.lower() in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class _OneLineCommand(click.Command):
+    """Usage errors on one line (no usage dump), as the other commands answer."""
+
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as exc:
+            exc.ctx = None  # without a context, click prints only "Error: ..."
+            raise
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            exc.ctx = None
+            raise
+
+
+@click.command(cls=_OneLineCommand, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on. Anything but loopback requires a token (--token, or one is made).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="Port (0: any free one).")
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder of the gallery (results survive restarts). Default: $XDG_DATA_HOME/style_transfer "
+                   "or ~/.local/share/style_transfer.")
+@click.option("--weights", default="imagenet", show_default=True,
+              help="VGG19 weights of jobs that do not choose: imagenet, random, or a file (never sent by the page).")
+@click.option("--device", "devices", multiple=True, metavar="DEVICE",
+              help="auto, cpu, cuda, cuda:N or mps; repeat for one worker per device. Default: auto.")
+@click.option("--queue-limit", type=click.IntRange(0), default=8, show_default=True,
+              help="Jobs that may wait; beyond it a new job gets 429.")
+@click.option("--preview-every", type=click.IntRange(1), default=5, show_default=True,
+              help="Evaluations between two previews on the page.")
+@click.option("--token", default=None, help="Require this token on every request (made up when --host is not "
+                                             "loopback and none is given).")
+@click.option("--max-upload-mb", type=click.IntRange(1), default=50, show_default=True,
+              help="Largest upload (all files of one job), MB.")
+def main(host: str, port: int, data_dir: Path | None, weights: str, devices: tuple[str, ...], queue_limit: int,
+         preview_every: int, token: str | None, max_upload_mb: int) -> None:
+    """Serve the style transfer web page: upload, watch the picture form, cancel, download.
+
+    Open the address it prints. Stop it with Ctrl-C: a running job ends at its next evaluation and
+    its image is kept in the gallery.
+    """
+    from ..config import StyleConfig
+
+    devices = tuple(dict.fromkeys(devices or ("auto",)))  # a device named twice still gets one worker
+    for device in devices:
+        try:
+            StyleConfig(device=device, weights=weights)
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
+    if weights not in ("imagenet", "random") and not os.path.isfile(weights):
+        raise click.UsageError(f"--weights {shown(weights)}: no such file (use imagenet, random or a file)")
+    try:
+        import uvicorn
+
+        from .app import Limits, create_app
+    except ImportError as exc:
+        raise click.ClickException(f"stylize-serve needs the web extra ({exc.name or exc} is missing): "
+                                   f"{EXTRA_HINT}") from None
+    loopback = is_loopback(host)
+    if token is None and not loopback:
+        token = secrets.token_urlsafe(24)
+    folder = data_dir if data_dir is not None else default_data_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        app = create_app(folder, weights=weights, devices=devices, queue_limit=queue_limit,
+                         preview_every=preview_every, token=token,
+                         allowed_hosts=("localhost", "127.0.0.1", "::1") if loopback and token is None else None,
+                         limits=Limits(max_body=max_upload_mb * 1_000_000))
+    except OSError as exc:
+        raise click.ClickException(f"--data-dir {shown(folder)}: cannot be used ({exc.strerror or exc})") from None
+    server = _Server(uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=10,
+                                    lifespan="on"))
+    server.on_started = lambda bound: click.echo(_address(host, bound, token) + f"  (gallery: {shown(folder)})",
+                                                 err=True)
+    _check_bind(host, port)
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        pass
+    except SystemExit as exc:  # uvicorn exits 1 after logging why (a bind lost to a race since the check)
+        if exc.code:
+            raise click.ClickException(f"the server stopped: cannot serve on {host}:{port}") from None
+
+
+def _check_bind(host: str, port: int) -> None:
+    """Fail in one line, before uvicorn starts, when the address cannot be listened on."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, kind, proto, _, address = infos[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise click.ClickException(f"cannot listen on {host}:{port} ({reason})") from None
+
+
+def _address(host: str, port: int, token: str | None) -> str:
+    shown_host = f"[{host}]" if ":" in host else host
+    query = f"/?token={token}" if token else "/"
+    return f"style_transfer web app: http://{shown_host}:{port}{query}"
+
+
+def _make_server_class() -> Any:
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn's server, which also stops the jobs as soon as a stop is asked (Ctrl-C, SIGTERM), so the
+        open event streams end and the server does not wait for a long run to finish."""
+
+        on_started: Any = None
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            self.config.app.state.queue.begin_stop()
+            super().handle_exit(sig, frame)
+
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets)
+            if self.on_started is not None:
+                bound = self.config.port
+                for server in getattr(self, "servers", []):
+                    for sock in server.sockets:
+                        bound = sock.getsockname()[1]
+                        break
+                self.on_started(bound)
+
+    return Server
+
+
+def _Server(config: Any) -> Any:  # noqa: N802 - a factory in a class's clothes: uvicorn is imported late
+    return _make_server_class()(config)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

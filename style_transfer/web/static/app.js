@@ -1,0 +1,292 @@
+// The style transfer page: pick images, start a job, follow its Server-Sent Events, show the gallery.
+// Plain JavaScript, no build step, nothing from other hosts.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const state = { content: null, styles: [], job: null, source: null, losses: [], options: null, resultId: null };
+
+async function api(path, init) {
+  const response = await fetch(path, { credentials: "same-origin", ...init });
+  if (!response.ok) {
+    let detail = `${response.status} ${response.statusText}`;
+    try { const body = await response.json(); if (body && body.detail) detail = typeof body.detail === "string" ? body.detail : JSON.stringify(body.detail); } catch (e) { /* not JSON */ }
+    throw new Error(detail);
+  }
+  return response.status === 204 ? null : response.json();
+}
+
+function showError(message) {
+  const box = $("error");
+  box.textContent = message || "";
+  box.hidden = !message;
+}
+
+function thumb(file) {
+  const img = document.createElement("img");
+  img.src = URL.createObjectURL(file);
+  img.alt = file.name;
+  img.title = file.name;
+  return img;
+}
+
+function setContent(file) {
+  state.content = file;
+  $("content-thumbs").replaceChildren(...(file ? [thumb(file)] : []));
+}
+
+function setStyles(files) {
+  state.styles = files;
+  $("style-thumbs").replaceChildren(...files.map(thumb));
+}
+
+function images(list) {
+  return Array.from(list || []).filter((f) => f.type === "" || f.type.startsWith("image/"));
+}
+
+function wireDrop(drop, input, onFiles) {
+  input.addEventListener("change", () => onFiles(images(input.files)));
+  for (const name of ["dragenter", "dragover"]) {
+    drop.addEventListener(name, (e) => { e.preventDefault(); drop.classList.add("over"); });
+  }
+  for (const name of ["dragleave", "drop"]) {
+    drop.addEventListener(name, () => drop.classList.remove("over"));
+  }
+  drop.addEventListener("drop", (e) => { e.preventDefault(); onFiles(images(e.dataTransfer.files)); });
+}
+
+async function fileFrom(url, name) {
+  const response = await fetch(url, { credentials: "same-origin" });
+  if (!response.ok) throw new Error(`could not fetch ${name}: ${response.status}`);
+  const blob = await response.blob();
+  return new File([blob], name, { type: blob.type || "image/png" });
+}
+
+function weightText(value) {
+  return value >= 1000 ? value.toExponential(1).replace("e+", "e") : String(Math.round(value * 100) / 100);
+}
+
+function styleWeight() {
+  return Math.pow(10, Number($("style-weight-exp").value));
+}
+
+function applyPreset(name) {
+  const preset = state.options.presets[name];
+  if (!preset) return;
+  $("style-weight-exp").value = Math.log10(preset.style_weight).toFixed(1);
+  $("content-weight").value = preset.content_weight;
+  $("style-weight-value").textContent = weightText(styleWeight());
+}
+
+function fillSelect(select, values, chosen) {
+  select.replaceChildren(...values.map((v) => { const o = document.createElement("option"); o.value = v; o.textContent = v; o.selected = v === chosen; return o; }));
+}
+
+async function loadOptions() {
+  const options = state.options = await api("/api/options");
+  fillSelect($("preset"), Object.keys(options.presets), options.defaults.preset);
+  fillSelect($("preserve-colors"), options.preserve_colors, options.defaults.preserve_colors);
+  fillSelect($("weights"), options.weights, options.defaults.weights);
+  $("steps").value = options.defaults.steps;
+  $("steps").max = options.limits.max_steps;
+  $("size").max = options.limits.max_size;
+  $("seed").value = options.defaults.seed;
+  applyPreset(options.defaults.preset);
+  const list = $("sample-list");
+  list.replaceChildren(...options.samples.map((name) => {
+    const box = document.createElement("span");
+    box.className = "sample";
+    const img = document.createElement("img");
+    img.src = `/static/samples/${name}`;
+    img.alt = name;
+    const asContent = document.createElement("button");
+    asContent.type = "button"; asContent.textContent = "content";
+    asContent.addEventListener("click", async () => setContent(await fileFrom(img.src, name)));
+    const asStyle = document.createElement("button");
+    asStyle.type = "button"; asStyle.textContent = "+ style";
+    asStyle.addEventListener("click", async () => setStyles([...state.styles, await fileFrom(img.src, name)]));
+    box.append(img, asContent, asStyle);
+    return box;
+  }));
+}
+
+function formData() {
+  const data = new FormData();
+  data.append("content", state.content, state.content.name);
+  for (const style of state.styles) data.append("style", style, style.name);
+  for (const [name, id] of [["size", "size"], ["steps", "steps"], ["content_weight", "content-weight"], ["preset", "preset"],
+                            ["preserve_colors", "preserve-colors"], ["style_blend", "style-blend"], ["seed", "seed"], ["weights", "weights"]]) {
+    const value = $(id).value.trim();
+    if (value !== "") data.append(name, value);
+  }
+  data.append("style_weight", String(styleWeight()));
+  data.append("fast", $("fast").checked ? "true" : "false");
+  return data;
+}
+
+function drawLosses() {
+  const canvas = $("loss-curve");
+  const ctx = canvas.getContext("2d");
+  ctx.clearRect(0, 0, canvas.width, canvas.height);
+  const values = state.losses.filter((v) => v > 0).map(Math.log10);
+  if (values.length < 2) return;
+  const low = Math.min(...values), high = Math.max(...values), span = high - low || 1;
+  const pad = 8, w = canvas.width - 2 * pad, h = canvas.height - 2 * pad;
+  ctx.strokeStyle = "#3b5bdb"; ctx.lineWidth = 1.5; ctx.beginPath();
+  values.forEach((v, i) => {
+    const x = pad + (w * i) / (values.length - 1), y = pad + h * (1 - (v - low) / span);
+    if (i === 0) ctx.moveTo(x, y); else ctx.lineTo(x, y);
+  });
+  ctx.stroke();
+  ctx.fillStyle = "#666"; ctx.font = "11px sans-serif";
+  ctx.fillText(Math.pow(10, high).toPrecision(3), pad, pad + 10);
+  ctx.fillText(Math.pow(10, low).toPrecision(3), pad, canvas.height - pad);
+}
+
+function seconds(s) {
+  if (s === null || s === undefined) return "";
+  return s >= 90 ? `${Math.round(s / 60)} min` : `${Math.round(s)} s`;
+}
+
+function onStep(job, event) {
+  const bar = $("progress");
+  bar.max = event.total; bar.value = Math.min(event.step, event.total);
+  const scale = event.scales > 1 ? ` · size ${event.scale + 1}/${event.scales}` : "";
+  $("progress-text").textContent = `${event.step} / ${event.total} evaluations${scale}` + (event.eta !== null ? ` · about ${seconds(event.eta)} left` : "");
+  $("status").textContent = `Running: ${event.size[0]}x${event.size[1]} px, loss ${event.loss === null ? "not finite" : event.loss.toPrecision(4)}`;
+  if (event.loss !== null) { state.losses.push(event.loss); drawLosses(); }
+  if (event.preview !== null) {
+    const img = $("preview");
+    $("preview-figure").hidden = false;
+    img.src = `/api/jobs/${job}/preview?n=${event.preview}`;
+  }
+}
+
+function finish(job, event) {
+  state.source.close();  // the last event: without this the browser would reconnect
+  state.source = null;
+  state.job = null;
+  $("cancel").disabled = true;
+  $("start").disabled = false;
+  const words = { done: "Done", cancelled: "Cancelled", failed: "Failed" };
+  let text = words[event.type] || event.type;
+  if (event.result) text += `: ${event.result.width}x${event.result.height}, ${event.result.evaluations} evaluations in ${seconds(event.result.seconds)}`;
+  if (event.stopped && event.stopped !== "done") text += ` (${event.stopped})`;
+  $("status").textContent = text;
+  if (event.type === "done") { const bar = $("progress"); bar.value = bar.max; }
+  if (event.error) showError(event.error);
+  if (event.result) showResult(event.result.id);
+  refreshGallery();
+}
+
+function showResult(id) {
+  state.resultId = id;
+  const img = $("result");
+  img.src = `/api/results/${id}/image`;
+  $("result-figure").hidden = false;
+  $("download-png").href = `/api/results/${id}/image?format=png&download=1`;
+  $("download-jpeg").href = `/api/results/${id}/image?format=jpeg&download=1`;
+  $("result-actions").hidden = false;
+}
+
+function follow(job) {
+  state.job = job;
+  const source = state.source = new EventSource(`/api/jobs/${job}/events`);
+  source.addEventListener("queued", (e) => { $("status").textContent = `Waiting in the queue: position ${JSON.parse(e.data).position}`; });
+  source.addEventListener("started", (e) => { $("status").textContent = `Started on ${JSON.parse(e.data).device}: loading the model...`; });
+  source.addEventListener("step", (e) => onStep(job, JSON.parse(e.data)));
+  for (const name of ["done", "cancelled", "failed"]) source.addEventListener(name, (e) => finish(job, JSON.parse(e.data)));
+  source.onerror = () => {  // the browser retries by itself unless the server refused the stream
+    if (source.readyState === EventSource.CLOSED && state.source === source) {
+      state.source = null; state.job = null;
+      $("cancel").disabled = true; $("start").disabled = false;
+      showError("Lost the connection to the server (was it restarted?). Earlier results are in the gallery.");
+      refreshGallery();
+    }
+  };
+}
+
+async function start(e) {
+  e.preventDefault();
+  showError("");
+  if (!state.content) { showError("Pick a content image first."); return; }
+  if (!state.styles.length) { showError("Pick at least one style image."); return; }
+  $("start").disabled = true;
+  $("result-actions").hidden = true;
+  $("result-figure").hidden = true;
+  $("preview-figure").hidden = true;
+  $("preview").dataset.updates = "0";
+  $("progress").value = 0;
+  $("progress-text").textContent = "";
+  state.losses = [];
+  drawLosses();
+  try {
+    const job = await api("/api/jobs", { method: "POST", body: formData() });
+    $("status").textContent = job.position ? `Waiting in the queue: position ${job.position}` : "Starting...";
+    $("cancel").disabled = false;
+    follow(job.id);
+  } catch (err) {
+    showError(err.message);
+    $("start").disabled = false;
+  }
+}
+
+async function cancel() {
+  if (!state.job) return;
+  $("cancel").disabled = true;
+  try {
+    await api(`/api/jobs/${state.job}/cancel`, { method: "POST" });
+    $("status").textContent = "Cancelling: the image so far is kept...";
+  } catch (err) { showError(err.message); }
+}
+
+function settingsText(entry) {
+  const s = entry.settings || {};
+  const parts = [`${entry.width}x${entry.height}`, `${entry.evaluations} evaluations`, `style weight ${weightText(s.style_weight)}`,
+                 `content weight ${s.content_weight}`, `preset ${s.preset}`, `seed ${s.seed}`, `weights ${s.weights}`];
+  if (s.preserve_colors && s.preserve_colors !== "none") parts.push(`colours: ${s.preserve_colors}`);
+  if (s.fast) parts.push("fast");
+  if (entry.stopped !== "done") parts.push(entry.stopped);
+  const names = entry.names || {};
+  return `${names.content || "?"} in the style of ${(names.styles || []).map((n) => n || "?").join(" + ")} · ${parts.join(", ")}`;
+}
+
+async function refreshGallery() {
+  let results;
+  try { results = (await api("/api/results")).results; } catch (err) { showError(err.message); return; }
+  $("gallery-list").replaceChildren(...results.map((entry) => {
+    const item = document.createElement("li");
+    item.dataset.id = entry.id;
+    const img = document.createElement("img");
+    img.src = `/api/results/${entry.id}/image`; img.alt = "a result"; img.loading = "lazy";
+    const meta = document.createElement("div");
+    meta.className = "meta"; meta.textContent = settingsText(entry);
+    const link = document.createElement("a");
+    link.className = "button"; link.textContent = "PNG"; link.href = `/api/results/${entry.id}/image?format=png&download=1`;
+    const remove = document.createElement("button");
+    remove.type = "button"; remove.textContent = "Delete"; remove.className = "delete";
+    remove.addEventListener("click", async () => {
+      try { await api(`/api/results/${entry.id}`, { method: "DELETE" }); refreshGallery(); } catch (err) { showError(err.message); }
+    });
+    item.append(img, meta, link, document.createTextNode(" "), remove);
+    return item;
+  }));
+}
+
+function init() {
+  wireDrop($("content-drop"), $("content-input"), (files) => { if (files.length) setContent(files[0]); });
+  wireDrop($("style-drop"), $("style-input"), (files) => { if (files.length) setStyles(files); });
+  $("preview").addEventListener("load", (e) => { e.target.dataset.updates = String(Number(e.target.dataset.updates) + 1); });
+  $("style-weight-exp").addEventListener("input", () => { $("style-weight-value").textContent = weightText(styleWeight()); });
+  $("preset").addEventListener("change", (e) => applyPreset(e.target.value));
+  $("options").addEventListener("submit", start);
+  $("cancel").addEventListener("click", cancel);
+  $("use-as-content").addEventListener("click", async () => {
+    if (state.resultId) setContent(await fileFrom(`/api/results/${state.resultId}/image`, `result-${state.resultId.slice(0, 8)}.png`));
+    window.scrollTo({ top: 0, behavior: "smooth" });
+  });
+  $("run-again").addEventListener("click", () => { $("options").scrollIntoView({ behavior: "smooth" }); $("steps").focus(); });
+  loadOptions().catch((err) => showError(err.message));
+  refreshGallery();
+}
+
+document.addEventListener("DOMContentLoaded", init);

@@ -1,0 +1,151 @@
+"""The web page as a person uses it, in a real headless Chromium (Debian's, driven by Selenium) against a
+real ``stylize-serve`` on a free loopback port.
+
+It uploads two images, starts a tiny run (random weights), sees the progress bar and at least two
+preview updates and the final image, starts a second job and cancels it mid-run (its image kept),
+downloads a result and checks it is a PNG with its provenance record.
+
+``STYLE_TRANSFER_SCREENSHOT=docs/web-app.png`` also copies the screenshot taken mid-run there (how
+the one in docs/ was made); the test itself writes to its temporary folder.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+
+pytest.importorskip("fastapi", reason="the web extra is not installed: pip install 'style_transfer[web]'")
+pytest.importorskip("selenium", reason="selenium is not installed (it comes with the test extra)")
+if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
+    pytest.skip(f"no {CHROMIUM} and {CHROMEDRIVER}: apt-get install --no-install-recommends chromium "
+                f"chromium-driver fonts-liberation (.ci/run does)", allow_module_level=True)
+
+from selenium import webdriver  # noqa: E402
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
+
+from style_transfer.provenance import read_record  # noqa: E402
+
+from .conftest import small_image  # noqa: E402
+from .test_web_cli import Server  # noqa: E402
+
+
+REAL_URLOPEN = urllib.request.urlopen  # taken at import, before conftest's no_network refuses it in each test
+
+
+def loopback_only(url: Any, *args: Any, **kwargs: Any) -> Any:
+    """urlopen for Selenium's talk to its local chromedriver; any other host is refused, as conftest does."""
+    target = url if isinstance(url, str) else url.full_url
+    if urlsplit(target).hostname not in ("localhost", "127.0.0.1", "::1"):
+        raise AssertionError(f"a test tried to use the network: {target}")
+    return REAL_URLOPEN(url, *args, **kwargs)
+
+
+@pytest.fixture
+def browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setattr("urllib.request.urlopen", loopback_only)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))  # Chromium writes ~/.config/chromium
+    monkeypatch.setenv("SE_AVOID_STATS", "true")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1200,1300",
+                     f"--user-data-dir={home / 'profile'}"):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def wait(driver: Any, check: Any, what: str, limit: float = 60) -> Any:
+    return WebDriverWait(driver, limit, poll_frequency=0.05).until(lambda d: check(d), message=what)
+
+
+def number(driver: Any, script: str) -> float:
+    return float(driver.execute_script(f"return {script};") or 0)
+
+
+def fill(driver: Any, element_id: str, value: str) -> None:
+    field = driver.find_element(By.ID, element_id)
+    field.clear()
+    field.send_keys(value)
+
+
+def test_a_person_uploads_watches_cancels_and_downloads(tmp_path: Path, browser: Any) -> None:
+    content, style = tmp_path / "cat.png", tmp_path / "stain.png"
+    small_image("chelsea.png", (48, 32)).save(content)
+    small_image("ihc.png", (40, 40)).save(style)
+    screenshot_to = os.environ.get("STYLE_TRANSFER_SCREENSHOT")
+    server = Server(tmp_path / "data", "--preview-every", "2")
+    try:
+        browser.get(server.url)
+        wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#sample-list .sample"), "the sample images")
+        browser.find_element(By.ID, "content-input").send_keys(str(content))
+        browser.find_element(By.ID, "style-input").send_keys(str(style))
+        wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#content-thumbs img, #style-thumbs img")) == 2,
+             "two thumbnails")
+        fill(browser, "size", "48")
+        fill(browser, "steps", "10")
+        Select(browser.find_element(By.ID, "weights")).select_by_value("random")
+        browser.find_element(By.ID, "start").click()
+
+        wait(browser, lambda d: d.find_element(By.ID, "status").text.startswith("Done"), "the first job to finish")
+        wait(browser, lambda d: number(d, "document.getElementById('result').naturalWidth") == 48, "the final image")
+        assert number(browser, "document.getElementById('preview').dataset.updates") >= 2
+        assert number(browser, "document.getElementById('progress').value") == number(
+            browser, "document.getElementById('progress').max") >= 10
+        assert "evaluations" in browser.find_element(By.ID, "progress-text").text
+        assert not browser.find_element(By.ID, "error").is_displayed()
+        wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#gallery-list li")) == 1, "the gallery entry")
+
+        # A second, long job: watched mid-run, then cancelled; its image so far is kept.
+        fill(browser, "size", "96" if screenshot_to else "48")
+        fill(browser, "steps", "10000")
+        browser.find_element(By.ID, "start").click()
+        previews = 12 if screenshot_to else 2  # the docs' screenshot: a few more evaluations into the run
+        wait(browser, lambda d: number(d, "document.getElementById('preview').dataset.updates") >= previews
+             and d.find_element(By.ID, "status").text.startswith("Running"), "the second job's previews")
+        mid_run = tmp_path / "web-app.png"
+        assert browser.save_screenshot(str(mid_run))
+        if screenshot_to:
+            shutil.copyfile(mid_run, screenshot_to)
+        browser.find_element(By.ID, "cancel").click()
+        wait(browser, lambda d: d.find_element(By.ID, "status").text.startswith("Cancelled"), "the cancel")
+        wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#gallery-list li")) == 2, "two gallery entries")
+        assert browser.find_element(By.ID, "result").is_displayed()
+
+        # "Use as content": the result becomes the next content image.
+        browser.find_element(By.ID, "use-as-content").click()
+        wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, "#content-thumbs img").get_attribute("title")
+             .startswith("result-"), "the result as the content image")
+
+        # Download the cancelled job's PNG as the browser does, into a folder of ours.
+        downloads = tmp_path / "downloads"
+        downloads.mkdir()
+        browser.execute_cdp_cmd("Page.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)})
+        browser.find_element(By.ID, "download-png").click()
+        deadline = time.monotonic() + 60
+        while not [p for p in downloads.glob("*.png")] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        files = list(downloads.glob("*.png"))
+        assert len(files) == 1 and files[0].name.startswith("stylized-")
+        record = read_record(files[0])
+        assert record is not None and record["stopped"] == "cancelled"
+        assert record["inputs"]["content"]["name"] == "cat.png" and record["weights"]["kind"] == "random"
+    finally:
+        server.stop()
