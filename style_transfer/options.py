@@ -120,6 +120,13 @@ class OneLineCommand(click.Command):
             exc.ctx = None  # without a context, click prints only "Error: ..."
             raise
 
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:  # raised by the command's own checks: one line too
+            exc.ctx = None
+            raise
+
     def section_of(self, param: click.Parameter) -> str:
         """The heading ``param`` is listed under."""
         name = param.name or ""

@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from ..files import shown
+from ..options import OneLineCommand
 
 EXTRA_HINT = "pip install 'style_transfer[web]'"
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
@@ -36,26 +37,18 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-class _OneLineCommand(click.Command):
-    """Usage errors on one line (no usage dump), as the other commands answer."""
-
-    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
-                     **extra: Any) -> click.Context:
-        try:
-            return super().make_context(info_name, args, parent, **extra)
-        except click.UsageError as exc:
-            exc.ctx = None  # without a context, click prints only "Error: ..."
-            raise
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except click.UsageError as exc:
-            exc.ctx = None
-            raise
+SERVER = {name: "Server" for name in ("host", "port", "data_dir", "devices", "queue_limit", "preview_every", "token",
+                                      "max_upload_mb")}
+SHORT = {
+    "host": "Address to listen on; anything but loopback needs a token.",
+    "data_dir": "Folder of the gallery (default: ~/.local/share/style_transfer).",
+    "weights": "VGG19 weights of jobs that do not choose: imagenet, random or a FILE.",
+    "devices": "auto, cpu, cuda, cuda:N or mps; repeat for one worker per device.",
+    "token": "Require this token on every request (made up off loopback).",
+}
 
 
-@click.command(cls=_OneLineCommand, context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(cls=OneLineCommand, sections=SERVER, short_help_of=SHORT)
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to listen on. Anything but loopback requires a token (--token, or one is made).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="Port (0: any free one).")
