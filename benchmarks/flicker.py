@@ -38,10 +38,25 @@ def moving_pattern(width: int, height: int, frames: int, shift: tuple[float, flo
         image = np.zeros((height, width, 3))
         for kx, ky, phase, colour in waves:
             image += np.sin(kx * x + ky * y + phase)[..., None] * colour
-        image = (image - image.min()) / (image.max() - image.min())
+        image = 0.5 + 0.5 * image / sum(colour for *_, colour in waves)  # a fixed range: frames differ by the shift only
         if square:
             image[height // 3: 2 * height // 3, width // 3: 2 * width // 3] = 0.1
         out.append(image.astype(np.float32))
+    return out
+
+
+def moving_square(width: int, height: int, frames: int, shift: tuple[int, int] = (3, 0), side: int = 24, *,
+                  seed: int = 0) -> list[np.ndarray]:
+    """Frames ``(H, W, 3)``: a still textured background, a textured square moving by ``shift`` px per frame
+    from ``(width // 4, height // 4)``; its trailing edge uncovers a strip of background each frame."""
+    background = moving_pattern(width, height, 1, square=False, seed=seed)[0]
+    texture = moving_pattern(side, side, 1, square=False, seed=seed + 5)[0] * 0.6 + 0.4
+    out = []
+    for t in range(frames):
+        image = background.copy()
+        x, y = width // 4 + shift[0] * t, height // 4 + shift[1] * t
+        image[y:y + side, x:x + side] = texture
+        out.append(image)
     return out
 
 

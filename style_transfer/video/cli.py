@@ -17,7 +17,7 @@ from typing import Any
 import click
 
 from .. import __version__
-from ..errors import RunStopped, StyleTransferError
+from ..errors import Interrupted, RunStopped, StyleTransferError
 from ..files import atomic_output, check_writable, shown
 from ..options import OneLineCommand, UsageFault, config_from_options, settings_options
 from . import EXTRA, MissingExtra, VideoError
@@ -135,6 +135,8 @@ def _run(video: Any, output: str, work_dir: str, keep_frames: bool, report: str 
     previous = {n: signal.getsignal(n) for n in (signal.SIGINT, signal.SIGTERM)}
 
     def stop(number: int, frame: FrameType | None) -> None:
+        if number == signal.SIGINT and video.cancelled:
+            raise KeyboardInterrupt  # a second Ctrl-C: now
         video.cancel("terminated" if number == signal.SIGTERM else "interrupted")
 
     for number in previous:
@@ -146,9 +148,13 @@ def _run(video: Any, output: str, work_dir: str, keep_frames: bool, report: str 
             if not quiet:
                 click.echo(f"writing {shown(output)}", err=True)
             write_video(output, video.stylised_frames(), video.clip)
-    except RunStopped as exc:  # a NaN loss: the frames before it are kept
+    except RunStopped as exc:  # a NaN loss, or a second Ctrl-C: the frames before it are kept
         progress.close()
         _traceback(debug)
+        if isinstance(exc, Interrupted):
+            click.echo(f"interrupted; {progress.frame} finished frame(s) kept in {shown(work_dir)}, "
+                       f"{shown(output)} not written", err=True)
+            raise SystemExit(130) from None
         raise click.ClickException(f"frame {progress.frame}: {exc}; {progress.frame} finished frame(s) kept in "
                                    f"{shown(work_dir)}") from None
     except StyleTransferError as exc:

@@ -102,6 +102,10 @@ class VideoRun:
         if run is not None:
             run.cancel(reason)
 
+    @property
+    def cancelled(self) -> bool:
+        return self._stop.is_set()
+
     def frame_path(self, index: int) -> str:
         return os.path.join(self.settings.work_dir or "", f"frame_{index:06d}.png")
 
