@@ -164,3 +164,11 @@ def test_the_command_without_the_extra_says_so_in_one_line(tmp_path: Path) -> No
     assert done.stderr.strip().splitlines() == [
         "Error: video needs PyAV (av), which is not installed: pip install 'style_transfer[video]'"]
     assert not (tmp_path / "out.mp4").exists()
+
+
+def test_the_command_module_imports_neither_torch_nor_the_extra() -> None:
+    code = ("import sys, style_transfer.video.cli; "
+            "print(sorted(m for m in ('torch', 'av', 'cv2', 'numpy', 'tqdm') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

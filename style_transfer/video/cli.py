@@ -93,12 +93,15 @@ def main(source: str, styles: tuple[str, ...], output: str, temporal_weight: flo
             work_dir = output + ".frames"
         if os.path.exists(work_dir) and not os.path.isdir(work_dir):
             raise UsageFault(f"--work-dir {shown(work_dir)}: is a file")
-        for style in styles:
-            from ..images import open_image
-
-            open_image(style).close()
     except (ValueError, StyleTransferError) as exc:
         raise UsageFault(str(exc)) from None
+    from ..images import open_image
+
+    for style in styles:  # before torch is imported: a bad style image answers at once (exit 1, as stylize)
+        try:
+            open_image(style).close()
+        except StyleTransferError as exc:
+            raise click.ClickException(str(exc)) from None
     try:
         from . import require
 
