@@ -165,7 +165,7 @@ class Run:
                 image = saved.image.to(device)
                 resume = Resume(saved.optimizer, saved.evaluations_in_scale) if saved.optimizer else None
             elif image is None:
-                image = inputs.start_image() if self.init is None else fit_to(self.init.to(device),
+                image = inputs.start_image() if self.init is None else fit_to(self.init.to(device).contiguous(),
                                                                                 inputs.transfer_content)
             else:
                 image = fit_to(image, inputs.transfer_content)

@@ -58,26 +58,30 @@ def bilinear(field: np.ndarray, x: float, y: float) -> np.ndarray:
             + ax * ay * field[y1, x1])
 
 
-def reference_mask(b: np.ndarray, f: np.ndarray) -> np.ndarray:
-    """The issue's two rules (and the out-of-frame rule), pixel by pixel in float64."""
+def reference_mask(b: np.ndarray, f: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The issue's two rules (and the out-of-frame rule), pixel by pixel in float64; and the pixels within
+    1e-4 of a threshold (float32 rounding may decide those either way)."""
     h, w = b.shape[:2]
-    out = np.ones((h, w))
+    out, close = np.ones((h, w)), np.zeros((h, w), bool)
     for y in range(h):
         for x in range(w):
             bu, bv = float(b[y, x, 0]), float(b[y, x, 1])
             fu, fv = bilinear(f.astype(np.float64), x + bu, y + bv)
-            if (bu + fu) ** 2 + (bv + fv) ** 2 >= 0.01 * (bu * bu + bv * bv + fu * fu + fv * fv) + 0.5:
+            margin = (bu + fu) ** 2 + (bv + fv) ** 2 - (0.01 * (bu * bu + bv * bv + fu * fu + fv * fv) + 0.5)
+            if margin >= 0:
                 out[y, x] = 0
             grad = 0.0
             for c in range(2):  # forward differences, 0 past the last row and column
                 dx = float(b[y, x + 1, c] - b[y, x, c]) if x + 1 < w else 0.0
                 dy = float(b[y + 1, x, c] - b[y, x, c]) if y + 1 < h else 0.0
                 grad += dx * dx + dy * dy
-            if grad > 0.01 * (bu * bu + bv * bv) + 0.002:
+            boundary = grad - (0.01 * (bu * bu + bv * bv) + 0.002)
+            if boundary > 0:
                 out[y, x] = 0
             if not (0 <= x + bu <= w - 1 and 0 <= y + bv <= h - 1):
                 out[y, x] = 0
-    return out
+            close[y, x] = min(abs(margin), abs(boundary)) < 1e-4
+    return out, close
 
 
 def test_masks_match_the_formulas_on_hand_made_flows() -> None:
@@ -89,17 +93,18 @@ def test_masks_match_the_formulas_on_hand_made_flows() -> None:
     f[2:5, 8:12] = (0.3, -2.5)
     b += rng.normal(0, 0.02, b.shape).astype(np.float32)  # small smooth-ish noise: near the thresholds
     f[9:, :] += rng.normal(0, 0.6, f[9:, :].shape).astype(np.float32)
-    expected = reference_mask(b, f)
+    expected, close = reference_mask(b, f)
     got = flow.reliable(b, f)
     assert got.dtype == np.float32 and got.shape == (h, w)
     assert 0.2 < expected.mean() < 0.9  # both kinds of pixel present: the comparison means something
-    assert np.array_equal(got, expected.astype(np.float32))
+    assert close.sum() <= 2  # almost every pixel is decided clearly
+    assert np.array_equal(got[~close], expected[~close].astype(np.float32))
     # each rule on its own against its formula
     consistent = np.array([[(b[y, x, 0] + bilinear(f, x + b[y, x, 0], y + b[y, x, 1])[0]) ** 2
                             + (b[y, x, 1] + bilinear(f, x + b[y, x, 0], y + b[y, x, 1])[1]) ** 2
                             < 0.01 * ((b[y, x] ** 2).sum() + (bilinear(f, x + b[y, x, 0], y + b[y, x, 1]) ** 2).sum())
                             + 0.5 for x in range(w)] for y in range(h)])
-    assert np.array_equal(flow.consistent(b, f), consistent)
+    assert np.array_equal(flow.consistent(b, f)[~close], consistent[~close])
     assert flow.motion_boundary(b)[3:7, 3].all()  # the left edge of the region: b jumps by 3 px
     assert not flow.motion_boundary(constant_flow(h, w, -1.0, 0.5)).any()  # a uniform flow has no boundary
 

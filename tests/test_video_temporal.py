@@ -25,7 +25,7 @@ def test_temporal_loss_value_and_gradient_are_the_plain_formula() -> None:
     x, t, m = (a.detach().double().numpy() for a in (image, target, mask))
     expected = 250.0 * (m * (x - t) ** 2).sum() / (3 * 7 * 9)  # D = every pixel and channel (Ruder's form)
     gradient = 250.0 * 2 * m * (x - t) / (3 * 7 * 9)
-    assert float(loss.loss) == pytest.approx(expected, rel=1e-6)
+    assert float(loss.loss.detach()) == pytest.approx(expected, rel=1e-6)
     np.testing.assert_allclose(image.grad.double().numpy(), gradient, rtol=1e-5, atol=1e-9)
     assert (image.grad[0, :, mask[0, 0] == 0] == 0).all()  # no pull where the warp is unreliable
 

@@ -51,17 +51,25 @@ def dis_flow(source: np.ndarray, target: np.ndarray, preset: str = "medium") -> 
 def sample(image: np.ndarray, flow: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``image`` sampled at ``x + flow(x)`` (bilinear; edge pixels repeated outside), and where that is inside.
 
+    Plain numpy in float32 (OpenCV's ``remap`` rounds positions to 1/32 px).
+
     Returns:
         ``(warped, inside)``: ``warped`` has ``image``'s shape; ``inside`` is a bool ``(H, W)``.
     """
-    cv2 = require("cv2")
     h, w = flow.shape[:2]
-    xs, ys = np.meshgrid(np.arange(w, dtype=np.float32), np.arange(h, dtype=np.float32))
-    map_x, map_y = xs + flow[..., 0], ys + flow[..., 1]
-    warped = cv2.remap(np.ascontiguousarray(image, dtype=np.float32), map_x, map_y, cv2.INTER_LINEAR,
-                       borderMode=cv2.BORDER_REPLICATE)
-    inside = (map_x >= 0) & (map_x <= w - 1) & (map_y >= 0) & (map_y <= h - 1)
-    return warped, inside
+    ys, xs = np.mgrid[0:h, 0:w].astype(np.float32)
+    x, y = xs + flow[..., 0], ys + flow[..., 1]
+    inside = (x >= 0) & (x <= w - 1) & (y >= 0) & (y <= h - 1)
+    x, y = np.clip(x, 0, w - 1), np.clip(y, 0, h - 1)
+    x0, y0 = np.floor(x).astype(np.intp), np.floor(y).astype(np.intp)
+    x1, y1 = np.minimum(x0 + 1, w - 1), np.minimum(y0 + 1, h - 1)
+    ax, ay = x - x0, y - y0
+    if image.ndim == 3:
+        ax, ay = ax[..., None], ay[..., None]
+    image = np.asarray(image, dtype=np.float32)
+    top = image[y0, x0] * (1 - ax) + image[y0, x1] * ax
+    bottom = image[y1, x0] * (1 - ax) + image[y1, x1] * ax
+    return (top * (1 - ay) + bottom * ay).astype(np.float32), inside
 
 
 def warp(image: np.ndarray, flow: np.ndarray) -> np.ndarray:

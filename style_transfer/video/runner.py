@@ -129,7 +129,7 @@ class VideoRun:
         if os.path.exists(folder) and not os.path.isdir(folder):
             raise VideoError(f"work folder {shown(folder)}: is a file")
         os.makedirs(folder, exist_ok=True)
-        mine = self.fingerprint()
+        mine = json.loads(json.dumps(self.fingerprint()))  # as read back (tuples become lists)
         manifest = os.path.join(folder, "work.json")
         if os.path.exists(manifest):
             try:

@@ -76,7 +76,7 @@ def frame_start(previous_output: torch.Tensor, previous_input: torch.Tensor, cur
     start = warped * mask[..., None] + cur_in * (1 - mask[..., None])
     seconds = time.perf_counter() - began
     device = current_input.device
-    return FrameStart(_tensor(warped, device), torch.from_numpy(mask)[None, None].to(device),
+    return FrameStart(_tensor(warped, device), torch.from_numpy(np.ascontiguousarray(mask))[None, None].to(device),
                       _tensor(start, device).clamp(0, 1), seconds)
 
 
@@ -85,4 +85,4 @@ def _hwc(image: torch.Tensor) -> np.ndarray:
 
 
 def _tensor(image: np.ndarray, device: torch.device) -> torch.Tensor:
-    return torch.from_numpy(np.ascontiguousarray(image)).permute(2, 0, 1)[None].to(device)
+    return torch.from_numpy(np.ascontiguousarray(image)).permute(2, 0, 1)[None].contiguous().to(device)
