@@ -87,12 +87,17 @@ def measure(folder: str, style: object, config: object, settings: object) -> dic
     from style_transfer.video.runner import VideoRun, flicker
 
     video = VideoRun(folder, [style], config, settings)
+    last: dict[int, object] = {}
     began = time.perf_counter()
-    result = video.execute()
+    result = video.execute(on_event=lambda index, info: last.__setitem__(index, info))
     total = time.perf_counter() - began
     size = config.size or default_size(resolve_device(config.device))
+    later = [last[i] for i in sorted(last) if i > 0]  # frames after the first: what the temporal term changes
     return {"seconds_per_frame": total / result.count, "flow_share": sum(result.flow_seconds) / total,
-            "warping_error": flicker(video, size), "stopped": result.stopped}
+            "warping_error": flicker(video, size), "stopped": result.stopped,
+            # the price: the style and content losses the later frames end with (lower is better stylised)
+            "style_loss": sum(e.style_loss for e in later) / len(later) if later else None,
+            "content_loss": sum(e.content_loss for e in later) / len(later) if later else None}
 
 
 def main(argv: list[str] | None = None) -> int:
