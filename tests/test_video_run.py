@@ -85,6 +85,13 @@ def test_the_command_writes_the_video_and_the_report(clip: Path, style: Path, tm
     assert data["frames"] == FRAMES and data["mode"] == "consistent" and data["warping_error"] >= 0
     assert 0 <= data["flow_share"] < 1 and data["seconds_per_frame"] > 0
     assert not (tmp_path / "out.mp4.frames").exists()  # the work folder goes once the video is written
+    import av
+
+    with av.open(str(out)) as container:
+        record = json.loads(container.metadata["comment"])  # the provenance record, in the container
+    assert record["video"]["frames"] == FRAMES and record["video"]["independent"] is False
+    assert record["settings"]["steps"] == 4 and record["weights"]["kind"] == "random"
+    assert record["inputs"]["styles"][0]["name"] == "style.png"
 
 
 def test_the_command_refuses_bad_input_in_one_line(style: Path, tmp_path: Path) -> None:

@@ -150,7 +150,8 @@ def _run(video: Any, output: str, work_dir: str, keep_frames: bool, report: str 
             progress.close()
             if not quiet:
                 click.echo(f"writing {shown(output)}", err=True)
-            write_video(output, video.stylised_frames(), video.clip)
+            device = str(resolve_device(config.device))
+            write_video(output, video.stylised_frames(), video.clip, metadata=video.record(result, device))
     except RunStopped as exc:  # a NaN loss, or a second Ctrl-C: the frames before it are kept
         progress.close()
         _traceback(debug)

@@ -138,12 +138,16 @@ def frames(clip: Clip) -> Iterator[Image.Image]:
             yield frame.to_image().convert("RGB")
 
 
-def write_video(path: str | os.PathLike, pictures: Iterable[Image.Image], clip: Clip) -> None:
+def write_video(path: str | os.PathLike, pictures: Iterable[Image.Image], clip: Clip,
+                metadata: dict | None = None) -> None:
     """Encode ``pictures`` (one per frame of ``clip``) at the clip's timestamps, with its rotation and audio.
 
     H.264 (yuv420p: odd sizes are scaled to the even size below) unless the extension names another
     format (``OUTPUTS``). Audio streams are copied packet by packet (not into a GIF). Atomic: an existing
     file is replaced only once the whole video is written.
+
+    ``metadata``: a provenance record, stored as JSON in the container's ``comment`` tag (MP4, MOV, MKV,
+    WebM; a GIF has no place for it).
 
     Raises:
         VideoError: the container cannot take a stream (the message says which); OutputError: the path.
@@ -154,14 +158,19 @@ def write_video(path: str | os.PathLike, pictures: Iterable[Image.Image], clip: 
     container_name, codec = output_container(path)
     with atomic_output(path, OutputError) as handle:
         try:
-            _encode(av, handle, container_name, codec, pictures, clip)
+            _encode(av, handle, container_name, codec, pictures, clip, metadata)
         except av.FFmpegError as exc:
             raise VideoError(f"{shown(path)}: cannot write it ({_first_line(exc)})") from None
 
 
-def _encode(av, handle, container_name: str, codec: str, pictures: Iterable[Image.Image], clip: Clip) -> None:  # type: ignore[no-untyped-def]
+def _encode(av, handle, container_name: str, codec: str, pictures: Iterable[Image.Image], clip: Clip,  # type: ignore[no-untyped-def]
+            metadata: dict | None) -> None:
+    import json
+
     gif = codec == "gif"
     with av.open(handle, "w", format=container_name) as out:
+        if metadata is not None and not gif:
+            out.metadata["comment"] = json.dumps(metadata, ensure_ascii=True, separators=(",", ":"))
         stream = out.add_stream(codec)
         stream.time_base = clip.time_base
         stream.codec_context.time_base = clip.time_base

@@ -28,6 +28,7 @@ from PIL import Image
 from .. import provenance
 from ..config import StyleConfig
 from ..files import atomic_output, shown
+from ..provenance import base_name
 from ..images import ImageSource
 from . import VideoError
 from .io import Clip, folder_frames, frames, probe
@@ -76,6 +77,8 @@ class VideoResult:
     count: int
     seconds: list[float] = field(default_factory=list)  # per frame stylised by this run
     flow_seconds: list[float] = field(default_factory=list)
+    evaluations: int = 0  # closure evaluations of the frames stylised by this run
+    losses: dict[str, float] = field(default_factory=dict)  # the last frame's final loss terms
 
 
 class VideoRun:
@@ -213,11 +216,27 @@ class VideoRun:
             previous_in, previous_out = content, pil_to_tensor(image).to(device)
             seconds = time.perf_counter() - started
             result.done = index + 1
+            result.evaluations += frame_result.evaluations
+            result.losses = dict(frame_result.losses)
             result.seconds.append(seconds)
             result.flow_seconds.append(flow_seconds)
             if on_frame is not None:
                 on_frame(FrameInfo(index, self.clip.count, seconds, flow_seconds, False, time.perf_counter() - began))
         return result
+
+    def record(self, result: VideoResult, device: str) -> dict[str, Any]:
+        """The provenance record of the video (``provenance.make_record``), with a ``video`` section: this
+        command's settings, the frame count and the input's hash (of every frame file for a folder)."""
+        content = folder_frames(self.clip.path)[0] if self.clip.folder else self.clip.path
+        record = provenance.make_record(self.config, content=content, styles=self.styles, weights=self.config.weights,
+                                        device=device, evaluations=result.evaluations, losses=result.losses,
+                                        seconds=sum(result.seconds), stopped=result.stopped)
+        video = dataclasses.asdict(self.settings)
+        video.pop("work_dir")
+        fingerprint = self.fingerprint()
+        record["video"] = {**video, "frames": self.clip.count, "input": base_name(self.clip.path),
+                           "input_sha256": fingerprint["input"]}
+        return json.loads(json.dumps(record))
 
     def _keep(self, index: int, image: Image.Image) -> None:
         if self.settings.work_dir is None:
