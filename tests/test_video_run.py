@@ -108,3 +108,9 @@ def test_the_command_refuses_bad_input_in_one_line(style: Path, tmp_path: Path) 
     assert len(result.output.strip().splitlines()) == 1
     result = runner.invoke(main, [str(text), str(style), "-o", str(out), "--temporal-weight", "-1"])
     assert result.exit_code == 2 and "--temporal-weight must be >= 0" in result.output
+
+
+def test_the_command_default_is_the_library_default() -> None:
+    from style_transfer.video import cli, runner
+
+    assert cli.DEFAULT_TEMPORAL_WEIGHT == runner.DEFAULT_TEMPORAL_WEIGHT == VideoSettings().temporal_weight
