@@ -114,3 +114,36 @@ def test_the_command_default_is_the_library_default() -> None:
     from style_transfer.video import cli, runner
 
     assert cli.DEFAULT_TEMPORAL_WEIGHT == runner.DEFAULT_TEMPORAL_WEIGHT == VideoSettings().temporal_weight
+
+
+def test_ctrl_c_keeps_the_finished_frames_and_the_same_command_continues(clip: Path, style: Path,
+                                                                          tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out, work = tmp_path / "out.mp4", tmp_path / "work"
+    args = [sys.executable, "-c", "from style_transfer.video.cli import main; main()", str(clip), str(style),
+            "-o", str(out), "--size", "32", "--steps", "40", "--weights", "random", "--work-dir", str(work), "-q"]
+    root = Path(__file__).resolve().parent.parent
+    process = subprocess.Popen(args, cwd=root, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 600  # a bound on a hung process, not a timing: we wait for a file
+        while not (work / "frame_000000.png").exists() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert process.poll() is None, process.stderr.read()
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=600)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, stderr
+    assert "kept in" in stderr and "run the same command again to continue" in stderr
+    assert len(stderr.strip().splitlines()) == 1
+    assert not out.exists() and (work / "frame_000000.png").exists()
+    kept = sorted(p.name for p in work.glob("frame_*.png"))
+    done = subprocess.run(args, cwd=root, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert probe(out).count == FRAMES and not work.exists()
+    assert kept and len(kept) < FRAMES  # it did stop part-way
