@@ -125,7 +125,8 @@ def test_ctrl_c_keeps_the_finished_frames_and_the_same_command_continues(clip: P
 
     out, work = tmp_path / "out.mp4", tmp_path / "work"
     args = [sys.executable, "-c", "from style_transfer.video.cli import main; main()", str(clip), str(style),
-            "-o", str(out), "--size", "32", "--steps", "40", "--weights", "random", "--work-dir", str(work), "-q"]
+            "-o", str(out), "--size", "32", "--steps", "40", "--first-frame-steps", "4", "--weights", "random",
+            "--work-dir", str(work), "-q"]
     root = Path(__file__).resolve().parent.parent
     process = subprocess.Popen(args, cwd=root, stderr=subprocess.PIPE, text=True)
     try:

@@ -3,8 +3,11 @@
 Needs the extra: ``pip install 'style_transfer[video]'`` (PyAV and opencv-python-headless). Importing this
 package imports neither; the modules that need them say so in one line when they are missing.
 
-    from style_transfer.video.frames import VideoRun
-    VideoRun("clip.mp4", ["style.jpg"], StyleConfig(size=256), VideoSettings()).execute(...)
+    from style_transfer.video.runner import VideoRun, VideoSettings
+    from style_transfer.video.io import write_video
+    video = VideoRun("clip.mp4", ["style.jpg"], StyleConfig(size=256), VideoSettings(work_dir="clip.frames"))
+    result = video.execute()           # video.cancel() from another thread; finished frames stay in work_dir
+    write_video("out.mp4", video.stylised_frames(), video.clip, metadata=video.record(result, "cpu"))
 """
 
 from __future__ import annotations
