@@ -148,3 +148,15 @@ def test_ctrl_c_keeps_the_finished_frames_and_the_same_command_continues(clip: P
     assert done.returncode == 0, done.stderr
     assert probe(out).count == FRAMES and not work.exists()
     assert kept and len(kept) < FRAMES  # it did stop part-way
+
+
+@pytest.mark.parametrize("fields", [{"preserve_colors": "luminance"}, {"scales": 2}])
+def test_luminance_and_coarse_to_fine_frames_take_the_warp(clip: Path, style: Path, fields: dict) -> None:
+    # luminance: the run optimises a gray image, so the warp and target become gray; coarse-to-fine: the
+    # temporal target is resized to each working size. Both must run, and keep the warp's steadiness.
+    config = StyleConfig(size=32, steps=4, weights="random", **fields)
+    video = VideoRun(clip, [style], config, VideoSettings())
+    assert video.execute().stopped == "done"
+    independent = VideoRun(clip, [style], config, VideoSettings(independent=True))
+    independent.execute()
+    assert flicker(video, 32) < flicker(independent, 32)
