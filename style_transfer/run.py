@@ -66,11 +66,16 @@ class Run:
         config: every setting that shapes the image; ``StyleConfig()`` (the tutorial's) when None.
         options: previews and checkpoints (``RunOptions``).
         download_progress: called while the pretrained weights download (first run only).
+        init: a ``(1, 3, H, W)`` start image in [0, 1] in place of ``config.init`` (stretched to the working
+            size; video/ passes the previous frame's warped result). image_losses: loss modules on the image
+            (``run_style_transfer``). cnn: a VGG ``features`` block already loaded (video/ loads it once).
     """
 
     def __init__(self, content: ImageSource, style: ImageSource | Sequence[ImageSource],
                  config: StyleConfig | None = None, options: RunOptions | None = None, *,
-                 download_progress: DownloadProgress | None = None) -> None:
+                 download_progress: DownloadProgress | None = None, init: torch.Tensor | None = None,
+                 image_losses: Sequence[torch.nn.Module] = (), cnn: torch.nn.Sequential | None = None) -> None:
+        self.init, self.image_losses, self.cnn = init, tuple(image_losses), cnn  # video/: see the docstring
         self.content = content
         self.styles = list(style) if isinstance(style, (list, tuple)) else [style]
         self.config = config or StyleConfig()
@@ -139,7 +144,8 @@ class Run:
         alpha = colors.content_alpha(self.content, size) if config.keep_alpha else None
         keeper = _Checkpoints(options, _fingerprint(config, self.content, self.styles))
         saved = keeper.load() if options.resume else None  # a checkpoint that does not fit fails before the model
-        cnn = load_vgg19_features(config.weights, download_progress=self.download_progress).to(device)
+        cnn = (self.cnn if self.cnn is not None else
+               load_vgg19_features(config.weights, download_progress=self.download_progress)).to(device)
 
         total = sum(planned_evaluations(n, config.optimizer) for n in steps)
         clock = _Clock(saved.seconds if saved else 0.0)
@@ -161,7 +167,8 @@ class Run:
                 image = saved.image.to(device)
                 resume = Resume(saved.optimizer, saved.evaluations_in_scale) if saved.optimizer else None
             elif image is None:
-                image = inputs.start_image()
+                image = inputs.start_image() if self.init is None else fit_to(self.init.to(device).contiguous(),
+                                                                                inputs.transfer_content)
             else:
                 image = fit_to(image, inputs.transfer_content)
             keeper.start_scale(scale, image, done, resume, clock)
@@ -191,7 +198,7 @@ class Run:
                     style_layers=config.style_layers, progress=report, style_layer_weights=config.style_layer_weights,
                     style_blend=config.style_blend, loss_form=config.loss_form, pooling=config.pooling,
                     tv_weight=config.tv_weight, optimizer_name=config.optimizer, lr=config.lr, stats=stats,
-                    backward=config.backward, speed=speed, resume=resume,
+                    backward=config.backward, speed=speed, resume=resume, image_losses=self.image_losses,
                     on_step_end=lambda optimizer, img, n, scale=scale: keeper.step_end(
                         scale, img, optimizer, n, done, clock))
             except (Interrupted, NonFiniteLoss) as exc:

@@ -333,6 +333,7 @@ def run_style_transfer(
     speed: Speed | None = None,
     resume: Resume | None = None,
     on_step_end: StepEndCallback | None = None,
+    image_losses: Sequence[nn.Module] = (),
 ) -> torch.Tensor:
     """The tutorial's ``run_style_transfer``: build the style model, optimise ``input_img``.
 
@@ -350,6 +351,8 @@ def run_style_transfer(
         backward: ``combined`` (the tutorial's) or ``per-module`` (see ``optimize``).
         speed: the opt-in fast path (``fast.Speed``); None computes exactly what the tutorial does.
         resume, on_step_end: checkpoints (see ``optimize``).
+        image_losses: the caller's loss modules on the image itself (video's temporal loss): put first in the
+            model, each stores its weighted ``.loss``, added like total variation; none by default.
 
     Returns:
         ``input_img``, clamped to [0, 1].
@@ -362,6 +365,9 @@ def run_style_transfer(
         tv_loss = TotalVariationLoss(tv_weight)
         model = nn.Sequential(OrderedDict([("tv_loss", tv_loss), *model.named_children()]))
         extra_losses.append(tv_loss)
+    for i, image_loss in enumerate(image_losses):  # beyond the tutorial: the caller's terms (video/temporal.py)
+        model = nn.Sequential(OrderedDict([(f"image_loss_{i}", image_loss), *model.named_children()]))
+        extra_losses.append(image_loss)
     speed = speed or Speed()
     if speed.changes_model:  # issue 6: bf16 / channels_last / fused Gram (fast.py)
         model, style_losses, content_losses = accelerate(model, style_losses, content_losses, speed)

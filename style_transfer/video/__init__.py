@@ -1,0 +1,36 @@
+"""Video with temporal consistency (issue 17): PyAV reading and writing, OpenCV flow, Ruder et al.'s temporal loss.
+
+Needs the extra: ``pip install 'style_transfer[video]'`` (PyAV and opencv-python-headless). Importing this
+package imports neither; the modules that need them say so in one line when they are missing.
+
+    from style_transfer.video.runner import VideoRun, VideoSettings
+    from style_transfer.video.io import write_video
+    video = VideoRun("clip.mp4", ["style.jpg"], StyleConfig(size=256), VideoSettings(work_dir="clip.frames"))
+    result = video.execute()           # video.cancel() from another thread; finished frames stay in work_dir
+    write_video("out.mp4", video.stylised_frames(), video.clip, metadata=video.record(result, "cpu"))
+"""
+
+from __future__ import annotations
+
+from ..errors import StyleTransferError
+
+EXTRA = "pip install 'style_transfer[video]'"
+
+
+class VideoError(StyleTransferError, ValueError):
+    """A video that cannot be read or written (not a video, no video stream, no frames, a size that changes)."""
+
+
+class MissingExtra(StyleTransferError, ImportError):
+    """PyAV or OpenCV is not installed; the message names the extra."""
+
+
+def require(module: str):  # type: ignore[no-untyped-def]
+    """Import ``av`` or ``cv2``, or raise ``MissingExtra`` naming the extra to install."""
+    import importlib
+
+    names = {"av": "PyAV (av)", "cv2": "OpenCV (opencv-python-headless)"}
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise MissingExtra(f"video needs {names.get(module, module)}, which is not installed: {EXTRA}") from None

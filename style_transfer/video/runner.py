@@ -1,0 +1,288 @@
+"""A whole video, frame by frame through the run API, kept in a work folder so that nothing is lost.
+
+    video = VideoRun("clip.mp4", ["style.jpg"], StyleConfig(size=256), VideoSettings(work_dir="clip.frames"))
+    result = video.execute(on_frame=..., on_event=...)   # video.cancel() from any thread or signal handler
+    write_video("out.mp4", video.stylised_frames(), video.clip)
+
+Frame 0 runs ``first_frame_steps`` evaluations from ``config.init``; frame t > 0 starts from the result of
+frame t-1 warped into t (unreliable pixels from the content frame) and adds the temporal loss
+(``temporal.py``), unless ``independent``: then every frame runs like a picture of its own (the baseline).
+Each finished frame is written to the work folder as a PNG, with ``work.json`` saying which run made them;
+a run started again with the same inputs and settings continues after the last finished frame and gives
+the same frames as an uninterrupted one (frame t-1 is always taken from its 8-bit PNG).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from PIL import Image
+
+from .. import provenance
+from ..config import StyleConfig
+from ..files import atomic_output, shown
+from ..provenance import base_name
+from ..images import ImageSource
+from . import VideoError
+from .io import Clip, folder_frames, frames, probe
+
+# The temporal weight for images in [0, 1] (Ruder et al.'s 1e3 was for 0..255): chosen in docs/video.md.
+DEFAULT_TEMPORAL_WEIGHT = 1e3
+WORK_VERSION = 1
+CANCEL_REASONS = ("cancelled", "interrupted", "terminated")
+
+
+@dataclass(frozen=True)
+class VideoSettings:
+    """What the video run adds to a StyleConfig (which every frame uses)."""
+
+    temporal_weight: float = DEFAULT_TEMPORAL_WEIGHT  # weight of the temporal loss (0: warped start only)
+    first_frame_steps: int | None = None  # evaluations of frame 0 in the consistent mode; None: 2 x config.steps
+    independent: bool = False  # every frame on its own from config.init (the flicker baseline)
+    work_dir: str | None = None  # where finished frames are kept; None: none kept (no resume)
+    fps: float = 25.0  # frame rate of a folder of frames
+
+    def __post_init__(self) -> None:
+        if not self.temporal_weight >= 0:
+            raise ValueError(f"temporal_weight must be >= 0, got {self.temporal_weight!r}")
+        if self.first_frame_steps is not None and self.first_frame_steps < 1:
+            raise ValueError(f"first_frame_steps must be >= 1, got {self.first_frame_steps!r}")
+        if not self.fps > 0:
+            raise ValueError(f"fps must be > 0, got {self.fps!r}")
+
+
+@dataclass(frozen=True)
+class FrameInfo:
+    """After each frame: which, of how many, and how long it took."""
+
+    index: int  # from 0
+    count: int
+    seconds: float  # this frame's time (flow included); 0 for a frame found in the work folder
+    flow_seconds: float
+    resumed: bool  # found finished in the work folder
+    elapsed: float  # seconds since execute() started
+
+
+@dataclass
+class VideoResult:
+    stopped: str  # "done" or one of CANCEL_REASONS
+    done: int  # frames finished (in the work folder, or in memory without one)
+    count: int
+    seconds: list[float] = field(default_factory=list)  # per frame stylised by this run
+    flow_seconds: list[float] = field(default_factory=list)
+    evaluations: int = 0  # closure evaluations of the frames stylised by this run
+    losses: dict[str, float] = field(default_factory=dict)  # the last frame's final loss terms
+
+
+class VideoRun:
+    """Stylise every frame of a clip (``probe``d here: bad input fails before any work)."""
+
+    def __init__(self, source: str | os.PathLike, styles: Sequence[ImageSource], config: StyleConfig,
+                 settings: VideoSettings | None = None) -> None:
+        self.settings = settings or VideoSettings()
+        self.clip: Clip = probe(source, self.settings.fps)
+        self.styles = list(styles)
+        self.config = config
+        self._stop = threading.Event()
+        self._reason = "cancelled"
+        self._run: Any = None
+        self._memory: dict[int, Image.Image] = {}
+        if config.keep_alpha:
+            raise ValueError("keep_alpha: video frames have no transparency")
+
+    def cancel(self, reason: str = "cancelled") -> None:
+        """Stop after the evaluation under way; the frame in progress is dropped, finished frames are kept."""
+        self._reason = reason
+        self._stop.set()
+        run = self._run
+        if run is not None:
+            run.cancel(reason)
+
+    @property
+    def cancelled(self) -> bool:
+        return self._stop.is_set()
+
+    def frame_path(self, index: int) -> str:
+        return os.path.join(self.settings.work_dir or "", f"frame_{index:06d}.png")
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What the work folder's frames must have been made with to be reused."""
+        settings = provenance.settings_dict(self.config)
+        settings.pop("threads", None)
+        video = dataclasses.asdict(self.settings)
+        video.pop("work_dir")
+        source = ([provenance.sha256_file(p) for p in folder_frames(self.clip.path)] if self.clip.folder
+                  else provenance.sha256_file(self.clip.path))
+        return {"format": "style_transfer video frames", "version": WORK_VERSION, "settings": settings,
+                "video": video, "input": source, "styles": [provenance.input_entry(s)["sha256"] for s in self.styles],
+                "weights": provenance.weights_entry(self.config.weights), "frames": self.clip.count}
+
+    def _open_work(self) -> int:
+        """Check or create the work folder; the frames already finished there (consecutive from 0)."""
+        folder = self.settings.work_dir
+        if folder is None:
+            return 0
+        if os.path.exists(folder) and not os.path.isdir(folder):
+            raise VideoError(f"work folder {shown(folder)}: is a file")
+        os.makedirs(folder, exist_ok=True)
+        mine = json.loads(json.dumps(self.fingerprint()))  # as read back (tuples become lists)
+        manifest = os.path.join(folder, "work.json")
+        if os.path.exists(manifest):
+            try:
+                with open(manifest, encoding="utf-8") as handle:
+                    theirs = json.load(handle)
+            except (OSError, ValueError):
+                raise VideoError(f"work folder {shown(folder)}: work.json is damaged; delete the folder") from None
+            if theirs != mine:
+                differ = sorted(k for k in mine if mine[k] != theirs.get(k))
+                raise VideoError(f"work folder {shown(folder)}: holds frames of another run ({', '.join(differ)}"
+                                 f" differ); delete it or give another --work-dir")
+        else:
+            with atomic_output(manifest, VideoError) as handle:
+                handle.write(json.dumps(mine, indent=1).encode())
+        done = 0
+        while done < self.clip.count and os.path.isfile(self.frame_path(done)):
+            done += 1
+        return done
+
+    def execute(self, on_frame: Callable[[FrameInfo], None] | None = None,
+                on_event: Callable[[int, Any], None] | None = None) -> VideoResult:
+        """Stylise the frames not yet finished; ``on_event(frame index, StepInfo)`` after every evaluation.
+
+        Raises:
+            VideoError: the work folder holds another run's frames. The run API's errors (ImageError,
+                WeightsError, ResourceError, NonFiniteLoss, ...) as they come.
+        """
+        from ..images import load_image, pil_to_tensor
+        from ..models import load_vgg19_features
+        from ..run import Run
+        from ..transfer import resolve_device, default_size
+        from .temporal import TemporalLoss, frame_start
+
+        began = time.perf_counter()
+        done = self._open_work()
+        config, settings = self.config, self.settings
+        device = resolve_device(config.device)
+        size = config.size or default_size(device)
+        result = VideoResult("done", done, self.clip.count)
+        first_steps = settings.first_frame_steps or 2 * config.steps
+        cnn = None
+        previous_in = previous_out = None
+        for index, picture in enumerate(frames(self.clip)):
+            content = load_image(picture, size, device)
+            if index < done:  # finished by an earlier run: only what the next frame needs
+                if index == done - 1:
+                    previous_in, previous_out = content, self._finished(index, device)
+                if on_frame is not None:
+                    on_frame(FrameInfo(index, self.clip.count, 0.0, 0.0, True, time.perf_counter() - began))
+                continue
+            if self._stop.is_set():
+                result.stopped = self._reason
+                return result
+            if cnn is None:
+                cnn = load_vgg19_features(config.weights).to(device)  # once for the whole video
+            started = time.perf_counter()
+            flow_seconds = 0.0
+            if index == 0 or settings.independent or previous_out is None:
+                steps = config.steps if settings.independent else first_steps
+                run = Run(content, self.styles, dataclasses.replace(config, steps=steps), cnn=cnn)
+            else:
+                start = frame_start(previous_out, previous_in, content)
+                flow_seconds = start.flow_seconds
+                warped, begin = start.warped, start.start
+                if config.preserve_colors == "luminance":  # the run optimises the luminance (gray) image
+                    from ..colors import gray, luminance
+
+                    warped, begin = gray(luminance(warped)), gray(luminance(begin))
+                losses = [TemporalLoss(warped, start.mask, settings.temporal_weight)] if settings.temporal_weight else []
+                run = Run(content, self.styles, config, init=begin, image_losses=losses, cnn=cnn)
+            self._run = run
+            if self._stop.is_set():
+                run.cancel(self._reason)
+            frame_result = run.execute(None if on_event is None else (lambda info, i=index: on_event(i, info)))
+            self._run = None
+            if frame_result.stopped in CANCEL_REASONS:
+                result.stopped = frame_result.stopped
+                return result
+            image = frame_result.image.convert("RGB")
+            self._keep(index, image)
+            previous_in, previous_out = content, pil_to_tensor(image).to(device)
+            seconds = time.perf_counter() - started
+            result.done = index + 1
+            result.evaluations += frame_result.evaluations
+            result.losses = dict(frame_result.losses)
+            result.seconds.append(seconds)
+            result.flow_seconds.append(flow_seconds)
+            if on_frame is not None:
+                on_frame(FrameInfo(index, self.clip.count, seconds, flow_seconds, False, time.perf_counter() - began))
+        return result
+
+    def record(self, result: VideoResult, device: str) -> dict[str, Any]:
+        """The provenance record of the video (``provenance.make_record``), with a ``video`` section: this
+        command's settings, the frame count and the input's hash (of every frame file for a folder)."""
+        content = folder_frames(self.clip.path)[0] if self.clip.folder else self.clip.path
+        record = provenance.make_record(self.config, content=content, styles=self.styles, weights=self.config.weights,
+                                        device=device, evaluations=result.evaluations, losses=result.losses,
+                                        seconds=sum(result.seconds), stopped=result.stopped)
+        video = dataclasses.asdict(self.settings)
+        video.pop("work_dir")
+        fingerprint = self.fingerprint()
+        record["video"] = {**video, "frames": self.clip.count, "input": base_name(self.clip.path),
+                           "input_sha256": fingerprint["input"]}
+        return json.loads(json.dumps(record))
+
+    def _keep(self, index: int, image: Image.Image) -> None:
+        if self.settings.work_dir is None:
+            self._memory[index] = image
+            return
+        with atomic_output(self.frame_path(index), VideoError) as handle:
+            image.save(handle, format="PNG")
+
+    def _finished(self, index: int, device: Any) -> Any:
+        from ..images import pil_to_tensor
+
+        return pil_to_tensor(self.stylised_frame(index)).to(device)
+
+    def stylised_frame(self, index: int) -> Image.Image:
+        """Finished frame ``index`` (from the work folder, or memory without one)."""
+        if self.settings.work_dir is None:
+            return self._memory[index]
+        with Image.open(self.frame_path(index)) as image:
+            return image.convert("RGB")
+
+    def stylised_frames(self) -> Iterator[Image.Image]:
+        for index in range(self.clip.count):
+            yield self.stylised_frame(index)
+
+    def input_frames(self, size: int) -> Iterator[Any]:
+        """The input frames at the working size, ``(1, 3, H, W)`` in [0, 1] on the CPU (for the flicker figure)."""
+        from ..images import load_image
+
+        for picture in frames(self.clip):
+            yield load_image(picture, size)
+
+
+def flicker(video: VideoRun, size: int) -> float:
+    """Lai et al.'s warping error of the finished frames (``flow.warping_error``), pair by pair."""
+    from ..images import pil_to_tensor
+    from .flow import dis_flow, pair_error
+
+    def hwc(t: Any) -> Any:
+        return t[0].permute(1, 2, 0).numpy()
+
+    errors, previous = [], None
+    for index, content in enumerate(video.input_frames(size)):
+        output = hwc(pil_to_tensor(video.stylised_frame(index)))
+        current = (hwc(content), output)
+        if previous is not None:
+            errors.append(pair_error(previous[1], output, dis_flow(previous[0], current[0]),
+                                     dis_flow(current[0], previous[0])))
+        previous = current
+    return float(sum(errors) / len(errors)) if errors else 0.0

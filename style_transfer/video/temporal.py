@@ -1,0 +1,88 @@
+"""Ruder et al.'s short-term temporal loss, and the start image of a frame (the previous result warped).
+
+For frame t with ``w`` the previous stylised frame warped into t (``flow.warp`` with the backward flow) and
+``c`` the reliability mask (``flow.reliable``), the loss is
+
+    temporal_weight * 1/D * sum_k c_k (x_k - w_k)^2,    D = 3 H W (every pixel and channel; Ruder's form),
+
+so a frame with no reliable pixel has no temporal term. Images in [0, 1] (Ruder's weight 1e3 was for 0..255).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from . import flow
+
+
+class TemporalLoss(nn.Module):
+    """A transparent loss module on the image itself: stores ``.loss`` and returns its input.
+
+    Args:
+        target: the warped previous result ``(1, 3, H, W)`` in [0, 1].
+        mask: the reliability mask ``(1, 1, H, W)`` (1 reliable, 0 not).
+        weight: the temporal weight.
+
+    Coarse-to-fine runs see the image at smaller sizes first: target and mask are resized to it
+    (bilinear) then.
+    """
+
+    def __init__(self, target: torch.Tensor, mask: torch.Tensor, weight: float) -> None:
+        super().__init__()
+        self.register_buffer("target", target.detach().float())
+        self.register_buffer("mask", mask.detach().float())
+        self.weight = float(weight)
+        self.loss: torch.Tensor = torch.zeros(())
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        target, mask = self.target, self.mask
+        if input.shape[-2:] != target.shape[-2:]:
+            target = F.interpolate(target, size=input.shape[-2:], mode="bilinear", align_corners=False)
+            mask = F.interpolate(mask, size=input.shape[-2:], mode="bilinear", align_corners=False)
+        self.loss = self.weight * (mask * (input - target) ** 2).mean()
+        return input
+
+
+@dataclass
+class FrameStart:
+    """What frame t starts from: the warped previous result, the mask, and the start image."""
+
+    warped: torch.Tensor  # (1, 3, H, W): the previous result warped into frame t
+    mask: torch.Tensor  # (1, 1, H, W): 1 where the warp is reliable
+    start: torch.Tensor  # (1, 3, H, W): the warp where reliable, the content frame elsewhere
+    flow_seconds: float  # time spent on flow and masks
+
+
+def frame_start(previous_output: torch.Tensor, previous_input: torch.Tensor, current_input: torch.Tensor) -> FrameStart:
+    """Flows between the input frames t-1 and t, the mask, and frame t's warped start.
+
+    Args:
+        previous_output: the stylised frame t-1; previous_input, current_input: the input frames t-1 and t;
+            all ``(1, 3, H, W)`` in [0, 1] of one size (the working size).
+    """
+    import time
+
+    began = time.perf_counter()
+    prev_in, cur_in, prev_out = (_hwc(t) for t in (previous_input, current_input, previous_output))
+    backward = flow.dis_flow(cur_in, prev_in)  # t -> t-1
+    forward = flow.dis_flow(prev_in, cur_in)  # t-1 -> t
+    mask = flow.reliable(backward, forward)
+    warped = flow.warp(prev_out, backward)
+    start = warped * mask[..., None] + cur_in * (1 - mask[..., None])
+    seconds = time.perf_counter() - began
+    device = current_input.device
+    return FrameStart(_tensor(warped, device), torch.from_numpy(np.ascontiguousarray(mask))[None, None].to(device),
+                      _tensor(start, device).clamp(0, 1), seconds)
+
+
+def _hwc(image: torch.Tensor) -> np.ndarray:
+    return image.detach()[0].permute(1, 2, 0).float().cpu().numpy()
+
+
+def _tensor(image: np.ndarray, device: torch.device) -> torch.Tensor:
+    return torch.from_numpy(np.ascontiguousarray(image)).permute(2, 0, 1)[None].contiguous().to(device)
