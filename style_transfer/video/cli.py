@@ -26,7 +26,21 @@ EXIT_CODES = {"interrupted": 130, "cancelled": 130, "terminated": 143}
 DEFAULT_TEMPORAL_WEIGHT = 1e3  # runner.DEFAULT_TEMPORAL_WEIGHT, written here too so --help needs no torch
 
 
-@click.command(cls=OneLineCommand, context_settings={"help_option_names": ["-h", "--help"]})
+VIDEO = {name: "Video" for name in ("temporal_weight", "first_frame_steps", "independent", "work_dir", "keep_frames",
+                                     "fps", "report")}
+SHORT = {
+    "output": "The video to write: .mp4, .m4v, .mov, .mkv, .webm or .gif.",
+    "temporal_weight": "Weight of the temporal loss (pull to the warped previous frame).",
+    "first_frame_steps": "Evaluations of the first frame (default: twice --steps).",
+    "independent": "Stylise every frame on its own: the flickering baseline.",
+    "work_dir": "Folder of finished frames, to continue a stopped run (default OUT.frames).",
+    "keep_frames": "Keep the work folder after the video is written.",
+    "fps": "Frame rate of a folder-of-frames input.",
+    "report": "Write a JSON report: seconds per frame, flow share, flicker.",
+}
+
+
+@click.command(cls=OneLineCommand, sections=VIDEO, short_help_of=SHORT)
 @click.argument("source", metavar="IN", type=click.Path(path_type=str))
 @click.argument("styles", metavar="STYLE...", nargs=-1, required=True, type=click.Path(path_type=str))
 @click.option("-o", "--output", required=True, type=click.Path(path_type=str),
