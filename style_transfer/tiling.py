@@ -194,21 +194,27 @@ def plan_spans(length: int, tile: int, geometry: Geometry) -> list[Span]:
         ValueError: ``tile`` is below ``geometry.minimum_tile`` (the message names it).
     """
     align = geometry.align
-    if tile < geometry.minimum_tile:
-        raise ValueError(f"tile {tile} px is too small for the layers used (halo {geometry.before} px before and "
-                         f"{geometry.after} px after each core, origins on multiples of {align} px): "
-                         f"give at least {geometry.minimum_tile} px")
+    check_tile(tile, geometry)
     if length <= tile:
         return [Span((0, length), (0, length))]
-    core = (tile - _round_up(geometry.before, align) - geometry.after) // align * align
-    count = math.ceil(length / core)
-    while True:  # cores of nearly equal size (no thin last core paying a whole halo), each at most `core`
-        bounds = [0] + [k * length // count // align * align for k in range(1, count)] + [length]
-        if max(b - a for a, b in zip(bounds, bounds[1:])) <= core:
-            break
-        count += 1
+    blocks_per_core = (tile - _round_up(geometry.before, align) - geometry.after) // align
+    blocks = -(-length // align)  # the last block may be partial
+    count = -(-blocks // blocks_per_core)
+    # Cores of nearly equal size (no thin last core paying a whole halo): count cores of q or q + 1 blocks.
+    q, r = divmod(blocks, count)
+    bounds = [0]
+    for k in range(count):
+        bounds.append(min(length, bounds[-1] + (q + (k < r)) * align))
     return [Span((a, b), (max(0, (a - geometry.before) // align * align), min(length, b + geometry.after)))
             for a, b in zip(bounds, bounds[1:])]
+
+
+def check_tile(tile: int, geometry: Geometry) -> None:
+    """Raise ``ValueError`` naming the minimum unless ``tile`` leaves a core inside its halos."""
+    if tile < geometry.minimum_tile:
+        raise ValueError(f"tile {tile} px is too small for the layers used (halo {geometry.before} px before and "
+                         f"{geometry.after} px after each core, origins on multiples of {geometry.align} px): "
+                         f"give at least {geometry.minimum_tile} px")
 
 
 @dataclass(frozen=True)
@@ -284,7 +290,7 @@ class TiledStyleModel:
         self.layer_of = {id(m): i for i, modules in self.taps.items() for m in modules}
         self.geometry = network_geometry([layer_spec(layer) for layer in self.layers], list(self.taps))
         self.tile = int(tile)
-        plan_spans(self.tile + 1, self.tile, self.geometry)  # a tile too small fails here, naming its minimum
+        check_tile(self.tile, self.geometry)
         self.deepest = max(self.taps)
         styled = [self.layer_of[id(m)] for m in self.style_losses]
         self.deepest_style = max(styled) if styled else -1
@@ -569,7 +575,7 @@ def plan_tiles(sizes: Sequence[int], size_fn: guards.SizeFn, config: StyleConfig
             if not needs_tiles(*content_hw, config.tile):
                 guards.check_memory(content_hw, style_hw, device, size, size_fn, available, speed)
                 continue
-            plan_spans(config.tile + 1, config.tile, geometry)  # a tile too small for the layers: ValueError
+            check_tile(config.tile, geometry)
             needed = tiled_estimate_bytes(content_hw, style_hw, config.tile, speed, targets)
             if available is not None and needed > available:
                 raise ResourceError(f"size {size} px needs about {needed / guards.GIB:.1f} GiB in tiles of "
