@@ -374,7 +374,11 @@ def run_style_transfer(
     Returns:
         ``input_img``, clamped to [0, 1].
     """
+    speed = speed or Speed()
     tiled = tiling.needs_tiles(*input_img.shape[-2:], tile)
+    if tiled and (speed.changes_model or backward != "combined"):  # refused before the targets' passes
+        raise ValueError("precision bf16, channels_last, fused_gram and backward per-module cannot be combined "
+                         "with tiling (tile): tiled evaluations run in float32 with one backward per crop")
     model, style_losses, content_losses = get_style_model_and_losses(  # tiled: the targets come below
         cnn, normalization_mean, normalization_std, tiling.stand_ins(style_img) if tiled else style_img,
         tiling.stand_ins(content_img) if tiled else content_img, content_layers, style_layers,
@@ -389,10 +393,6 @@ def run_style_transfer(
         tv_loss = TotalVariationLoss(tv_weight)
         model = nn.Sequential(OrderedDict([("tv_loss", tv_loss), *model.named_children()]))
         extra_losses.append(tv_loss)
-    speed = speed or Speed()
-    if tiled_model is not None and speed.changes_model:
-        raise ValueError("precision bf16, channels_last and fused_gram cannot be combined with tiling (tile): "
-                         "tiled evaluations run in float32")
     if speed.changes_model:  # issue 6: bf16 / channels_last / fused Gram (fast.py)
         model, style_losses, content_losses = accelerate(model, style_losses, content_losses, speed)
         if resume is not None:  # a bf16 model's float32 start counts evaluations: continue its count
