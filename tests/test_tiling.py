@@ -314,6 +314,39 @@ def test_image_within_one_tile_runs_the_untiled_path(monkeypatch: pytest.MonkeyP
     assert calls == [] and within.image.tobytes() == plain.image.tobytes()
 
 
+def test_a_size_that_does_not_fit_runs_tiled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Coarse-to-fine 64 then 128 px with the free memory between the tiled and untiled estimates at 128 px:
+    64 px runs untiled, 128 px in tiles of 64 px, and the run finishes."""
+    content, style = rand(1, 3, 85, 128, seed=12, dtype=torch.float32), rand(1, 3, 128, 128, seed=13,
+                                                                           dtype=torch.float32)
+    speed = Speed()
+    free = tiling.tiled_estimate_bytes((85, 128), (128, 128), 64, speed, tiling.vgg19_target_bytes(["conv_4"]))
+    assert free < guards.estimate_bytes((85, 128), (128, 128), speed)
+    monkeypatch.setattr(guards, "available_bytes", lambda device: free)
+    evaluate, sizes = tiling.TiledStyleModel.evaluate, []
+
+    def spy(self, image, *args, **kwargs):
+        sizes.append((tuple(image.shape[-2:]), self.tile))
+        return evaluate(self, image, *args, **kwargs)
+
+    monkeypatch.setattr(tiling.TiledStyleModel, "evaluate", spy)
+    events: list = []
+    config = StyleConfig(size=128, scales=2, steps=4, weights="random", device="cpu", optimizer="adam")
+    result = Run(content, style, config).execute(events.append)
+    small = [e for e in events if e.size[0] == 64]
+    large = [e for e in events if e.size == (128, 85)]
+    assert small and large and len(small) + len(large) == len(events)
+    assert sizes == [((85, 128), 64)] * len(large) and result.image.size == (128, 85)
+
+
+def test_the_loop_refuses_what_tiling_cannot_run(cnn: nn.Sequential) -> None:
+    content, style = torch.rand(1, 3, 40, 64), torch.rand(1, 3, 32, 32)
+    for options in (dict(backward="per-module"), dict(speed=Speed(fused_gram=True))):
+        with pytest.raises(ValueError, match="cannot be combined with tiling"):
+            run_style_transfer(cnn, IMAGENET_MEAN, IMAGENET_STD, content, style, content.clone(), 1, tile=32,
+                               **options)
+
+
 # --- memory and settings --------------------------------------------------------------------------------------
 
 def sizes_of(content_hw=(85, 128), style_hw=(128, 128)):
