@@ -217,7 +217,8 @@ def test_negative_control_halo_one_step_too_small(float64_case, monkeypatch: pyt
     plan = tiling.plan_spans
 
     def short(length: int, tile: int, geometry: tiling.Geometry) -> list[tiling.Span]:
-        return [tiling.Span(s.core, (s.crop[0], s.crop[1] - (s.crop[1] < length))) for s in plan(length, tile, geometry)]
+        return [tiling.Span(s.core, (s.crop[0], s.crop[1] - (s.crop[1] < length)))
+                for s in plan(length, tile, geometry)]
 
     monkeypatch.setattr(tiling, "plan_spans", short)
     result = tiled(tiling.TiledStyleModel(model, 46), sl, cl, [], image, 1e6, 1)
@@ -234,7 +235,8 @@ def test_negative_control_origins_misaligned_by_half(float64_case, monkeypatch: 
         half = geometry.align // 2
         moved = [tiling.Span(s.core, (s.crop[0] + half, s.crop[1])) if 0 < s.crop[0] and s.crop[1] < length
                  else s for s in spans]
-        assert all(s.core[0] - s.crop[0] >= geometry.before for s in moved if s.crop[0])  # the halo still covers the reach
+        # The halo still covers the reach: only the alignment is wrong.
+        assert all(s.core[0] - s.crop[0] >= geometry.before for s in moved if s.crop[0])
         return moved
 
     monkeypatch.setattr(tiling, "plan_spans", shifted)
