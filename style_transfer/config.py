@@ -70,6 +70,9 @@ class StyleConfig:
     min_improvement: float | None = None  # e.g. 0.001 (0.1 %); needs patience
     patience: int | None = None  # evaluations, e.g. 20; needs min_improvement
     fast: bool = False  # coarse-to-fine over FAST_SCALES sizes plus the levers the device has (fast.py; docs/speed.md)
+    # Print size (tiling.py; docs/print-size.md): a size larger than the tile is evaluated in overlapping crops of
+    # at most tile x tile px, with the untiled loss and gradient (up to rounding) and memory that stays flat.
+    tile: int | None = None  # crop side in px; None: tiles chosen from the free memory, only where a size does not fit
 
     def __post_init__(self) -> None:
         _apply_preset(self)  # also turns lists (and comma-separated layer strings) into tuples
@@ -102,6 +105,7 @@ class StyleConfig:
         if not self.content_layers and not self.style_layers:
             raise ValueError("content_layers and style_layers are both empty: nothing to optimise")
         _check_speed_fields(self)
+        _check_tile(self)
 
 
 PRECISIONS = ("fp32", "bf16")
@@ -138,6 +142,25 @@ def _check_speed_fields(config: StyleConfig) -> None:
         raise ValueError(f"threads must be a positive integer, got {config.threads!r}")
     if any(not _is_int(n) or n < 1 for n in config.scale_steps):
         raise ValueError(f"scale_steps must be positive integers, got {config.scale_steps!r}")
+
+
+MIN_TILE = 16  # px; the layers used may need more (tiling.Geometry.minimum_tile: 26 px for the tutorial's)
+
+
+def _check_tile(config: StyleConfig) -> None:
+    """Validate ``tile`` (issue 16) and refuse the settings a tiled evaluation cannot honour."""
+    if config.tile is None:
+        return
+    if not _is_int(config.tile) or config.tile < MIN_TILE:
+        raise ValueError(f"tile must be an integer >= {MIN_TILE} (px), got {config.tile!r}")
+    if config.backward != "combined":
+        raise ValueError(f"tile cannot be combined with backward {config.backward!r}: a tiled evaluation "
+                         "backpropagates once per crop (use backward 'combined')")
+    levers = [name for name, on in (("precision bf16", config.precision == "bf16"),
+                                    ("channels_last", config.channels_last), ("fused_gram", config.fused_gram)) if on]
+    if levers:
+        raise ValueError(f"tile cannot be combined with {' and '.join(levers)}: tiled evaluations run in float32, "
+                         "NCHW, with their own one-product Gram backward (fast's levers apply to untiled sizes)")
 
 
 def _apply_preset(config: StyleConfig) -> None:

@@ -75,6 +75,7 @@ SHORT_HELP = {
     "min_size": "Coarse-to-fine from this size up to --size.",
     "scale_steps": "Evaluations per coarse-to-fine size, e.g. 100,60,100.",
     "threads": "CPU threads (default: the physical cores).",
+    "tile": "Evaluate in overlapping crops of at most PX px: print sizes, flat memory.",
     "min_improvement": "Stop once the loss improves by less than this fraction.",
     "patience": "Evaluations that --min-improvement looks back over.",
     "print_config": "Print the resolved settings and exit.",
@@ -284,6 +285,10 @@ SETTINGS: list[Callable[[F], F]] = [
                       "Default: --steps split, a quarter at the final size."),
     click.option("--threads", type=int, default=None,
                  help="CPU threads. Default: the physical cores."),
+    click.option("--tile", type=click.IntRange(min=16), default=DEFAULTS.tile, metavar="PX", show_default="auto",
+                 help="Evaluate sizes larger than PX in overlapping crops of at most PX x PX px: the untiled "
+                      "gradient with flat memory (print sizes; docs/print-size.md). Default: tiles only where a "
+                      "size does not fit in memory."),
     click.option("--min-improvement", type=float, default=None,
                  help="Stop early once the lowest loss improved by less than this fraction (e.g. 0.001) over the "
                       "last --patience evaluations, at the final size. Off by default."),
@@ -293,7 +298,7 @@ SETTINGS_FIELDS = ("size", "steps", "style_weight", "content_weight", "init", "s
                    "content_layers", "style_layers", "style_layer_weights", "preset", "style_blend", "style_scale",
                    "preserve_colors", "tv_weight", "pooling", "loss_form", "optimizer", "lr", "keep_alpha",
                    "backward", "fast", "precision", "channels_last", "fused_gram", "history_size", "scales",
-                   "min_size", "scale_steps", "threads", "min_improvement", "patience")
+                   "min_size", "scale_steps", "threads", "tile", "min_improvement", "patience")
 # With --replay these come from the record, so giving one on the command line is a mistake.
 RECORDED_FIELDS = tuple(name for name in SETTINGS_FIELDS if name not in ("weights", "device", "threads"))
 

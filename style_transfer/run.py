@@ -24,12 +24,12 @@ from typing import Any
 import torch
 from PIL import Image
 
-from . import colors, provenance
+from . import colors, provenance, tiling
 from .config import RunOptions, StyleConfig
 from .errors import CheckpointError, Interrupted, NonFiniteLoss
 from .fast import FAST_SCALE_SHARES, scale_budgets, scale_sizes, speed_from_config
 from .files import atomic_output, shown
-from .guards import RunStats, check_memory, out_of_memory
+from .guards import RunStats, out_of_memory
 from .images import ImageSource, load_image, tensor_to_pil
 from .loss_terms import normalized_blend
 from .models import IMAGENET_MEAN, IMAGENET_STD, DownloadProgress, load_vgg19_features
@@ -139,8 +139,9 @@ class Run:
         # Images are read before the model loads, so a bad image fails fast.
         final = _Inputs(self.content, self.styles, config, size, device)
         largest_style = max(final.styles, key=lambda image: image.shape[-1] * image.shape[-2])
-        check_memory(tuple(final.content.shape[-2:]), tuple(largest_style.shape[-2:]), device, size,
-                     working_sizes(final.content, largest_style, config.style_scale), speed=speed)
+        # Each size's tile (None: untiled): config.tile, or chosen where a size does not fit untiled (issue 16).
+        tiles = tiling.plan_tiles(sizes, working_sizes(final.content, largest_style, config.style_scale), config,
+                                  speed, device)
         alpha = colors.content_alpha(self.content, size) if config.keep_alpha else None
         keeper = _Checkpoints(options, _fingerprint(config, self.content, self.styles))
         saved = keeper.load() if options.resume else None  # a checkpoint that does not fit fails before the model
@@ -173,6 +174,7 @@ class Run:
                 image = fit_to(image, inputs.transfer_content)
             keeper.start_scale(scale, image, done, resume, clock)
             last_scale = scale == len(sizes) - 1
+            tiled = tiling.needs_tiles(*image.shape[-2:], tiles[scale])
 
             def report(info: StepInfo, scale: int = scale, inputs: _Inputs = inputs, last_scale: bool = last_scale) -> None:
                 nonlocal done
@@ -198,9 +200,10 @@ class Run:
                     style_layers=config.style_layers, progress=report, style_layer_weights=config.style_layer_weights,
                     style_blend=config.style_blend, loss_form=config.loss_form, pooling=config.pooling,
                     tv_weight=config.tv_weight, optimizer_name=config.optimizer, lr=config.lr, stats=stats,
-                    backward=config.backward, speed=speed, resume=resume, image_losses=self.image_losses,
+                    backward=config.backward, speed=tiling.tiled_speed(speed) if tiled else speed, resume=resume,
+                    image_losses=self.image_losses,
                     on_step_end=lambda optimizer, img, n, scale=scale: keeper.step_end(
-                        scale, img, optimizer, n, done, clock))
+                        scale, img, optimizer, n, done, clock), tile=tiles[scale])
             except (Interrupted, NonFiniteLoss) as exc:
                 keeper.save()  # the state after the last whole LBFGS step, to resume from
                 # A run stopped at a coarse size still gives a picture of the size asked for.

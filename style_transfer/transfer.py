@@ -16,7 +16,7 @@ from torch import nn, optim
 
 from .backward import check_backward, per_module_backward, weighted_scores
 from .config import CPU_DEFAULT_SIZE, GPU_DEFAULT_SIZE, TUTORIAL_CONTENT_LAYERS, TUTORIAL_STYLE_LAYERS, StyleConfig
-from . import colors
+from . import colors, tiling
 from .fast import LBFGS_MAX_ITER, TORCH_LBFGS_HISTORY, Speed, accelerate
 from .guards import RunStats, SizeFn, keeps_image_on_interrupt
 from .images import MIN_SIDE, ImageSource, load_image, working_size
@@ -221,6 +221,7 @@ def optimize(
     history_size: int = TORCH_LBFGS_HISTORY,
     resume: Resume | None = None,
     on_step_end: StepEndCallback | None = None,
+    tiled: tiling.TiledStyleModel | None = None,
 ) -> torch.Tensor:
     """The tutorial's loop: LBFGS steps until more than ``num_steps`` closure evaluations ran.
 
@@ -238,8 +239,14 @@ def optimize(
     calls (``input_img`` then holds that step's image), and ``on_step_end(optimizer, input_img,
     evaluations)`` is called after every ``optimizer.step()``, where the state is whole. Neither
     changes a number the loop computes.
+
+    ``tiled`` (issue 16): each evaluation runs over crops (``tiling.TiledStyleModel.evaluate``) and
+    gives the same loss and ``input_img.grad`` up to rounding; ``model`` is then not run.
     """
     check_backward(backward)
+    if tiled is not None and backward == "per-module":
+        raise ValueError("backward 'per-module' cannot be combined with tiling (tile): a tiled evaluation "
+                         "backpropagates once per crop; use backward 'combined'")
     input_img.requires_grad_(True)
     model.eval()
     model.requires_grad_(False)
@@ -255,6 +262,16 @@ def optimize(
             with torch.no_grad():
                 input_img.clamp_(0, 1)
             optimizer.zero_grad()
+            if tiled is not None:  # issue 16: two passes over crops, the same loss and gradient (tiling.py)
+                style_score, content_score, extra_score = tiled.evaluate(input_img, style_weight, content_weight,
+                                                                         extra_losses)
+                loss = style_score + content_score + extra_score
+                stats.check_finite(loss, input_img)
+                run[0] += 1
+                if progress is not None:
+                    progress(StepInfo(run[0], planned, _value(style_score), _value(content_score),
+                                      _value(extra_score)))
+                return style_score + content_score if not extra_losses else loss
             model(input_img)
             # The tutorial's sums in its order: style_weight * Σ style losses, content_weight * Σ content losses.
             style_score, content_score = weighted_scores(style_losses, content_losses, style_weight, content_weight)
@@ -334,6 +351,7 @@ def run_style_transfer(
     resume: Resume | None = None,
     on_step_end: StepEndCallback | None = None,
     image_losses: Sequence[nn.Module] = (),
+    tile: int | None = None,
 ) -> torch.Tensor:
     """The tutorial's ``run_style_transfer``: build the style model, optimise ``input_img``.
 
@@ -353,13 +371,26 @@ def run_style_transfer(
         resume, on_step_end: checkpoints (see ``optimize``).
         image_losses: the caller's loss modules on the image itself (video's temporal loss): put first in the
             model, each stores its weighted ``.loss``, added like total variation; none by default.
+        tile: evaluate over crops of at most this side (issue 16, ``tiling.py``) when ``input_img`` is
+            larger; the targets are computed over crops too. None: the whole image at once.
 
     Returns:
         ``input_img``, clamped to [0, 1].
     """
-    model, style_losses, content_losses = get_style_model_and_losses(
-        cnn, normalization_mean, normalization_std, style_img, content_img, content_layers, style_layers,
+    speed = speed or Speed()
+    tiled = tiling.needs_tiles(*input_img.shape[-2:], tile)
+    if tiled and (speed.changes_model or backward != "combined"):  # refused before the targets' passes
+        raise ValueError("precision bf16, channels_last, fused_gram and backward per-module cannot be combined "
+                         "with tiling (tile): tiled evaluations run in float32 with one backward per crop")
+    model, style_losses, content_losses = get_style_model_and_losses(  # tiled: the targets come below
+        cnn, normalization_mean, normalization_std, tiling.stand_ins(style_img) if tiled else style_img,
+        tiling.stand_ins(content_img) if tiled else content_img, content_layers, style_layers,
         style_layer_weights=style_layer_weights, style_blend=style_blend, loss_form=loss_form, pooling=pooling)
+    tiled_model = None
+    if tiled:  # issue 16: evaluations and targets over crops, the untiled numbers up to rounding
+        tiled_model = tiling.TiledStyleModel(model, tile)
+        tiled_model.set_targets(content_img, style_img if isinstance(style_img, (list, tuple)) else [style_img],
+                                style_blend)
     extra_losses = []
     if tv_weight > 0:  # a smoothness term on the image itself, first in the model
         tv_loss = TotalVariationLoss(tv_weight)
@@ -368,7 +399,6 @@ def run_style_transfer(
     for i, image_loss in enumerate(image_losses):  # beyond the tutorial: the caller's terms (video/temporal.py)
         model = nn.Sequential(OrderedDict([(f"image_loss_{i}", image_loss), *model.named_children()]))
         extra_losses.append(image_loss)
-    speed = speed or Speed()
     if speed.changes_model:  # issue 6: bf16 / channels_last / fused Gram (fast.py)
         model, style_losses, content_losses = accelerate(model, style_losses, content_losses, speed)
         if resume is not None:  # a bf16 model's float32 start counts evaluations: continue its count
@@ -376,7 +406,7 @@ def run_style_transfer(
     return optimize(model, style_losses, content_losses, input_img, num_steps, style_weight, content_weight,
                     progress, optimizer_name=optimizer_name, lr=lr, extra_losses=extra_losses,
                     stats=stats, backward=backward, history_size=speed.history_size, resume=resume,
-                    on_step_end=on_step_end)
+                    on_step_end=on_step_end, tiled=tiled_model)
 
 
 def initial_image(content_img: torch.Tensor, init: str, seed: int, *,
