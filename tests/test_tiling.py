@@ -9,6 +9,7 @@ layers are checked on VGG19's geometry with an eighth of its channels instead, a
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import pytest
 import torch
@@ -396,3 +397,24 @@ def test_config_refuses_what_tiling_cannot_honour(options: dict, words: str) -> 
     with pytest.raises(ValueError, match=words):
         StyleConfig(**options)
     assert StyleConfig(tile=64, fast=True).tile == 64  # --fast's levers apply at the untiled sizes only
+
+
+def test_the_command_takes_tile(tmp_path) -> None:
+    """--tile reaches the run (its record says so) and a combination tiling refuses is one line, exit 2."""
+    from click.testing import CliRunner
+
+    from style_transfer.cli import main
+    from style_transfer.provenance import read_record
+
+    images = Path(__file__).resolve().parent.parent / "images"
+    out = tmp_path / "tiled.png"
+    common = [str(images / "chelsea.png"), str(images / "ihc.png"), "--weights", "random", "--size", "48",
+              "--steps", "1", "--device", "cpu", "-q"]
+    done = CliRunner().invoke(main, [*common, "-o", str(out), "--tile", "32"])
+    assert done.exit_code == 0, done.output
+    assert read_record(out)["settings"]["tile"] == 32
+    refused = CliRunner().invoke(main, [*common, "-o", str(tmp_path / "no.png"), "--tile", "32",
+                                        "--backward", "per-module"])
+    lines = [line for line in refused.stderr.splitlines() if line.strip()]
+    assert refused.exit_code == 2 and len(lines) == 1 and "tile" in lines[0], refused.output
+    assert not (tmp_path / "no.png").exists()
