@@ -17,7 +17,7 @@ import copy
 import dataclasses
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,16 +66,22 @@ class Run:
         config: every setting that shapes the image; ``StyleConfig()`` (the tutorial's) when None.
         options: previews and checkpoints (``RunOptions``).
         download_progress: called while the pretrained weights download (first run only).
+        cnn: VGG19 features already loaded with ``config.weights`` (``models.load_vgg19_features``), to
+            reuse across runs (batch); never changed. None: the run loads its own.
+        style_targets: a cache of Gram targets shared by runs (batch), keyed by ``style_targets_key``;
+            a run reuses the targets found there and adds those it computes. None: no cache.
     """
 
     def __init__(self, content: ImageSource, style: ImageSource | Sequence[ImageSource],
                  config: StyleConfig | None = None, options: RunOptions | None = None, *,
-                 download_progress: DownloadProgress | None = None) -> None:
+                 download_progress: DownloadProgress | None = None, cnn: torch.nn.Module | None = None,
+                 style_targets: MutableMapping[Any, dict[str, torch.Tensor]] | None = None) -> None:
         self.content = content
         self.styles = list(style) if isinstance(style, (list, tuple)) else [style]
         self.config = config or StyleConfig()
         self.options = options or RunOptions()
         self.download_progress = download_progress
+        self.cnn, self.style_targets = cnn, style_targets
         self._stop = threading.Event()
         self._reason = "cancelled"
         self._device: torch.device | None = None
@@ -139,7 +145,8 @@ class Run:
         alpha = colors.content_alpha(self.content, size) if config.keep_alpha else None
         keeper = _Checkpoints(options, _fingerprint(config, self.content, self.styles))
         saved = keeper.load() if options.resume else None  # a checkpoint that does not fit fails before the model
-        cnn = load_vgg19_features(config.weights, download_progress=self.download_progress).to(device)
+        cnn = (self.cnn if self.cnn is not None
+               else load_vgg19_features(config.weights, download_progress=self.download_progress)).to(device)
 
         total = sum(planned_evaluations(n, config.optimizer) for n in steps)
         clock = _Clock(saved.seconds if saved else 0.0)
@@ -163,6 +170,12 @@ class Run:
             else:
                 image = fit_to(image, inputs.transfer_content)
             keeper.start_scale(scale, image, done, resume, clock)
+            targets = None
+            if self.style_targets is not None:
+                key = style_targets_key(config, self.content, self.styles, inputs.styles, device)
+                targets = self.style_targets.get(key)
+                if targets is None:
+                    targets = self.style_targets[key] = {}  # filled in by the model's first build
             last_scale = scale == len(sizes) - 1
 
             def report(info: StepInfo, scale: int = scale, inputs: _Inputs = inputs, last_scale: bool = last_scale) -> None:
@@ -191,7 +204,7 @@ class Run:
                     tv_weight=config.tv_weight, optimizer_name=config.optimizer, lr=config.lr, stats=stats,
                     backward=config.backward, speed=speed, resume=resume,
                     on_step_end=lambda optimizer, img, n, scale=scale: keeper.step_end(
-                        scale, img, optimizer, n, done, clock))
+                        scale, img, optimizer, n, done, clock), style_targets=targets)
             except (Interrupted, NonFiniteLoss) as exc:
                 keeper.save()  # the state after the last whole LBFGS step, to resume from
                 # A run stopped at a coarse size still gives a picture of the size asked for.
@@ -283,6 +296,18 @@ class _Saved:
     seconds: float
     image: torch.Tensor
     optimizer: dict
+
+
+def style_targets_key(config: StyleConfig, content: ImageSource, styles: Sequence[ImageSource],
+                      style_images: Sequence[torch.Tensor], device: torch.device) -> tuple:
+    """What a style's Gram targets depend on: the style files' hashes, the working size they were read at
+    (with the style scale), the layers, the network (weights, pooling), the blend and the device; and the
+    content's hash when the colours are matched to it (``preserve_colors``)."""
+    return (tuple(provenance.input_entry(s)["sha256"] for s in styles),
+            tuple(tuple(image.shape[-2:]) for image in style_images), config.style_scale,
+            tuple(config.style_layers), config.pooling, config.weights, config.style_blend, str(device),
+            config.preserve_colors,
+            provenance.input_entry(content)["sha256"] if config.preserve_colors != "none" else None)
 
 
 def _fingerprint(config: StyleConfig, content: ImageSource, styles: Sequence[ImageSource]) -> dict[str, Any]:
