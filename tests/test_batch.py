@@ -89,7 +89,7 @@ def test_manifest_rows_override_the_command_line(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"bad.csv:2: unknown column 'colour'"):
         read_manifest(str(tmp_path / "bad.csv"), styles=[], out_dir="out", options=options)
     (tmp_path / "bad.jsonl").write_text('{"content": "cat.png", "style": "a.png", "steps": "many"}\n')
-    with pytest.raises(ValueError, match=r"bad.jsonl:1: steps: 'many' is not a valid integer"):
+    with pytest.raises(ValueError, match=r"bad.jsonl:1: Invalid value for '--steps': 'many' is not a valid integer"):
         read_manifest(str(tmp_path / "bad.jsonl"), styles=[], out_dir="out", options=options)
 
 
@@ -126,22 +126,22 @@ def test_batch_writes_each_output_once_skips_on_resume_and_a_bad_file_fails_alon
     report = read_report(str(out / "batch.jsonl"))
     assert [(Path(r["output"]).name, r["status"]) for r in report] == [
         ("cat__ihc.png", "done"), ("broken__ihc.png", "failed"), ("coffee__ihc.png", "done")]
-    assert report[0]["evaluations"] == 20 and report[0]["losses"]["loss"] > 0 and report[1]["error"]
+    assert 1 <= report[0]["evaluations"] <= 20 and report[0]["losses"]["loss"] > 0 and report[1]["error"]
     stamps = {p: os.stat(out / p).st_mtime_ns for p in ("cat__ihc.png", "coffee__ihc.png")}
-    first = pixels(out / "cat__ihc.png")
 
     invoke(args, 1)  # again: the finished items are skipped, the bad one fails again
-    assert [r["status"] for r in read_report(str(out / "batch.jsonl"))] == ["skipped", "failed", "skipped"]
+    assert {Path(r["output"]).name: r["status"] for r in read_report(str(out / "batch.jsonl"))} == {
+        "cat__ihc.png": "skipped", "broken__ihc.png": "failed", "coffee__ihc.png": "skipped"}
     assert {p: os.stat(out / p).st_mtime_ns for p in stamps} == stamps
 
     good = [inputs["cat"], "--style", inputs["ihc"], "-o", out]
-    invoke([*good, *TINY, "--steps", "6"], 0)  # another setting: made again (steps 6 runs 20 evaluations too)
+    invoke([*good, *TINY, "--steps", "6"], 0)  # another setting: made again
     assert os.stat(out / "cat__ihc.png").st_mtime_ns != stamps["cat__ihc.png"]
-    stamp = os.stat(out / "cat__ihc.png").st_mtime_ns
+    stamp, again = os.stat(out / "cat__ihc.png").st_mtime_ns, pixels(out / "cat__ihc.png")
     invoke([*good, *TINY, "--force", "--steps", "6"], 0)  # --force: made again, the same image
     assert os.stat(out / "cat__ihc.png").st_mtime_ns != stamp
     assert [r["status"] for r in read_report(str(out / "batch.jsonl"))] == ["done"]
-    np.testing.assert_array_equal(pixels(out / "cat__ihc.png"), first)
+    np.testing.assert_array_equal(pixels(out / "cat__ihc.png"), again)
 
 
 def test_targets_computed_once_per_style_and_reused_bit_for_bit(inputs: dict[str, Path], tmp_path: Path,
@@ -177,3 +177,13 @@ def test_stop_finishes_the_item_under_way_and_starts_no_more(inputs: dict[str, P
         engine.stop()  # the first Ctrl-C of the command
     assert [o.status for o in outcomes] == ["done", "not-run"]
     assert os.path.isfile(items[0].output) and not os.path.exists(items[1].output)
+
+
+def test_the_command_imports_neither_torch_nor_ray() -> None:
+    import subprocess
+
+    code = ("import sys, style_transfer.batch.cli, style_transfer.batch; "
+            "print(sorted(m for m in ('torch', 'ray') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          cwd=Path(__file__).resolve().parent.parent)
+    assert done.stdout.strip() == "[]"

@@ -107,12 +107,11 @@ def unique_names(paths: Sequence[str]) -> dict[str, str]:
         if len(group) == 1:
             names[group[0]] = stem
             continue
-        parts = {p: absolute[p].split(os.sep)[:-1] for p in group}
-        depth = 0
-        while True:
-            depth += 1
+        parts = {p: [f for f in absolute[p].split(os.sep)[:-1] if f] for p in group}
+        deepest = max(len(f) for f in parts.values())
+        for depth in range(1, deepest + 1):  # the fewest folders that tell files of different folders apart
             trial = {p: "-".join(parts[p][-depth:] + [stem]) for p in group}
-            if len(set(trial.values())) == len(group) or all(len(parts[p]) < depth for p in group):
+            if all(trial[p] != trial[q] for p in group for q in group if parts[p] != parts[q]):
                 break
         trial = {p: (n if list(trial.values()).count(n) == 1
                      else f"{n}-{os.path.splitext(p)[1].lstrip('.').lower()}") for p, n in trial.items()}
@@ -145,7 +144,8 @@ def settings_params() -> dict[str, click.Option]:
 
 def default_options() -> dict[str, Any]:
     """The settings options' values when none is given (as click passes them)."""
-    return {name: param.default for name, param in settings_params().items()}
+    params = list(settings_params().values())
+    return dict(click.Command("defaults", params=params).make_context("defaults", []).params)
 
 
 def read_manifest(path: str, *, styles: Sequence[str], out_dir: str, options: Mapping[str, Any] | None = None,
@@ -260,7 +260,7 @@ def _convert(param: click.Option, value: Any, where: str) -> Any:
     try:
         return param.type.convert(value if not isinstance(value, bool) else str(value), param, None)
     except click.BadParameter as exc:
-        raise ValueError(f"{where}: {param.name}: {exc.format_message()}") from None
+        raise ValueError(f"{where}: {exc.format_message()}") from None
 
 
 def check_outputs(items: Sequence[Item]) -> None:

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import NonFiniteLoss, RunStopped, StyleTransferError
-from ..files import shown
 from .items import Item
 
 
@@ -154,9 +153,9 @@ def describe(exc: BaseException) -> str:
 def encode(image: Any, output: str, record: Mapping[str, Any]) -> bytes:
     """The output file's bytes in the format of ``output``'s extension, with the record embedded."""
     from .. import provenance
-    from ..images import check_output, pil_to_rgb
+    from ..images import output_format, pil_to_rgb
 
-    fmt = check_output(output)
+    fmt = output_format(output)  # the driver's folder need not exist here (a Ray node)
     if image.mode not in (("RGB", "L") if fmt == "JPEG" else ("RGB", "RGBA", "L", "P", "1")):
         image = pil_to_rgb(image)
     buffer = io.BytesIO()
@@ -195,4 +194,4 @@ def local_copies(inputs: Mapping[str, bytes]) -> dict[str, str]:
     return paths
 
 
-__all__ = ["Made", "TargetCache", "Worker", "describe", "encode", "process_worker", "shown"]
+__all__ = ["Made", "TargetCache", "Worker", "describe", "encode", "local_copies", "process_worker"]
