@@ -2,7 +2,7 @@
 
 Runs, in one go and on the same pictures (N contents in one style, seeded random weights):
 
-* loop: one ``python -m style_transfer.cli CONTENT STYLE -o OUT`` process per picture (what users write);
+* loop: one ``python -m style_transfer CONTENT STYLE -o OUT`` process per picture (what users write);
 * local: one ``python -m style_transfer.batch.cli CONTENTS --style STYLE -o DIR`` process for all;
 * ray (with ``--ray-address``): the same command with ``--engine ray`` on a cluster already running.
 
@@ -83,7 +83,7 @@ def main() -> None:
         outputs = []
         for content in contents:
             out = loop / f"{content.stem}__{style.stem}.png"
-            subprocess.run([sys.executable, "-m", "style_transfer.cli", str(content), str(style), "-o", str(out),
+            subprocess.run([sys.executable, "-m", "style_transfer", str(content), str(style), "-o", str(out),
                             "-q", *settings], check=True, env=env)
             outputs.append(out)
         rows.append(_row("loop of stylize", time.perf_counter() - start, outputs))

@@ -187,3 +187,25 @@ def test_the_command_imports_neither_torch_nor_ray() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                           cwd=Path(__file__).resolve().parent.parent)
     assert done.stdout.strip() == "[]"
+
+
+def test_ctrl_c_finishes_the_item_under_way_keeps_it_and_exits_130(inputs: dict[str, Path], tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import time
+
+    out = tmp_path / "out"
+    root = Path(__file__).resolve().parent.parent
+    command = [sys.executable, "-m", "style_transfer.batch.cli", str(inputs["cat"]), str(inputs["coffee"]),
+               str(inputs["brick"]), "--style", str(inputs["ihc"]), "-o", str(out), *TINY, "--steps", "40"]
+    process = subprocess.Popen(command, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (out / "batch.jsonl").exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    process.send_signal(signal.SIGINT)  # the first item has not finished: it still loads the network
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr and "interrupted: items under way were finished" in stderr
+    report = read_report(str(out / "batch.jsonl"))
+    assert [r["status"] for r in report] == ["done", "not-run", "not-run"]
+    assert sorted(p.name for p in out.iterdir()) == ["batch.jsonl", "cat__ihc.png"]

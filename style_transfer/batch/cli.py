@@ -120,7 +120,7 @@ def main(contents: tuple[str, ...], styles: tuple[str, ...], output_dir: str | N
     bar = None if quiet else _bar(len(items))
     stops = _Stops(runner)
     try:
-        with Report(report_path) as report, stops:
+        with stops, Report(report_path) as report:  # the report appears once Ctrl-C is ours to handle
             for outcome in run_batch(items, runner, force=force, report=report):
                 outcomes.append(outcome)
                 if outcome.status == "failed" and bar is not None:

@@ -150,6 +150,10 @@ def _run_item(item: Item, content: bytes, *styles: bytes, pid_dir: str | None = 
         open(os.path.join(pid_dir, f"{os.getpid()}-{item.name}"), "w").close()
     import ray
 
+    if item.config.threads:  # a Ray worker process is ours to set (Ray gives it OMP_NUM_THREADS=num_cpus)
+        import torch
+
+        torch.set_num_threads(item.config.threads)
     local = local_copies({item.content: content, **dict(zip(item.styles, styles))})
     made = process_worker().make(item, content=local[item.content], styles=tuple(local[s] for s in item.styles))
     made.worker = f"{made.worker} node {ray.get_runtime_context().get_node_id()[:12]}"

@@ -98,13 +98,9 @@ class Worker:
         if self.device is not None and config.device == "auto":
             config = replace(config, device=self.device)
         try:
-            import torch
-
             from ..run import Run
             from ..transfer import resolve_device
 
-            if config.threads and config.threads != torch.get_num_threads():
-                torch.set_num_threads(config.threads)
             device = resolve_device(config.device)
             run = Run(content or item.content, list(styles or item.styles), config,
                       cnn=self.network(config.weights, device), style_targets=self.targets)
