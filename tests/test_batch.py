@@ -209,3 +209,16 @@ def test_ctrl_c_finishes_the_item_under_way_keeps_it_and_exits_130(inputs: dict[
     report = read_report(str(out / "batch.jsonl"))
     assert [r["status"] for r in report] == ["done", "not-run", "not-run"]
     assert sorted(p.name for p in out.iterdir()) == ["batch.jsonl", "cat__ihc.png"]
+
+
+def test_manifest_through_the_command_row_settings_reach_the_record(inputs: dict[str, Path], tmp_path: Path) -> None:
+    from style_transfer.provenance import read_record
+
+    manifest = inputs["cat"].parent / "jobs.jsonl"
+    manifest.write_text(json.dumps({"content": "cat.png", "style": "ihc.png", "size": 24, "output": "small.png"}) + "\n")
+    invoke(["--manifest", manifest, "-o", tmp_path / "out", *TINY], 0)
+    record = read_record(tmp_path / "out" / "small.png")
+    with Image.open(tmp_path / "out" / "small.png") as image:
+        assert max(image.size) == 24
+    assert record["settings"]["size"] == 24 and record["settings"]["weights"] == "random"
+    assert record["inputs"]["content"]["name"] == "cat.png"

@@ -208,4 +208,4 @@ class _Stops:
 
 
 if __name__ == "__main__":  # python -m style_transfer.batch.cli
-    main()
+    main(prog_name="stylize-batch")
