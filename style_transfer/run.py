@@ -17,7 +17,7 @@ import copy
 import dataclasses
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,19 +68,24 @@ class Run:
         download_progress: called while the pretrained weights download (first run only).
         init: a ``(1, 3, H, W)`` start image in [0, 1] in place of ``config.init`` (stretched to the working
             size; video/ passes the previous frame's warped result). image_losses: loss modules on the image
-            (``run_style_transfer``). cnn: a VGG ``features`` block already loaded (video/ loads it once).
+            (``run_style_transfer``). cnn: VGG19 features already loaded with ``config.weights``, reused across
+            runs (video/ and batch/ load it once; never changed).
+        style_targets: a cache of Gram targets shared by runs (batch), keyed by ``style_targets_key``;
+            a run reuses the targets found there and adds those it computes. None: no cache.
     """
 
     def __init__(self, content: ImageSource, style: ImageSource | Sequence[ImageSource],
                  config: StyleConfig | None = None, options: RunOptions | None = None, *,
                  download_progress: DownloadProgress | None = None, init: torch.Tensor | None = None,
-                 image_losses: Sequence[torch.nn.Module] = (), cnn: torch.nn.Sequential | None = None) -> None:
-        self.init, self.image_losses, self.cnn = init, tuple(image_losses), cnn  # video/: see the docstring
+                 image_losses: Sequence[torch.nn.Module] = (), cnn: torch.nn.Module | None = None,
+                 style_targets: MutableMapping[Any, dict[str, torch.Tensor]] | None = None) -> None:
+        self.init, self.image_losses, self.cnn = init, tuple(image_losses), cnn  # video/, batch/: see above
         self.content = content
         self.styles = list(style) if isinstance(style, (list, tuple)) else [style]
         self.config = config or StyleConfig()
         self.options = options or RunOptions()
         self.download_progress = download_progress
+        self.style_targets = style_targets
         self._stop = threading.Event()
         self._reason = "cancelled"
         self._device: torch.device | None = None
@@ -173,6 +178,12 @@ class Run:
             else:
                 image = fit_to(image, inputs.transfer_content)
             keeper.start_scale(scale, image, done, resume, clock)
+            targets = None
+            if self.style_targets is not None:
+                key = style_targets_key(config, self.content, self.styles, inputs.styles, device)
+                targets = self.style_targets.get(key)
+                if targets is None:
+                    targets = self.style_targets[key] = {}  # filled in by the model's first build
             last_scale = scale == len(sizes) - 1
             tiled = tiling.needs_tiles(*image.shape[-2:], tiles[scale])
 
@@ -203,7 +214,7 @@ class Run:
                     backward=config.backward, speed=tiling.tiled_speed(speed) if tiled else speed, resume=resume,
                     image_losses=self.image_losses,
                     on_step_end=lambda optimizer, img, n, scale=scale: keeper.step_end(
-                        scale, img, optimizer, n, done, clock), tile=tiles[scale])
+                        scale, img, optimizer, n, done, clock), tile=tiles[scale], style_targets=targets)
             except (Interrupted, NonFiniteLoss) as exc:
                 keeper.save()  # the state after the last whole LBFGS step, to resume from
                 # A run stopped at a coarse size still gives a picture of the size asked for.
@@ -296,6 +307,18 @@ class _Saved:
     image: torch.Tensor
     optimizer: dict
     plateau: list[float] = field(default_factory=list)  # _Plateau's running minimum, oldest first
+
+
+def style_targets_key(config: StyleConfig, content: ImageSource, styles: Sequence[ImageSource],
+                      style_images: Sequence[torch.Tensor], device: torch.device) -> tuple:
+    """What a style's Gram targets depend on: the style files' hashes, the working size they were read at
+    (with the style scale), the layers, the network (weights, pooling), the blend and the device; and the
+    content's hash when the colours are matched to it (``preserve_colors``)."""
+    return (tuple(provenance.input_entry(s)["sha256"] for s in styles),
+            tuple(tuple(image.shape[-2:]) for image in style_images), config.style_scale,
+            tuple(config.style_layers), config.pooling, config.weights, config.style_blend, str(device),
+            config.preserve_colors,
+            provenance.input_entry(content)["sha256"] if config.preserve_colors != "none" else None)
 
 
 def _fingerprint(config: StyleConfig, content: ImageSource, styles: Sequence[ImageSource]) -> dict[str, Any]:

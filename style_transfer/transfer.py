@@ -6,7 +6,7 @@ A whole run (sizes, events, previews, checkpoints) is ``run.Run``; ``stylize()``
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -124,6 +124,7 @@ def get_style_model_and_losses(
     style_blend: Sequence[float] | None = None,
     loss_form: str = "tutorial",
     pooling: str = "max",
+    style_targets: MutableMapping[str, torch.Tensor] | None = None,
 ) -> tuple[nn.Sequential, list[StyleLoss], list[ContentLoss]]:
     """Copy ``cnn`` into a new ``nn.Sequential`` with loss modules after the named layers.
 
@@ -135,6 +136,9 @@ def get_style_model_and_losses(
     the paper's names (``conv4_2``); ``style_img`` may be a sequence of style images whose Gram
     targets are blended by ``style_blend``; ``style_layer_weights`` weigh each style layer;
     ``loss_form="paper"`` uses the paper's loss definitions; ``pooling="avg"`` swaps the pools.
+    ``style_targets`` (batch runs): a mapping of style layer name -> Gram target shared by runs with
+    the same style images, network and settings; filled in when empty, used (the style images'
+    forward passes skipped) when it holds every style layer. The caller owns what it keys it by.
 
     Raises:
         ValueError: a requested layer is not in the network (the message lists valid names).
@@ -153,6 +157,10 @@ def get_style_model_and_losses(
     content_losses: list[ContentLoss] = []
     style_losses: list[StyleLoss] = []
     model = nn.Sequential(normalization)
+    cached = style_targets is not None and all(name in style_targets for name in style_layers)
+    style_count = len(style_imgs)
+    if cached:  # the style images' targets are known: only the content passes through the network
+        style_imgs = []
     # Departure from the tutorial: the targets come from one no_grad pass that follows the model
     # as it is built (the tutorial re-runs the partial model per loss); same operations, same values.
     with torch.no_grad():
@@ -174,8 +182,14 @@ def get_style_model_and_losses(
             model.add_module(f"content_loss_{index}", content_loss)
             content_losses.append(content_loss)
         if name in style_layers:
-            style_loss = make_style_loss(style_xs, style_blend, weight=layer_weights[style_layers.index(name)],
+            # With cached targets, stand-ins of the right channel count make a loss of the same class.
+            features = style_xs if not cached else [content_x[..., :1, :1]] * style_count
+            style_loss = make_style_loss(features, style_blend, weight=layer_weights[style_layers.index(name)],
                                          form=loss_form)
+            if cached:
+                style_loss.target = style_targets[name].clone()
+            elif style_targets is not None:
+                style_targets[name] = style_loss.target.detach().clone()
             model.add_module(f"style_loss_{index}", style_loss)
             style_losses.append(style_loss)
         wanted.discard(name)
@@ -352,6 +366,7 @@ def run_style_transfer(
     on_step_end: StepEndCallback | None = None,
     image_losses: Sequence[nn.Module] = (),
     tile: int | None = None,
+    style_targets: MutableMapping[str, torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """The tutorial's ``run_style_transfer``: build the style model, optimise ``input_img``.
 
@@ -373,6 +388,8 @@ def run_style_transfer(
             model, each stores its weighted ``.loss``, added like total variation; none by default.
         tile: evaluate over crops of at most this side (issue 16, ``tiling.py``) when ``input_img`` is
             larger; the targets are computed over crops too. None: the whole image at once.
+        style_targets: Gram targets shared across runs (see ``get_style_model_and_losses``); not used
+            when tiled (the crops compute their own).
 
     Returns:
         ``input_img``, clamped to [0, 1].
@@ -385,7 +402,8 @@ def run_style_transfer(
     model, style_losses, content_losses = get_style_model_and_losses(  # tiled: the targets come below
         cnn, normalization_mean, normalization_std, tiling.stand_ins(style_img) if tiled else style_img,
         tiling.stand_ins(content_img) if tiled else content_img, content_layers, style_layers,
-        style_layer_weights=style_layer_weights, style_blend=style_blend, loss_form=loss_form, pooling=pooling)
+        style_layer_weights=style_layer_weights, style_blend=style_blend, loss_form=loss_form, pooling=pooling,
+        style_targets=None if tiled else style_targets)
     tiled_model = None
     if tiled:  # issue 16: evaluations and targets over crops, the untiled numbers up to rounding
         tiled_model = tiling.TiledStyleModel(model, tile)

@@ -1,0 +1,211 @@
+"""The ``stylize-batch`` command: many contents in one or more styles, resumable, on one machine or Ray.
+
+Owns the progress bar, Ctrl-C, the summary and the exit codes; the work is ``engine.run_batch``.
+Nothing here imports torch or ray at module level (``--help`` and option errors answer at once).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import traceback
+from typing import Any
+
+import click
+
+from .. import __version__
+from ..files import check_writable, shown
+from ..options import OneLineCommand, UsageFault, config_from_options, settings_options
+from .items import OUTPUT_EXTENSIONS, check_outputs, cross_items, expand_contents, read_manifest
+
+EXIT_FAILED, EXIT_INTERRUPTED = 1, 130
+
+
+@click.command(cls=OneLineCommand, context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("contents", nargs=-1, metavar="CONTENTS...", type=click.Path(path_type=str))
+@click.option("--style", "styles", multiple=True, type=click.Path(path_type=str),
+              help="A style image (repeat for several: every content is made in every style). Manifest rows "
+                   "without a style use these.")
+@click.option("-o", "--output-dir", "output_dir", type=click.Path(path_type=str),
+              help="Folder for the results (made if missing): {content}__{style}.{ext}.")
+@click.option("--manifest", type=click.Path(path_type=str), default=None,
+              help="A CSV (header row) or JSONL file of items: content, style (several: ';'-separated or a "
+                   "JSON list, blended), output (a name in -o DIR), and any option below by name "
+                   "(size, style-weight, ...), which overrides the command line's for that row.")
+@click.option("--ext", type=click.Choice(OUTPUT_EXTENSIONS), default="png", show_default=True,
+              help="Format of the results (each holds its provenance record, which resuming reads).")
+@click.option("--force", is_flag=True, help="Make every item again, even those whose output is already there "
+                                           "with a matching record (skipped by default).")
+@click.option("--engine", type=click.Choice(("local", "ray")), default="local", show_default=True,
+              help="local: this machine (this process, or --workers processes). ray: tasks on a Ray cluster "
+                   "(pip install 'style_transfer[ray]').")
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
+              help="local: worker processes, one per GPU on a multi-GPU machine (each loads the network once).")
+@click.option("--address", default="auto", show_default=True,
+              help="ray: the cluster: auto (started with 'ray start' here, or RAY_ADDRESS) or HOST:PORT.")
+@click.option("--gpus-per-item", type=click.FloatRange(min=0), default=None,
+              help="ray: GPUs per task (a fraction shares one). Default: 1 where the cluster has GPUs, else 0.")
+@click.option("--cpus-per-item", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
+              help="ray: CPUs per task.")
+@click.option("--max-retries", type=click.IntRange(min=0), default=3, show_default=True,
+              help="ray: runs of an item again after its worker process or node died.")
+@click.option("--max-pending", type=click.IntRange(min=1), default=None,
+              help="ray: tasks in flight at most (default: twice what the cluster runs at once).")
+@click.option("--report", "report_path", type=click.Path(path_type=str), default=None,
+              help="The JSON Lines report, one line per item (default: batch.jsonl in -o DIR).")
+@settings_options
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar or summary counts (failures are still named).")
+@click.option("--debug", is_flag=True, help="On an unexpected error, print the traceback.")
+@click.version_option(__version__, "--version", prog_name="stylize-batch")
+def main(contents: tuple[str, ...], styles: tuple[str, ...], output_dir: str | None, manifest: str | None,
+         ext: str, force: bool, engine: str, workers: int, address: str, gpus_per_item: float | None,
+         cpus_per_item: float, max_retries: int, max_pending: int | None, report_path: str | None, quiet: bool,
+         debug: bool, **settings: Any) -> None:
+    """Stylise every CONTENTS image (files, folders, globs) in every --style, or a --manifest's items.
+
+    Results go to -o DIR as {content}__{style}.{ext}; inputs with the same name get their
+    folders' names in front (a-cat, b-cat). Each is written atomically with its provenance
+    record; running the batch again skips items whose result is there with the same settings
+    and inputs (--force redoes them). An item that fails is reported and the batch goes on;
+    DIR/batch.jsonl holds every item. Ctrl-C stops after the items under way (a second one
+    stops those too). Exit codes: 0 all made or skipped, 1 some failed, 2 bad option,
+    130 interrupted.
+    """
+    raw = dict(settings)
+    config = config_from_options(settings)
+    if output_dir is None:
+        raise UsageFault("Missing option '-o' / '--output-dir'")
+    if not contents and manifest is None:
+        raise UsageFault("Missing argument 'CONTENTS...' (or --manifest)")
+    if engine == "local" and any(v is not None for v in (gpus_per_item, max_pending)):
+        raise UsageFault("--gpus-per-item and --max-pending are for --engine ray")
+    try:
+        for style in styles:
+            if not os.path.lexists(style):
+                raise ValueError(f"--style {shown(style)}: no such file")
+        items = []
+        if contents:
+            if not styles:
+                raise UsageFault("Missing option '--style' (one or more)")
+            items += cross_items(expand_contents(contents), styles, output_dir, config, ext)
+        if manifest is not None:
+            items += read_manifest(manifest, styles=styles, out_dir=output_dir, options=raw, ext=ext)
+        check_outputs(items)
+        if os.path.exists(output_dir) and not os.path.isdir(output_dir):
+            raise ValueError(f"-o {shown(output_dir)}: is not a folder")
+        os.makedirs(output_dir, exist_ok=True)
+        report_path = report_path or os.path.join(output_dir, "batch.jsonl")
+        check_writable(report_path)
+    except (ValueError, OSError) as exc:
+        raise UsageFault(str(exc) if not isinstance(exc, OSError) else f"-o {shown(output_dir)}: {exc.strerror}") from None
+
+    from ..errors import StyleTransferError
+    from .engine import run_batch
+    from .report import Report, summary
+
+    try:
+        runner = _engine(engine, workers, address, gpus_per_item, cpus_per_item, max_retries, max_pending)
+    except StyleTransferError as exc:
+        raise click.ClickException(str(exc)) from None
+    if engine == "local" and workers == 1:
+        import torch
+
+        from ..fast import physical_cores
+
+        threads = config.threads or physical_cores()
+        if threads != torch.get_num_threads():
+            torch.set_num_threads(threads)  # the command owns its process; the library never sets this
+    outcomes = []
+    bar = None if quiet else _bar(len(items))
+    stops = _Stops(runner)
+    try:
+        with stops, Report(report_path) as report:  # the report appears once Ctrl-C is ours to handle
+            for outcome in run_batch(items, runner, force=force, report=report):
+                outcomes.append(outcome)
+                if outcome.status == "failed" and bar is not None:
+                    bar.write(f"failed: {shown(os.path.basename(outcome.item.output))}: {outcome.error}",
+                              file=sys.stderr)
+                if bar is not None:
+                    bar.update(1)
+                    bar.set_postfix_str(_counts_text(outcomes), refresh=False)
+    except StyleTransferError as exc:  # the cluster could not be reached
+        raise click.ClickException(str(exc)) from None
+    except Exception as exc:
+        if debug:
+            traceback.print_exc(file=sys.stderr)
+        raise click.ClickException(f"unexpected {type(exc).__name__}: {exc} (rerun with --debug for the "
+                                   f"traceback)") from None
+    finally:
+        if bar is not None:
+            bar.close()
+        runner.close()
+    lines = summary(outcomes)
+    for line in lines[:-1]:
+        click.echo(line, err=True)
+    if not quiet:
+        click.echo(f"{lines[-1]}; report: {shown(report_path)}", err=True)
+    if stops.count:
+        click.echo("interrupted: items under way were finished, the rest not started (run again to continue)"
+                   if stops.count == 1 else "interrupted: items under way were stopped and not written", err=True)
+        raise SystemExit(EXIT_INTERRUPTED)
+    if any(o.status == "failed" for o in outcomes):
+        raise SystemExit(EXIT_FAILED)
+
+
+def _engine(name: str, workers: int, address: str, gpus_per_item: float | None, cpus_per_item: float,
+            max_retries: int, max_pending: int | None) -> Any:
+    if name == "ray":
+        from .ray import RayEngine, import_ray
+
+        import_ray()  # a missing extra is named before anything runs
+        return RayEngine(address, gpus_per_item=gpus_per_item, cpus_per_item=cpus_per_item,
+                         max_retries=max_retries, max_pending=max_pending)
+    from .local import LocalEngine
+
+    return LocalEngine(workers)
+
+
+def _bar(total: int) -> Any:
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="item", file=sys.stderr, dynamic_ncols=True,
+                bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} items [{elapsed}<{remaining}{postfix}]")
+
+
+def _counts_text(outcomes: list[Any]) -> str:
+    failed = sum(o.status == "failed" for o in outcomes)
+    skipped = sum(o.status == "skipped" for o in outcomes)
+    return ", ".join(t for t in (f"{skipped} skipped" if skipped else "", f"{failed} failed" if failed else "") if t)
+
+
+class _Stops:
+    """Ctrl-C (and SIGTERM): the first stops starting items, the second stops those under way."""
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+        self.count = 0
+        self._before: dict[int, Any] = {}
+
+    def __enter__(self) -> _Stops:
+        for number in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self._before[number] = signal.signal(number, self._handle)
+            except ValueError:  # not the main thread (a test runner's): no handlers
+                pass
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for number, handler in self._before.items():
+            signal.signal(number, handler)
+
+    def _handle(self, number: int, frame: object) -> None:
+        self.count += 1
+        if self.count == 1:
+            self.engine.stop()
+        else:
+            self.engine.cancel()
+
+
+if __name__ == "__main__":  # python -m style_transfer.batch.cli
+    main(prog_name="stylize-batch")

@@ -1,0 +1,159 @@
+"""The engine interface and the driver: skip what is done, run the rest on an engine, write each result.
+
+``run_batch(items, engine)`` is the library's batch: it yields each item's ``Outcome`` as it finishes.
+An engine (``local.LocalEngine``, ``ray.RayEngine``) only runs items and hands back the encoded
+output files; the driver alone writes them (atomically, each with its provenance record) and the
+report, so no engine needs a filesystem shared with the driver.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+import os
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from .. import provenance
+from ..errors import ImageError, OutputError, StyleTransferError
+from ..files import atomic_output
+from .items import Item, check_outputs
+from .report import Outcome, Report
+from .worker import Made
+
+# Settings that do not take part in the resume check: where and with how many threads an item ran.
+UNCHECKED_SETTINGS = ("device", "threads")
+COMPLETE = ("done", "converged", "plateau")  # RunResult.stopped of a finished output
+
+
+class Engine(abc.ABC):
+    """Runs items somewhere and yields ``(item, Made)`` as each finishes, in any order."""
+
+    @abc.abstractmethod
+    def run(self, items: Sequence[Item]) -> Iterator[tuple[Item, Made]]:
+        """Run ``items``; an item not yielded when the iterator ends was never started (``stop``)."""
+
+    @abc.abstractmethod
+    def stop(self) -> None:
+        """Start no more items; those under way finish and are yielded (the first Ctrl-C)."""
+
+    @abc.abstractmethod
+    def cancel(self) -> None:
+        """Also end the items under way; they come back ``interrupted`` (the second Ctrl-C)."""
+
+    def close(self) -> None:
+        """Release what the engine holds (processes, a cluster connection)."""
+
+
+def run_batch(items: Sequence[Item], engine: Engine, *, force: bool = False,
+              report: Report | None = None) -> Iterator[Outcome]:
+    """Run a batch: yield every item's ``Outcome`` as it ends, skipped items first.
+
+    An item whose output exists with a matching record (``is_done``) is skipped unless ``force``.
+    Each result is written atomically by this function; a failure is an outcome, never an exception.
+    Items the engine never started (it was stopped) end as ``not-run``.
+
+    Raises:
+        ValueError: two items write the same file (before anything runs).
+    """
+    check_outputs(items)
+    hashes = _Hashes()
+    todo: list[Item] = []
+    for item in items:
+        if not force and is_done(item, hashes):
+            yield _reported(Outcome(item, "skipped"), report)
+        else:
+            todo.append(item)
+    ended: set[int] = set()
+    by_id = {id(item): item for item in todo}
+    for item, made in engine.run(todo):
+        ended.add(id(item))
+        yield _reported(_write(by_id.get(id(item), item), made), report)
+    for item in todo:
+        if id(item) not in ended:
+            yield _reported(Outcome(item, "not-run"), report)
+
+
+def _reported(outcome: Outcome, report: Report | None) -> Outcome:
+    if report is not None:
+        report.add(outcome)
+    return outcome
+
+
+def _write(item: Item, made: Made) -> Outcome:
+    outcome = Outcome(item, made.status, made.seconds, made.evaluations, dict(made.losses), made.error, made.worker)
+    if made.status != "done":
+        return outcome
+    try:
+        if made.data is None:
+            raise OutputError("the worker sent no image")
+        folder = os.path.dirname(os.path.abspath(item.output))
+        os.makedirs(folder, exist_ok=True)
+        with atomic_output(item.output, OutputError) as handle:
+            handle.write(made.data)
+    except (OSError, StyleTransferError) as exc:
+        outcome.status, outcome.error = "failed", str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return outcome
+
+
+class _Hashes:
+    """SHA-256 of input files, once per file while its size and mtime stay the same."""
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[str, int, int], str] = {}
+
+    def __call__(self, path: str) -> str | None:
+        try:
+            info = os.stat(path)
+            key = (os.path.realpath(path), info.st_size, info.st_mtime_ns)
+            if key not in self._known:
+                self._known[key] = provenance.sha256_file(path)
+            return self._known[key]
+        except (OSError, StyleTransferError):
+            return None
+
+
+def expected_settings(config: Any) -> dict[str, Any]:
+    """The settings as a record of this config holds them (file paths as base names), minus the unchecked."""
+    values = provenance.settings_dict(config)
+    for name, words in (("init", ("content", "noise", "style")), ("weights", ("imagenet", "random"))):
+        if isinstance(values.get(name), str) and values[name] not in words:
+            values[name] = provenance.base_name(values[name])
+    values = json.loads(provenance.record_text(values))
+    for name in UNCHECKED_SETTINGS:
+        values.pop(name, None)
+    return values
+
+
+def is_done(item: Item, hashes: Any = None) -> bool:
+    """Whether ``item.output`` holds a finished result of this item: a record with the same settings
+    (device and threads aside), the same input hashes and weights, and a run that ended normally."""
+    hashes = hashes or _Hashes()
+    if not os.path.isfile(item.output):
+        return False
+    try:
+        record = provenance.read_record(item.output)
+    except ImageError:
+        return False
+    if not record or record.get("stopped") not in COMPLETE:
+        return False
+    theirs = dict(record.get("settings") or {})
+    for name in UNCHECKED_SETTINGS:
+        theirs.pop(name, None)
+    if theirs != expected_settings(item.config):
+        return False
+    inputs = record.get("inputs") or {}
+    if (inputs.get("content") or {}).get("sha256") != hashes(item.content) or hashes(item.content) is None:
+        return False
+    if [s.get("sha256") for s in inputs.get("styles") or []] != [hashes(s) for s in item.styles]:
+        return False
+    init = item.config.init
+    if init not in ("content", "noise", "style") and (inputs.get("init") or {}).get("sha256") != hashes(init):
+        return False
+    try:
+        return record.get("weights") == provenance.weights_entry(item.config.weights)
+    except StyleTransferError:
+        return False
+
+
+__all__ = ["Engine", "expected_settings", "is_done", "run_batch"]

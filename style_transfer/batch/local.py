@@ -1,0 +1,131 @@
+"""The local engine: items run in this process (one worker), or in one process per GPU (``workers``)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from typing import Any
+
+from .engine import Engine
+from .items import Item
+from .worker import Made, Worker
+
+
+class LocalEngine(Engine):
+    """Runs items on this machine.
+
+    Args:
+        workers: 1 runs every item in this process, one after another (one network, targets once).
+            More starts that many worker processes, each with its own network and target cache,
+            each on its own device of ``devices``.
+        devices: one device per worker process (default: ``cuda:0`` .. ``cuda:N-1`` when the machine has
+            that many GPUs, else each item's own setting); used for items whose device is ``auto``.
+    """
+
+    def __init__(self, workers: int = 1, devices: Sequence[str] | None = None) -> None:
+        if not isinstance(workers, int) or workers < 1:
+            raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
+        if devices is not None and len(devices) != workers:
+            raise ValueError(f"{len(devices)} device(s) for {workers} worker(s)")
+        self.workers = workers
+        self.devices = list(devices) if devices is not None else None
+        self.worker = Worker(self.devices[0] if self.devices and workers == 1 else None)
+        self._stopped = threading.Event()
+        self._cancelled = False
+        self._pool: ProcessPoolExecutor | None = None
+
+    def run(self, items: Sequence[Item]) -> Iterator[tuple[Item, Made]]:
+        if self.workers == 1:
+            for item in items:
+                if self._stopped.is_set():
+                    return
+                yield item, self.worker.make(item)
+        else:
+            yield from self._run_processes(items)
+
+    def _run_processes(self, items: Sequence[Item]) -> Iterator[tuple[Item, Made]]:
+        import multiprocessing
+
+        context = multiprocessing.get_context("spawn")  # no fork of a process that holds torch's threads
+        devices = self.devices or _default_devices(self.workers)
+        queue = context.Queue()
+        for device in devices:
+            queue.put(device)
+        threads = max(1, (os.cpu_count() or 1) // self.workers)
+        self._pool = ProcessPoolExecutor(self.workers, mp_context=context, initializer=_start_process,
+                                         initargs=(queue, threads))
+        pending: dict[Future, Item] = {}
+        waiting = list(items)
+        try:
+            while waiting or pending:
+                while waiting and len(pending) < self.workers and not self._stopped.is_set():
+                    item = waiting.pop(0)
+                    pending[self._pool.submit(_make, item)] = item
+                if not pending:
+                    return
+                done, _ = wait(list(pending), timeout=1.0, return_when=FIRST_COMPLETED)
+                for future in done:
+                    item = pending.pop(future)
+                    try:
+                        made = future.result()
+                    except Exception as exc:  # the process died (killed, out of memory)
+                        made = Made("interrupted" if self._cancelled else "failed",
+                                    error=f"worker process failed: {type(exc).__name__}: {exc}")
+                    yield item, made
+                if self._cancelled:
+                    for item in pending.values():
+                        yield item, Made("interrupted")
+                    return
+        finally:
+            self._shutdown()
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    def cancel(self) -> None:
+        self._stopped.set()
+        self._cancelled = True
+        self.worker.cancel()
+        if self._pool is not None:
+            for process in list(getattr(self._pool, "_processes", {}).values()):
+                process.terminate()  # our own worker processes, by their handles
+
+    def close(self) -> None:
+        self._shutdown()
+
+    def _shutdown(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=not self._cancelled, cancel_futures=True)
+            self._pool = None
+
+
+def _default_devices(count: int) -> list[Any]:
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.device_count() >= count:
+        return [f"cuda:{i}" for i in range(count)]
+    return [None] * count
+
+
+_WORKER: Worker | None = None
+
+
+def _start_process(queue: Any, threads: int) -> None:
+    """A worker process: Ctrl-C is the parent's to handle (items under way finish), then its device."""
+    global _WORKER
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    import torch
+
+    torch.set_num_threads(threads)
+    _WORKER = Worker(queue.get())
+
+
+def _make(item: Item) -> Made:
+    assert _WORKER is not None  # set by _start_process
+    return _WORKER.make(item)
+
+
+__all__ = ["LocalEngine"]

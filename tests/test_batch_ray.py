@@ -1,0 +1,136 @@
+"""The Ray engine against a real Ray cluster on this machine: a head and a second node, a worker killed mid-batch.
+
+Ray does not stay on 127.0.0.1 by itself (it advertises and dials the machine's address), so the test
+re-executes this file inside namespaces of its own: a network namespace with only loopback up (no
+traffic leaves it) and a PID namespace (``ray stop`` there sees only this cluster's processes, and
+everything in it dies with it whatever happens). Skipped, with the reason, where ray is not installed
+or ``unshare`` is not permitted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NAMESPACES = ["unshare", "--net", "--pid", "--fork", "--mount-proc"]
+PORT = 6390
+TIMEOUT_S = 240  # the whole cluster test; measured about 60 s on 2 free cores
+
+
+def _namespace_problem() -> str | None:
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        return "needs unshare and ip (util-linux, iproute2) to run the cluster in a loopback-only namespace"
+    probe = subprocess.run([*NAMESPACES, "bash", "-c", "ip link set lo up"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        first = (probe.stderr.strip().splitlines() or ["no message"])[0]
+        return f"unshare of a network and PID namespace is not permitted here ({first})"
+    return None
+
+
+def test_ray_engine_on_a_local_cluster_survives_a_killed_worker(tmp_path: Path) -> None:
+    pytest.importorskip("ray", reason="needs the ray extra: pip install 'style_transfer[ray]'")
+    problem = _namespace_problem()
+    if problem:
+        pytest.skip(problem)
+    command = f"ip link set lo up && exec {sys.executable} {__file__} {tmp_path}"
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    done = subprocess.run([*NAMESPACES, "bash", "-c", command], capture_output=True, text=True, env=env,
+                          timeout=TIMEOUT_S, stdin=subprocess.DEVNULL, cwd=ROOT)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    outputs = found["outputs"]
+    # every item made, each reported and written exactly once, by the driver
+    assert found["statuses"] == ["done"] * 4, found
+    assert sorted(found["reported"]) == sorted(outputs) and len(set(outputs)) == 4
+    assert sorted(p for p in os.listdir(tmp_path / "out")) == sorted(os.path.basename(p) for p in outputs)
+    # the killed task ran again and its item still came through
+    assert found["killed"] is not None
+    assert found["attempts"][found["killed_item"]] >= 2, found
+    # both nodes worked, and the results carry the driver's input names and hashes: a rerun skips them all
+    assert len(found["nodes"]) == 2, found
+    assert found["record_names"] == ["cat.png", "ihc.png"]
+    assert found["skipped_on_rerun"] == 4
+
+
+def _inside(folder: Path) -> None:
+    """In the namespaces: start a head and a node, run the batch, kill the first task's worker process."""
+    from style_transfer.batch import cross_items, is_done, run_batch
+    from style_transfer.batch.ray import RayEngine
+    from style_transfer.config import StyleConfig
+    from style_transfer.provenance import read_record
+
+    from tests.conftest import small_image
+
+    signal.alarm(TIMEOUT_S - 20)  # never hang: SIGALRM ends this process, and the namespace with it
+    inputs = folder / "in"
+    inputs.mkdir()
+    names = ["cat", "coffee", "brick", "hubble"]
+    for name, source in zip(names, ["chelsea.png", "coffee.png", "brick.png", "hubble_deep_field.jpg"]):
+        small_image(source, (32, 24)).save(inputs / f"{name}.png")
+    small_image("ihc.png", (32, 32)).save(inputs / "ihc.png")
+    pids = folder / "pids"
+    pids.mkdir()
+    short = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))  # Ray's socket paths must stay short
+    ray = str(Path(sys.executable).parent / "ray")
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0",
+           "RAY_TMPDIR": str(short / "h")}
+    common = ["--num-cpus=1", "--num-gpus=0", "--object-store-memory=300000000", "--disable-usage-stats"]
+    try:
+        subprocess.run([ray, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={PORT}",
+                        "--include-dashboard=false", f"--temp-dir={short / 'h'}", *common],
+                       env=env, check=True, timeout=90, stdin=subprocess.DEVNULL, capture_output=True)
+        subprocess.run([ray, "start", f"--address=127.0.0.1:{PORT}", "--node-ip-address=127.0.0.1",
+                        '--resources={"victim": 1}', "--dashboard-agent-listen-port=52366",
+                        f"--temp-dir={short / 'n'}", *common],
+                       env={**env, "RAY_TMPDIR": str(short / "n")}, check=True, timeout=90,
+                       stdin=subprocess.DEVNULL, capture_output=True)
+        os.environ.update(RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0")
+        config = StyleConfig(size=32, steps=5, weights="random")
+        items = cross_items([str(inputs / f"{n}.png") for n in names], [str(inputs / "ihc.png")],
+                            str(folder / "out"), config)
+        engine = RayEngine(f"127.0.0.1:{PORT}", max_retries=2, max_pending=4, pid_dir=str(pids))
+        killed: dict[str, object] = {"pid": None, "item": None}
+
+        def kill_first() -> None:  # the first task to start is still importing torch: kill its process
+            while not any(pids.iterdir()):
+                time.sleep(0.05)
+            first = sorted(pids.iterdir(), key=lambda p: p.stat().st_mtime_ns)[0].name
+            pid, item = first.split("-", 1)
+            os.kill(int(pid), signal.SIGKILL)
+            killed.update(pid=int(pid), item=item)
+
+        killer = threading.Thread(target=kill_first, daemon=True)
+        killer.start()
+        outcomes = list(run_batch(items, engine))
+        killer.join(timeout=5)
+        attempts: dict[str, int] = {}
+        for path in pids.iterdir():
+            item = path.name.split("-", 1)[1]
+            attempts[item] = attempts.get(item, 0) + 1
+        record = read_record(items[0].output) or {}
+        names_recorded = [record["inputs"]["content"]["name"]] + [s["name"] for s in record["inputs"]["styles"]]
+        print(json.dumps({
+            "statuses": [o.status for o in outcomes], "outputs": [o.item.output for o in outcomes],
+            "reported": [i.output for i in items], "errors": [o.error for o in outcomes],
+            "killed": killed["pid"], "killed_item": killed["item"], "attempts": attempts,
+            "nodes": sorted({o.worker.split(" node ")[-1] for o in outcomes}),
+            "record_names": names_recorded, "skipped_on_rerun": sum(is_done(i) for i in items)}))
+        engine.close()
+    finally:
+        subprocess.run([ray, "stop", "--force"], env=env, timeout=60, stdin=subprocess.DEVNULL, capture_output=True)
+        shutil.rmtree(short, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    _inside(Path(sys.argv[1]))
