@@ -22,7 +22,28 @@ from .items import OUTPUT_EXTENSIONS, check_outputs, cross_items, expand_content
 EXIT_FAILED, EXIT_INTERRUPTED = 1, 130
 
 
-@click.command(cls=OneLineCommand, context_settings={"help_option_names": ["-h", "--help"]})
+SECTIONS = {**{name: "Batch" for name in ("styles", "output_dir", "manifest", "ext", "force", "report_path")},
+            **{name: "Engine" for name in ("engine", "workers", "address", "gpus_per_item", "cpus_per_item",
+                                           "max_retries", "max_pending")}}
+SHORT = {
+    "styles": "A style image; repeat for several (every content in every style).",
+    "output_dir": "Folder for the results: {content}__{style}.{ext}.",
+    "manifest": "CSV or JSONL of items: content, style, output, any option per row.",
+    "ext": "Format of the results (each holds its provenance record).",
+    "force": "Make every item again, even those already done with a matching record.",
+    "engine": "local (this machine) or ray (tasks on a Ray cluster).",
+    "workers": "local: worker processes (one per GPU on a multi-GPU machine).",
+    "address": "ray: the cluster, auto or HOST:PORT.",
+    "gpus_per_item": "ray: GPUs per task (default: 1 where the cluster has GPUs).",
+    "max_retries": "ray: runs of an item again after its worker or node died.",
+    "max_pending": "ray: tasks in flight at most (default: twice the cluster's slots).",
+    "report_path": "The JSON Lines report (default: batch.jsonl in -o DIR).",
+    "quiet": "No progress bar or summary counts (failures are still named).",
+    "debug": "On an unexpected error, print the traceback too.",
+}
+
+
+@click.command(cls=OneLineCommand, sections=SECTIONS, short_help_of=SHORT)
 @click.argument("contents", nargs=-1, metavar="CONTENTS...", type=click.Path(path_type=str))
 @click.option("--style", "styles", multiple=True, type=click.Path(path_type=str),
               help="A style image (repeat for several: every content is made in every style). Manifest rows "
