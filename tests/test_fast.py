@@ -249,7 +249,7 @@ def test_each_fast_option_lowers_the_loss(cnn, content_32, style_32, speed: Spee
 
 
 def test_fast_reaches_the_defaults_quality(cnn) -> None:
-    """README: --fast reaches the default's quality. Smoke-sized: 64 px, ``steps=39`` (the default runs
+    """docs/speed.md: --fast reaches the default's quality. Smoke-sized: 64 px, ``steps=39`` (the default runs
     two LBFGS steps, 40 evaluations; --fast whatever it resolves to), both images judged by the default
     path's fp32 loss at 64 px."""
     content, style = load_image(IMAGES / "chelsea.png", 64), load_image(IMAGES / "ihc.png", 64)
@@ -265,7 +265,7 @@ def test_fast_reaches_the_defaults_quality(cnn) -> None:
     controls = [loss(one_step_up(content), StyleConfig(**base)), loss(content, StyleConfig(channels_last=True, **base))]
     spread = max(abs(c / default - 1) for c in controls)
     assert default < 0.05 * tutorial_loss(cnn, content, style, content)  # the default run got somewhere
-    # README's target is 5 % (the median of 5 networks' best images at 512 px); one network's final
+    # The target is 5 % (the median of 5 networks' best images at 512 px); one network's final
     # image at 64 px gets 10 %, plus 3x the controls' spread. Measured fast / default: 0.97 to 1.05
     # from 4 starts (AVX-512 with bf16, AVX2 without), 1.01 to 1.07 with 3 coarse-to-fine sizes.
     assert fast <= default * (1.10 + 3 * spread)
@@ -328,7 +328,7 @@ class TestConfig:
     @pytest.mark.parametrize("native_bf16, precision", [(True, "bf16"), (False, "fp32")])
     def test_fast_resolves_to_the_fast_set(self, monkeypatch: pytest.MonkeyPatch, native_bf16: bool,
                                            precision: str) -> None:
-        """README, Speed: --fast is bf16 where the device has it (else fp32), channels_last, the fused
+        """docs/speed.md: --fast is bf16 where the device has it (else fp32), channels_last, the fused
         Gram and 20 LBFGS pairs."""
         monkeypatch.setattr("style_transfer.fast.bf16_supported", lambda device: native_bf16)
         speed = speed_from_config(StyleConfig(fast=True), CPU)

@@ -83,7 +83,7 @@ RED, GREEN, BLUE = (255, 0, 0), (0, 255, 0), (0, 0, 255)
     ("BMP", ".bmp", {}),
 ])
 def test_webp_and_bmp_inputs(tmp_path: Path, fmt: str, ext: str, options: dict) -> None:
-    """README, Formats: WebP and BMP are read (lossless here, so every pixel comes back exactly)."""
+    """docs/inputs-and-errors.md, Formats: WebP and BMP are read (lossless here, so every pixel comes back exactly)."""
     if fmt == "WEBP":
         needs_webp()
     pixels = torch.arange(3 * 16 * 24, dtype=torch.uint8).reshape(3, 16, 24) * 7  # distinct values, wrapping
@@ -100,7 +100,7 @@ def test_webp_and_bmp_inputs(tmp_path: Path, fmt: str, ext: str, options: dict) 
     ("TIFF", ".tiff", {}),  # multi-page TIFF
 ])
 def test_animated_and_multi_page_files_give_frame_zero(tmp_path: Path, fmt: str, ext: str, options: dict) -> None:
-    """README, Frame 0: three frames of distinct colours; the first one's colour comes back."""
+    """docs/inputs-and-errors.md, Frame 0: three frames of distinct colours; the first one's colour comes back."""
     if fmt == "WEBP":
         needs_webp()
     frames = [Image.new("RGB", (24, 16), color) for color in (RED, GREEN, BLUE)]
