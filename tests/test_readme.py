@@ -74,3 +74,45 @@ def test_cli_example_parses(example: str) -> None:
     result = CliRunner().invoke(main, ["--print-config", *args])
     assert result.exit_code == 0, result.output
     assert "style_weight: " in result.stdout
+
+
+def other_command_examples() -> list[tuple[str, str]]:
+    """Every ``stylize-NAME ...`` command line in the README's and docs/ pages' shell blocks and inline code."""
+    text = "\n".join(page.read_text() for page in PAGES if page.name != "options.md")
+    blocks = re.findall(r"```[a-z]*\n(.*?)```", text, re.S)
+    lines = [line for block in blocks for line in block.splitlines()]
+    lines += re.findall(r"`([^`\n]+)`", re.sub(r"```.*?```", "", text, flags=re.S))
+    found = []
+    for line in lines:
+        for command in line.split("&&"):
+            command = re.split(r"\s#", command)[0].strip()
+            match = re.match(r"(stylize-[a-z-]+)(\s|$)", command)
+            if not match or "[" in command:
+                continue  # not a command, or a usage line with [OPTIONS]
+            words = shlex.split(command)
+            if len(words) == 1 and words[0] != "stylize-serve" or any(w.isalpha() and w.isupper() for w in words):
+                continue  # a command named in the text, or a form with placeholders (CONTENT STYLE, --size N)
+            found.append((match.group(1), command))
+    return found
+
+
+def test_the_pages_show_every_command() -> None:
+    names = {name for name, _ in other_command_examples()}
+    assert {"stylize-serve", "stylize-batch", "stylize-video", "stylize-info"} <= names, names
+
+
+@pytest.mark.parametrize("name, example", other_command_examples())
+def test_other_command_examples_parse(name: str, example: str) -> None:
+    """Each example is accepted by its command's own parser (options, values and arguments), as written."""
+    import configparser
+    import importlib
+
+    parser = configparser.ConfigParser()
+    parser.read(ROOT / "setup.cfg")
+    scripts = dict(line.split("=", 1) for line in
+                   parser["options.entry_points"]["console_scripts"].strip().splitlines())
+    scripts = {key.strip(): value.strip() for key, value in scripts.items()}
+    assert name in scripts, f"{name} is not a command setup.cfg installs"
+    module, function = scripts[name].split(":")
+    command = getattr(importlib.import_module(module), function)
+    command.make_context(name, shlex.split(example)[1:], resilient_parsing=False)
