@@ -11,19 +11,25 @@ Per size it times, alternating in one process so both see the same machine load:
   run on them (the tutorial's loop: what ``stylize()`` did before the run API);
 * ``run``: ``run.Run(...).execute()`` with no options (what ``stylize()`` and the command run now: events,
   the provenance record of the result, its input hashes included);
-* ``run+previews``: the same with a preview every 10 evaluations (what the web app will ask for).
+* ``run+previews``: the same with a preview every 10 evaluations;
+* ``run+served``: a preview every 5 evaluations (``stylize-serve``'s default), each one encoded as PNG on
+  another thread while the run goes on, as the web app does when the page fetches every preview.
 
 All load the same network (random weights, seed 0, saved once to a file) and run the same evaluations. It prints the
-median seconds of each and their ratios to ``loop``; issue 13's target: ``run`` at most 1.02x.
+median seconds of each and their ratios to ``loop``; issue 13's target: ``run`` at most 1.02x; issue 14's:
+``run+served`` at most 1.05x.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
+import queue
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -44,6 +50,24 @@ from style_transfer.transfer import run_style_transfer  # noqa: E402
 
 CONTENT = ROOT / "images" / "chelsea.png"
 STYLE = ROOT / "images" / "ihc.png"
+
+
+def served(config: StyleConfig) -> None:
+    """A run with a preview every 5 evaluations, each encoded as PNG on a second thread (the web app's work)."""
+    previews: queue.Queue = queue.Queue()
+
+    def encode() -> None:
+        while (image := previews.get()) is not None:
+            image.save(io.BytesIO(), format="PNG")
+
+    encoder = threading.Thread(target=encode)
+    encoder.start()
+    try:
+        Run(CONTENT, STYLE, config, RunOptions(preview_every=5)).execute(
+            lambda event: previews.put(event.preview) if event.preview is not None else None)
+    finally:
+        previews.put(None)
+        encoder.join()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
                 run_style_transfer(network, IMAGENET_MEAN, IMAGENET_STD, content, style, content.clone(), args.steps)
 
             paths = {"loop": loop, "run": lambda: Run(CONTENT, STYLE, config).execute(),
-                     "run+previews": lambda: Run(CONTENT, STYLE, config, RunOptions(preview_every=10)).execute()}
+                     "run+previews": lambda: Run(CONTENT, STYLE, config, RunOptions(preview_every=10)).execute(),
+                     "run+served": lambda: served(config)}
             times: dict[str, list[float]] = {name: [] for name in paths}
             for _ in range(args.rounds):
                 for name, path in paths.items():
