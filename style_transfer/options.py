@@ -98,7 +98,7 @@ _SECTION = {name: section for section, names in SECTION_OF.items() for name in n
 
 class OneLineCommand(click.Command):
     """A click command whose own usage errors print one line (no usage dump), and whose --help lists its
-    options under SECTIONS with one line each (``long_help=True`` in the context's meta: the full text).
+    options under SECTIONS with one line each (``ctx.meta[LONG_HELP] = True``: each option's full text).
 
     A command's own options go under its ``sections`` (name -> heading; first, before SECTIONS) and
     ``short_help_of`` (name -> one line) keyword arguments.
