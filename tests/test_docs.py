@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 
 import click
@@ -57,3 +58,28 @@ def test_help_groups_options_one_line_each(name: str, target: str) -> None:
     if name == "stylize":  # the long form is in the page, not in --help
         assert "Basics" in headings and "Speed" in headings
         assert "downloaded once to the torch hub cache" not in result.output
+
+
+def _anchors(page: Path) -> set[str]:
+    """GitHub's anchors of a page's headings: lower case, punctuation dropped, spaces to hyphens."""
+    headings = re.findall(r"^#+ (.+)$", re.sub(r"```.*?```", "", page.read_text(), flags=re.S), re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+def test_every_relative_link_resolves() -> None:
+    """Each link of the README and docs/ to a file of the project names a file that exists, and an anchor
+    names a heading of that page."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    checked = 0
+    for page in pages:
+        text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+        for target in re.findall(r"\]\(([^)\s]+)\)", text) + re.findall(r'src="([^"]+)"', text):
+            if re.match(r"[a-z]+:", target):
+                continue  # another site
+            path, _, anchor = target.partition("#")
+            file = (page.parent / path).resolve() if path else page
+            assert file.exists(), f"{page.name}: {target}"
+            if anchor and file.suffix == ".md":
+                assert anchor in _anchors(file), f"{page.name}: {target}"
+            checked += 1
+    assert checked > 30
