@@ -10,7 +10,6 @@ from click.testing import CliRunner
 from PIL import Image
 
 from style_transfer import StyleConfig, get_input_optimizer, get_style_model_and_losses, run_style_transfer, stylize
-from style_transfer import transfer
 from style_transfer import run as run_module
 from style_transfer.cli import main
 from style_transfer.images import load_image, tensor_to_pil

@@ -12,7 +12,7 @@ import torch
 from click.testing import CliRunner
 
 from style_transfer import StyleConfig, run_style_transfer, stylize
-from style_transfer import fast
+from style_transfer import fast as fast_module
 from style_transfer.cli import main
 from style_transfer.fast import (
     BF16_EXACT_START,
@@ -364,8 +364,8 @@ def test_native_bf16_asks_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     (oneDNN alone says yes on any AVX-512 CPU). oneDNN is made to say yes here, so only the rule is tested."""
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {flags}\n\nprocessor\t: 1\nflags\t\t: fpu\n")
-    read_flags = fast._cpu_flags
-    monkeypatch.setattr(fast, "_cpu_flags", lambda: read_flags(str(cpuinfo)))
+    read_flags = fast_module._cpu_flags
+    monkeypatch.setattr(fast_module, "_cpu_flags", lambda: read_flags(str(cpuinfo)))
     monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: True, raising=False)
     monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: True)
     if cap is None:
