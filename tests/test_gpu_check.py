@@ -141,10 +141,19 @@ def test_machine_block_names_the_machine_without_its_hostname(gpu_check: ModuleT
     assert line.startswith("[here] ") and torch.__version__ in line and machine["cpu_capability"] in line
 
 
-def test_the_committed_amx_figures_say_which_machine(gpu_check: ModuleType) -> None:
+def test_the_committed_figures_say_which_machine(gpu_check: ModuleType) -> None:
+    """Each committed benchmark JSON names its machine in its first Markdown line: the old AMX file with
+    what was not recorded said as unknown, today's AMX and (emulated) AVX2 files with torch's capability."""
     benchmark = load("benchmark")
-    report = json.loads((ROOT / "benchmarks" / "measured-cpu-amx.json").read_text())
-    assert report["machine"]["label"] == "amx" and report["machine"]["cpu_flags"]["amx_bf16"] is True
-    first = benchmark.markdown(report).splitlines()[0]
+    old = json.loads((ROOT / "benchmarks" / "measured-cpu-amx-2026-11-30.json").read_text())
+    assert old["machine"]["label"] == "amx" and old["machine"]["cpu_flags"]["amx_bf16"] is True
+    first = benchmark.markdown(old).splitlines()[0]
     assert first.startswith("Measured on: [amx] 2-core Sapphire Rapids VM")
     assert "torch capability unknown" in first  # not recorded when it ran: said, not guessed
+    for label, capability, bf16 in (("amx", "AVX512", "native bf16 yes"), ("avx2", "AVX2", "native bf16 no")):
+        report = json.loads((ROOT / "benchmarks" / f"measured-cpu-{label}.json").read_text())
+        first = benchmark.markdown(report).splitlines()[0]
+        assert first.startswith(f"Measured on: [{label}] ") and f"torch capability {capability}" in first, first
+        assert bf16 in first, first
+    assert "ONEDNN_MAX_CPU_ISA=AVX2" in benchmark.markdown(
+        json.loads((ROOT / "benchmarks" / "measured-cpu-avx2.json").read_text())).splitlines()[0]  # emulated
