@@ -66,7 +66,6 @@ import torch  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 from style_transfer.config import FAST_SCALES, StyleConfig  # noqa: E402
-from style_transfer.run import final_size_speed  # noqa: E402
 from style_transfer.fast import (  # noqa: E402
     FAST_SCALE_SHARES,
     Speed,
@@ -175,9 +174,7 @@ class Inputs:
 
 
 def path_speed(name: str, device: torch.device) -> Speed:
-    """A path's speed settings at the size measured; for "fast" those of its final size (float32 there)."""
-    config = StyleConfig(**PATHS[name])
-    return final_size_speed(config, speed_from_config(config, device))
+    return speed_from_config(StyleConfig(**PATHS[name]), device)
 
 
 def build(cnn: torch.nn.Sequential, inputs: Inputs, speed: Speed) -> tuple[Any, list, list]:

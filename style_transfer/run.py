@@ -27,7 +27,7 @@ from PIL import Image
 from . import colors, provenance, tiling
 from .config import RunOptions, StyleConfig
 from .errors import CheckpointError, Interrupted, NonFiniteLoss
-from .fast import FAST_SCALE_SHARES, Speed, scale_budgets, scale_sizes, speed_from_config
+from .fast import FAST_SCALE_SHARES, scale_budgets, scale_sizes, speed_from_config
 from .files import atomic_output, shown
 from .guards import RunStats, out_of_memory
 from .images import ImageSource, load_image, tensor_to_pil
@@ -186,7 +186,6 @@ class Run:
                     targets = self.style_targets[key] = {}  # filled in by the model's first build
             last_scale = scale == len(sizes) - 1
             tiled = tiling.needs_tiles(*image.shape[-2:], tiles[scale])
-            scale_speed = final_size_speed(config, speed) if last_scale and len(sizes) > 1 else speed
 
             def report(info: StepInfo, scale: int = scale, inputs: _Inputs = inputs, last_scale: bool = last_scale) -> None:
                 nonlocal done
@@ -212,8 +211,7 @@ class Run:
                     style_layers=config.style_layers, progress=report, style_layer_weights=config.style_layer_weights,
                     style_blend=config.style_blend, loss_form=config.loss_form, pooling=config.pooling,
                     tv_weight=config.tv_weight, optimizer_name=config.optimizer, lr=config.lr, stats=stats,
-                    backward=config.backward, speed=tiling.tiled_speed(scale_speed) if tiled else scale_speed,
-                    resume=resume,
+                    backward=config.backward, speed=tiling.tiled_speed(speed) if tiled else speed, resume=resume,
                     image_losses=self.image_losses,
                     on_step_end=lambda optimizer, img, n, scale=scale: keeper.step_end(
                         scale, img, optimizer, n, done, clock), tile=tiles[scale], style_targets=targets)
@@ -309,15 +307,6 @@ class _Saved:
     image: torch.Tensor
     optimizer: dict
     plateau: list[float] = field(default_factory=list)  # _Plateau's running minimum, oldest first
-
-
-def final_size_speed(config: StyleConfig, speed: Speed) -> Speed:
-    """The speed settings of a coarse-to-fine run's final size: ``--fast``'s bf16 (taken where the device has
-    it, not asked for with ``precision="bf16"``) gives way to float32 there. bf16 lays out the coarse sizes
-    cheaply; at the final size its rounding cost quality (docs/speed.md, AMX: best loss 1.10x the default's)."""
-    if config.fast and config.precision == "fp32" and speed.precision == "bf16":
-        return dataclasses.replace(speed, precision="fp32")
-    return speed
 
 
 def style_targets_key(config: StyleConfig, content: ImageSource, styles: Sequence[ImageSource],

@@ -479,23 +479,3 @@ def test_fast_path_with_other_settings(cnn, content_32, style_32, extra) -> None
     assert image.size == (32, 21) and len(infos) == 20
     # Measured 0.23 (paper preset) and 0.0064 of the first loss, alike on AVX-512, AVX2 and scalar kernels.
     assert infos[-1].loss < 0.5 * infos[0].loss
-
-
-@pytest.mark.parametrize("precision, final", [("fp32", "fp32"), ("bf16", "bf16")])
-def test_fast_runs_its_final_size_in_fp32(monkeypatch: pytest.MonkeyPatch, content_32, style_32, precision: str,
-                                           final: str) -> None:
-    """--fast takes bf16 at its coarse sizes where the device has it, and float32 at the final size (where
-    bf16's rounding cost quality: docs/speed.md); an explicit precision="bf16" stays bf16 everywhere."""
-    from style_transfer import run as run_module
-
-    monkeypatch.setattr("style_transfer.run.speed_from_config", lambda config, device: Speed("bf16", True, True, 20))
-    seen = []
-
-    def recording(*args, speed=None, **kwargs):
-        seen.append(speed.precision)
-        return args[5].clamp(0, 1)  # the start image back: only the settings of each size are under test
-
-    monkeypatch.setattr(run_module, "run_style_transfer", recording)
-    run_module.Run(content_32, style_32, StyleConfig(size=64, steps=30, weights="random", device="cpu", fast=True,
-                                                     precision=precision)).execute()
-    assert seen == ["bf16", "bf16", final]
