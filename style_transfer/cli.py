@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
-import traceback
 from typing import Any, NoReturn
 
 import click
@@ -15,7 +13,8 @@ from .config import RunOptions, StyleConfig
 from .errors import Interrupted, RunStopped, StyleTransferError
 from .files import check_writable, shown
 from .images import INPUT_FORMATS_TEXT, MAX_PIXELS, MIN_INPUT_SIDE, check_output, open_image, save_image
-from .options import RECORDED_FIELDS, OneLineCommand, UsageFault, config_from_options, settings_options
+from .options import (RECORDED_FIELDS, OneLineCommand, UsageFault, config_from_options, one_line_error,
+                      settings_options, show_traceback, unexpected_error)
 from .provenance import check_replay_inputs, replay_config
 
 
@@ -131,23 +130,16 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
     except RunStopped as exc:  # a second Ctrl-C, or a NaN loss: keep the last good image
         watch.close()
         _keep_partial(exc, output, debug, watch.record(run, exc))
-    except StyleTransferError as exc:
+    except (StyleTransferError, ValueError) as exc:  # ValueError: a setting only the model can check
         watch.close()
-        _traceback(debug)
-        raise click.ClickException(str(exc)) from None
-    except ValueError as exc:  # a setting only the model can check (a layer name, a device)
-        watch.close()
-        _traceback(debug)
-        raise UsageFault(str(exc)) from None
+        one_line_error(exc, debug)
     except KeyboardInterrupt:  # before the first step (loading) or while writing the result
         watch.close()
         click.echo(f"interrupted before the result was written; {shown(output)} left as it was", err=True)
         raise SystemExit(130) from None
     except Exception as exc:  # a bug: still one line, the traceback only with --debug
         watch.close()
-        _traceback(debug)
-        raise click.ClickException(f"unexpected {type(exc).__name__}: {exc} (rerun with --debug for the "
-                                   f"traceback)") from None
+        unexpected_error(exc, debug)
     if result.stopped in EXIT_CODES:  # Ctrl-C, SIGTERM: the image so far was saved
         click.echo(f"interrupted at step {result.evaluations}, saved {shown(output)}", err=True)
         raise SystemExit(EXIT_CODES[result.stopped])
@@ -173,18 +165,13 @@ def _check_inputs(paths: list[str], debug: bool) -> None:
         try:
             open_image(path).close()
         except StyleTransferError as exc:
-            _traceback(debug)
+            show_traceback(debug)
             raise click.ClickException(str(exc)) from None
-
-
-def _traceback(debug: bool) -> None:
-    if debug:
-        traceback.print_exc(file=sys.stderr)
 
 
 def _keep_partial(exc: RunStopped, output: str, debug: bool, record: dict[str, Any] | None) -> NoReturn:
     """Save the image a stopped run carries (atomically, with ``record``), say so in one line, exit 130 or 1."""
-    _traceback(debug)
+    show_traceback(debug)
     if exc.image is None:
         message = f"{exc}; nothing written"
     else:

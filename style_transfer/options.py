@@ -8,12 +8,15 @@ these definitions, so an option means the same everywhere and each default is wr
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable, TypeVar
+import sys
+import traceback
+from typing import Any, Callable, NoReturn, TypeVar
 
 import click
 
 from .config import (BACKWARDS, CPU_DEFAULT_SIZE, GPU_DEFAULT_SIZE, INITS, LOSS_FORMS, OPTIMIZERS, PRECISIONS,
                      PRESERVE_COLORS, StyleConfig)
+from .errors import StyleTransferError
 from .layers import POOLINGS
 from .presets import PRESET_NAMES, PRESETS
 
@@ -26,6 +29,28 @@ class UsageFault(click.ClickException):
     """A bad option or argument: one line on stderr, exit 2."""
 
     exit_code = 2
+
+
+def show_traceback(debug: bool) -> None:
+    """With ``--debug``, the traceback of the exception being handled, before its one-line message."""
+    if debug:
+        traceback.print_exc(file=sys.stderr)
+
+
+def one_line_error(exc: Exception, debug: bool) -> NoReturn:
+    """End the command with ``exc`` in one line: a failure of the work (``StyleTransferError``) exits 1, a
+    setting only the work could check (a plain ``ValueError``: a layer name, a device) exits 2."""
+    show_traceback(debug)
+    if isinstance(exc, ValueError) and not isinstance(exc, StyleTransferError):
+        raise UsageFault(str(exc)) from None
+    raise click.ClickException(str(exc)) from None
+
+
+def unexpected_error(exc: Exception, debug: bool) -> NoReturn:
+    """A bug: still one line (exit 1), the traceback only with ``--debug``."""
+    show_traceback(debug)
+    raise click.ClickException(f"unexpected {type(exc).__name__}: {exc} (rerun with --debug for the "
+                               f"traceback)") from None
 
 
 # --help groups each command's options under these headings, with one line each; the long form of every

@@ -9,14 +9,13 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import traceback
 from typing import Any
 
 import click
 
 from .. import __version__
 from ..files import check_writable, shown
-from ..options import OneLineCommand, UsageFault, config_from_options, settings_options
+from ..options import OneLineCommand, UsageFault, config_from_options, settings_options, unexpected_error
 from .items import OUTPUT_EXTENSIONS, check_outputs, cross_items, expand_contents, read_manifest
 
 EXIT_FAILED, EXIT_INTERRUPTED = 1, 130
@@ -153,10 +152,7 @@ def main(contents: tuple[str, ...], styles: tuple[str, ...], output_dir: str | N
     except StyleTransferError as exc:  # the cluster could not be reached
         raise click.ClickException(str(exc)) from None
     except Exception as exc:
-        if debug:
-            traceback.print_exc(file=sys.stderr)
-        raise click.ClickException(f"unexpected {type(exc).__name__}: {exc} (rerun with --debug for the "
-                                   f"traceback)") from None
+        unexpected_error(exc, debug)
     finally:
         if bar is not None:
             bar.close()

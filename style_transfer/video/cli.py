@@ -10,7 +10,6 @@ import json
 import os
 import signal
 import sys
-import traceback
 from types import FrameType
 from typing import Any
 
@@ -19,7 +18,8 @@ import click
 from .. import __version__
 from ..errors import Interrupted, RunStopped, StyleTransferError
 from ..files import atomic_output, check_writable, shown
-from ..options import OneLineCommand, UsageFault, config_from_options, settings_options
+from ..options import (OneLineCommand, UsageFault, config_from_options, one_line_error, settings_options,
+                       show_traceback)
 from . import EXTRA, MissingExtra, VideoError
 
 EXIT_CODES = {"interrupted": 130, "cancelled": 130, "terminated": 143}
@@ -128,7 +128,7 @@ def main(source: str, styles: tuple[str, ...], output: str, temporal_weight: flo
     except MissingExtra as exc:
         raise click.ClickException(str(exc)) from None
     except (StyleTransferError, ValueError) as exc:  # not a video, no frames, ...: before any work
-        _traceback(debug)
+        show_traceback(debug)
         raise click.ClickException(str(exc)) from None
     _run(video, output, work_dir, keep_frames, report, quiet, debug)
 
@@ -168,21 +168,16 @@ def _run(video: Any, output: str, work_dir: str, keep_frames: bool, report: str 
             write_video(output, video.stylised_frames(), video.clip, metadata=video.record(result, device))
     except RunStopped as exc:  # a NaN loss, or a second Ctrl-C: the frames before it are kept
         progress.close()
-        _traceback(debug)
+        show_traceback(debug)
         if isinstance(exc, Interrupted):
             click.echo(f"interrupted; {progress.frame} finished frame(s) kept in {shown(work_dir)}, "
                        f"{shown(output)} not written", err=True)
             raise SystemExit(130) from None
         raise click.ClickException(f"frame {progress.frame}: {exc}; {progress.frame} finished frame(s) kept in "
                                    f"{shown(work_dir)}") from None
-    except StyleTransferError as exc:
+    except (StyleTransferError, ValueError) as exc:  # ValueError: a setting only the model can check
         progress.close()
-        _traceback(debug)
-        raise click.ClickException(str(exc)) from None
-    except ValueError as exc:  # a setting only the model can check (a layer name, a device)
-        progress.close()
-        _traceback(debug)
-        raise UsageFault(str(exc)) from None
+        one_line_error(exc, debug)
     except KeyboardInterrupt:
         progress.close()
         click.echo(f"interrupted; finished frames kept in {shown(work_dir)}, {shown(output)} not written",
@@ -241,11 +236,6 @@ class _Progress:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
-
-
-def _traceback(debug: bool) -> None:
-    if debug:
-        traceback.print_exc(file=sys.stderr)
 
 
 __all__ = ["main", "EXTRA"]
