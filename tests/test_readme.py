@@ -40,19 +40,20 @@ def test_sample_images_exist() -> None:
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
-def cli_examples() -> list[str]:
-    """Every ``stylize ... -o ...`` command in the README's and docs/ pages' shell blocks and inline code."""
-    text = "\n".join(page.read_text() for page in PAGES)
-    blocks = re.findall(r"```sh\n(.*?)```", text, re.S)
+def shell_commands(pages: list[Path], fence: str) -> list[str]:
+    """Each command (split at ``&&``, a trailing ``# comment`` dropped) of the pages' code blocks whose
+    opening fence matches ``fence``, and of their inline code."""
+    text = "\n".join(page.read_text() for page in pages)
+    blocks = re.findall(fence + r"\n(.*?)```", text, re.S)
     lines = [line for block in blocks for line in block.splitlines()]
     lines += re.findall(r"`([^`\n]+)`", re.sub(r"```.*?```", "", text, flags=re.S))
-    examples = []
-    for line in lines:
-        for command in line.split("&&"):
-            command = re.split(r"\s#", command)[0].strip()  # a shell comment after the command
-            if command.startswith("stylize ") and " -o " in command:
-                examples.append(command)
-    return examples
+    return [re.split(r"\s#", command)[0].strip() for line in lines for command in line.split("&&")]
+
+
+def cli_examples() -> list[str]:
+    """Every ``stylize ... -o ...`` command in the README's and docs/ pages' shell blocks and inline code."""
+    return [command for command in shell_commands(PAGES, r"```sh")
+            if command.startswith("stylize ") and " -o " in command]
 
 
 def test_the_readme_has_cli_examples() -> None:
@@ -77,22 +78,16 @@ def test_cli_example_parses(example: str) -> None:
 
 
 def other_command_examples() -> list[tuple[str, str]]:
-    """Every ``stylize-NAME ...`` command line in the README's and docs/ pages' shell blocks and inline code."""
-    text = "\n".join(page.read_text() for page in PAGES if page.name != "options.md")
-    blocks = re.findall(r"```[a-z]*\n(.*?)```", text, re.S)
-    lines = [line for block in blocks for line in block.splitlines()]
-    lines += re.findall(r"`([^`\n]+)`", re.sub(r"```.*?```", "", text, flags=re.S))
+    """Every ``stylize-NAME ...`` command line in the README's and docs/ pages' code blocks and inline code."""
     found = []
-    for line in lines:
-        for command in line.split("&&"):
-            command = re.split(r"\s#", command)[0].strip()
-            match = re.match(r"(stylize-[a-z-]+)(\s|$)", command)
-            if not match or "[" in command:
-                continue  # not a command, or a usage line with [OPTIONS]
-            words = shlex.split(command)
-            if len(words) == 1 and words[0] != "stylize-serve" or any(w.isalpha() and w.isupper() for w in words):
-                continue  # a command named in the text, or a form with placeholders (CONTENT STYLE, --size N)
-            found.append((match.group(1), command))
+    for command in shell_commands([page for page in PAGES if page.name != "options.md"], r"```[a-z]*"):
+        match = re.match(r"(stylize-[a-z-]+)(\s|$)", command)
+        if not match or "[" in command:
+            continue  # not a command, or a usage line with [OPTIONS]
+        words = shlex.split(command)
+        if len(words) == 1 and words[0] != "stylize-serve" or any(w.isalpha() and w.isupper() for w in words):
+            continue  # a command named in the text, or a form with placeholders (CONTENT STYLE, --size N)
+        found.append((match.group(1), command))
     return found
 
 
