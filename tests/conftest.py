@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -63,3 +65,15 @@ def content_32() -> torch.Tensor:
 def style_32() -> torch.Tensor:
     """A 32x32 style tensor (the stain), (1, 3, 32, 32) in [0, 1]."""
     return to_tensor(small_image("ihc.png", (32, 32)))
+
+
+def loopback_namespace_problem(unshare: list[str]) -> str | None:
+    """Why ``unshare`` (with these flags) cannot give a test a network namespace with only loopback up,
+    or None when it can. Servers that listen beyond 127.0.0.1 run there, where no traffic leaves."""
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        return "needs unshare and ip (util-linux, iproute2) for a loopback-only network namespace"
+    probe = subprocess.run([*unshare, "bash", "-c", "ip link set lo up"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        first = (probe.stderr.strip().splitlines() or ["no message"])[0]
+        return f"unshare of a network namespace is not permitted here ({first})"
+    return None

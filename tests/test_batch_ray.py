@@ -28,19 +28,11 @@ PORT = 6390
 TIMEOUT_S = 240  # the whole cluster test; measured about 60 s on 2 free cores
 
 
-def _namespace_problem() -> str | None:
-    if shutil.which("unshare") is None or shutil.which("ip") is None:
-        return "needs unshare and ip (util-linux, iproute2) to run the cluster in a loopback-only namespace"
-    probe = subprocess.run([*NAMESPACES, "bash", "-c", "ip link set lo up"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        first = (probe.stderr.strip().splitlines() or ["no message"])[0]
-        return f"unshare of a network and PID namespace is not permitted here ({first})"
-    return None
-
-
 def test_ray_engine_on_a_local_cluster_survives_a_killed_worker(tmp_path: Path) -> None:
     pytest.importorskip("ray", reason="needs the ray extra: pip install 'style_transfer[ray]'")
-    problem = _namespace_problem()
+    from .conftest import loopback_namespace_problem  # here: this file also runs as a script, inside
+
+    problem = loopback_namespace_problem(NAMESPACES)
     if problem:
         pytest.skip(problem)
     command = f"ip link set lo up && exec {sys.executable} {__file__} {tmp_path}"
