@@ -179,6 +179,31 @@ def test_stop_finishes_the_item_under_way_and_starts_no_more(inputs: dict[str, P
     assert os.path.isfile(items[0].output) and not os.path.exists(items[1].output)
 
 
+def test_two_worker_processes_share_the_items_and_make_the_same_images(inputs: dict[str, Path],
+                                                                      tmp_path: Path) -> None:
+    import torch
+
+    items = cross_items([str(inputs["cat"]), str(inputs["coffee"])], [str(inputs["ihc"]), str(inputs["brick"])],
+                        str(tmp_path / "two"), CONFIG)
+    engine = LocalEngine(2, devices=["cpu", "cpu"])
+    try:
+        outcomes = list(run_batch(items, engine))
+    finally:
+        engine.close()
+    assert sorted(o.status for o in outcomes) == ["done"] * 4
+    assert sorted(o.item.output for o in outcomes) == sorted(i.output for i in items)  # each once
+    assert sorted(p.name for p in (tmp_path / "two").iterdir()) == sorted(Path(i.output).name for i in items)
+    pids = {o.worker.split("@")[0] for o in outcomes}
+    assert len(pids) == 2 and str(os.getpid()) not in pids  # two processes of their own did the work
+    # the same images as this process makes, at the thread count each worker process was given
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // 2))
+    again = cross_items([str(inputs["cat"]), str(inputs["coffee"])], [str(inputs["ihc"]), str(inputs["brick"])],
+                        str(tmp_path / "one"), CONFIG)
+    assert [o.status for o in run_batch(again, LocalEngine())] == ["done"] * 4
+    for two, one in zip(items, again):
+        np.testing.assert_array_equal(pixels(two.output), pixels(one.output))
+
+
 def test_the_command_imports_neither_torch_nor_ray() -> None:
     import subprocess
 

@@ -1,4 +1,5 @@
-"""The Ray engine against a real Ray cluster on this machine: a head and a second node, a worker killed mid-batch.
+"""The Ray engine against a real Ray cluster on this machine: a head and a second node, a worker killed
+mid-batch, then the second node killed mid-item.
 
 Ray does not stay on 127.0.0.1 by itself (it advertises and dials the machine's address), so the test
 re-executes this file inside namespaces of its own: a network namespace with only loopback up (no
@@ -28,7 +29,7 @@ PORT = 6390
 TIMEOUT_S = 240  # the whole cluster test; measured about 60 s on 2 free cores
 
 
-def test_ray_engine_on_a_local_cluster_survives_a_killed_worker(tmp_path: Path) -> None:
+def test_ray_engine_on_a_local_cluster_survives_a_killed_worker_and_a_killed_node(tmp_path: Path) -> None:
     pytest.importorskip("ray", reason="needs the ray extra: pip install 'style_transfer[ray]'")
     from .conftest import loopback_namespace_problem  # here: this file also runs as a script, inside
 
@@ -43,20 +44,24 @@ def test_ray_engine_on_a_local_cluster_survives_a_killed_worker(tmp_path: Path) 
     found = json.loads(done.stdout.strip().splitlines()[-1])
     outputs = found["outputs"]
     # every item made, each reported and written exactly once, by the driver
-    assert found["statuses"] == ["done"] * 4, found
-    assert sorted(found["reported"]) == sorted(outputs) and len(set(outputs)) == 4
+    assert found["statuses"] == ["done"] * 8, found
+    assert sorted(found["reported"]) == sorted(outputs) and len(set(outputs)) == 8
     assert sorted(p for p in os.listdir(tmp_path / "out")) == sorted(os.path.basename(p) for p in outputs)
     # the killed task ran again and its item still came through
     assert found["killed"] is not None
     assert found["attempts"][found["killed_item"]] >= 2, found
+    # the second node died under an item after it had finished one: that item ran again on the head
+    assert found["node_killed"] and found["attempts"][found["node_item"]] >= 2, found
+    assert found["node_processes_left"] == [], found
     # both nodes worked, and the results carry the driver's input names and hashes: a rerun skips them all
     assert len(found["nodes"]) == 2, found
     assert found["record_names"] == ["cat.png", "ihc.png"]
-    assert found["skipped_on_rerun"] == 4
+    assert found["skipped_on_rerun"] == 8
 
 
 def _inside(folder: Path) -> None:
-    """In the namespaces: start a head and a node, run the batch, kill the first task's worker process."""
+    """In the namespaces: start a head and a node, run the batch, kill the first task's worker process,
+    then, once the second node has finished an item, the whole second node under its next one."""
     from style_transfer.batch import cross_items, is_done, run_batch
     from style_transfer.batch.ray import RayEngine
     from style_transfer.config import StyleConfig
@@ -71,6 +76,7 @@ def _inside(folder: Path) -> None:
     for name, source in zip(names, ["chelsea.png", "coffee.png", "brick.png", "hubble_deep_field.jpg"]):
         small_image(source, (32, 24)).save(inputs / f"{name}.png")
     small_image("ihc.png", (32, 32)).save(inputs / "ihc.png")
+    small_image("brick.png", (32, 32)).save(inputs / "wall.png")
     pids = folder / "pids"
     pids.mkdir()
     short = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))  # Ray's socket paths must stay short
@@ -89,22 +95,40 @@ def _inside(folder: Path) -> None:
                        stdin=subprocess.DEVNULL, capture_output=True)
         os.environ.update(RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0")
         config = StyleConfig(size=32, steps=5, weights="random")
-        items = cross_items([str(inputs / f"{n}.png") for n in names], [str(inputs / "ihc.png")],
-                            str(folder / "out"), config)
-        engine = RayEngine(f"127.0.0.1:{PORT}", max_retries=2, max_pending=4, pid_dir=str(pids))
-        killed: dict[str, object] = {"pid": None, "item": None}
+        items = cross_items([str(inputs / f"{n}.png") for n in names],
+                            [str(inputs / "ihc.png"), str(inputs / "wall.png")], str(folder / "out"), config)
+        engine = RayEngine(f"127.0.0.1:{PORT}", max_retries=3, max_pending=4, pid_dir=str(pids))
+        killed: dict[str, object] = {"pid": None, "item": None, "node": None, "node_item": None}
+        outcomes: list = []
 
-        def kill_first() -> None:  # the first task to start is still importing torch: kill its process
+        def started() -> list[tuple[int, str]]:  # (pid, item) of each task start, oldest first
+            files = sorted(pids.iterdir(), key=lambda p: p.stat().st_mtime_ns)
+            return [(int(f.name.split("-", 1)[0]), f.name.split("-", 1)[1]) for f in files]
+
+        def kill() -> None:
             while not any(pids.iterdir()):
                 time.sleep(0.05)
-            first = sorted(pids.iterdir(), key=lambda p: p.stat().st_mtime_ns)[0].name
-            pid, item = first.split("-", 1)
-            os.kill(int(pid), signal.SIGKILL)
-            killed.update(pid=int(pid), item=item)
+            pid, item = started()[0]  # the first task to start is still importing torch: kill its process
+            os.kill(pid, signal.SIGKILL)
+            killed.update(pid=pid, item=item)
+            raylet = _raylet_of(short / "n")  # the second node: its raylet, and the workers it started
+            while not any(o.worker.split("@")[0].isdigit() and _parent(int(o.worker.split("@")[0])) == raylet
+                          for o in list(outcomes)):
+                time.sleep(0.05)
+            seen = set(started())
+            while True:  # the node's next item: kill the whole node as the task starts
+                fresh = [(p, i) for p, i in started() if (p, i) not in seen and _parent(p) == raylet]
+                if fresh:
+                    break
+                time.sleep(0.02)
+            for process in _processes_of(short / "n", raylet):
+                os.kill(process, signal.SIGKILL)
+            killed.update(node=True, node_item=fresh[0][1])
 
-        killer = threading.Thread(target=kill_first, daemon=True)
+        killer = threading.Thread(target=kill, daemon=True)
         killer.start()
-        outcomes = list(run_batch(items, engine))
+        for outcome in run_batch(items, engine):
+            outcomes.append(outcome)
         killer.join(timeout=5)
         attempts: dict[str, int] = {}
         for path in pids.iterdir():
@@ -116,12 +140,43 @@ def _inside(folder: Path) -> None:
             "statuses": [o.status for o in outcomes], "outputs": [o.item.output for o in outcomes],
             "reported": [i.output for i in items], "errors": [o.error for o in outcomes],
             "killed": killed["pid"], "killed_item": killed["item"], "attempts": attempts,
+            "node_killed": killed["node"], "node_item": killed["node_item"],
+            "node_processes_left": _processes_of(short / "n", None),
             "nodes": sorted({o.worker.split(" node ")[-1] for o in outcomes}),
             "record_names": names_recorded, "skipped_on_rerun": sum(is_done(i) for i in items)}))
         engine.close()
     finally:
         subprocess.run([ray, "stop", "--force"], env=env, timeout=60, stdin=subprocess.DEVNULL, capture_output=True)
         shutil.rmtree(short, ignore_errors=True)
+
+
+def _cmdlines() -> dict[int, tuple[int, str]]:
+    """Every process of this PID namespace: pid -> (parent pid, command line)."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat, open(f"/proc/{entry}/cmdline", "rb") as cmd:
+                    parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+                    found[int(entry)] = (parent, cmd.read().replace(b"\0", b" ").decode(errors="replace"))
+            except (OSError, ValueError, IndexError):
+                pass
+    return found
+
+
+def _parent(pid: int) -> int | None:
+    return _cmdlines().get(pid, (None, ""))[0]
+
+
+def _raylet_of(temp: Path) -> int:
+    """The raylet of the node started with this temp folder."""
+    return next(pid for pid, (_, cmd) in _cmdlines().items() if "/raylet/raylet " in cmd and f"{temp}/" in cmd)
+
+
+def _processes_of(temp: Path, raylet: int | None) -> list[int]:
+    """A node's processes: those named by its temp folder, and the workers and agents its raylet started."""
+    return sorted(pid for pid, (parent, cmd) in _cmdlines().items()
+                  if f"{temp}/" in cmd or (raylet is not None and parent == raylet))
 
 
 if __name__ == "__main__":
