@@ -144,7 +144,7 @@ def _check_speed_fields(config: StyleConfig) -> None:
         raise ValueError(f"scale_steps must be positive integers, got {config.scale_steps!r}")
 
 
-MIN_TILE = 16  # px; the layers used may need more (tiling.Geometry.minimum_tile: 26 px for the tutorial's)
+MIN_TILE = 16  # px; the layers used may need more (crops.Geometry.minimum_tile: 26 px for the tutorial's)
 
 
 def _check_tile(config: StyleConfig) -> None:

@@ -15,7 +15,7 @@ import pytest
 import torch
 from torch import nn
 
-from style_transfer import guards, tiling
+from style_transfer import crops, guards, tiling
 from style_transfer.backward import weighted_scores
 from style_transfer.config import StyleConfig
 from style_transfer.errors import ResourceError
@@ -94,12 +94,12 @@ def cnn64(cnn: nn.Sequential) -> nn.Sequential:
 def test_vgg19_halos_by_hand() -> None:
     """Up to conv_5 (conv3_1): 2 convs at stride 1, 2 at stride 2, 1 at stride 4: 2*1 + 2*2 + 1*4 = 10 px each
     side, origins on multiples of 4. Up to conv5_1: 2*1 + 2*2 + 4*4 + 4*8 + 1*16 = 70 px, multiples of 16."""
-    tutorial = tiling.vgg19_geometry(["conv_4", "conv_1", "conv_2", "conv_3", "conv_5"])
+    tutorial = crops.vgg19_geometry(["conv_4", "conv_1", "conv_2", "conv_3", "conv_5"])
     assert (tutorial.before, tutorial.after, tutorial.align) == (10, 10, 4)
     assert tutorial.minimum_tile == 12 + 10 + 4
-    paper = tiling.vgg19_geometry(["conv_10", "conv_1", "conv_3", "conv_5", "conv_9", "conv_13"])
+    paper = crops.vgg19_geometry(["conv_10", "conv_1", "conv_3", "conv_5", "conv_9", "conv_13"])
     assert (paper.before, paper.after, paper.align) == (70, 70, 16)
-    assert tiling.vgg19_geometry(["conv_1"]).before == 1
+    assert crops.vgg19_geometry(["conv_1"]).before == 1
     # The same numbers from the modules themselves (layer_spec), as TiledStyleModel computes them.
     model, *_ = build(narrow_vgg19(), torch.rand(1, 3, 32, 32), torch.rand(1, 3, 32, 32))
     assert tiling.TiledStyleModel(model, 64).geometry.before == 10
@@ -120,7 +120,7 @@ def test_receptive_field_matches_a_perturbed_pixel(layer: int) -> None:
         if isinstance(module, nn.Conv2d):
             module.weight.abs_()
             module.bias.abs_()
-    fields = tiling.receptive_fields([tiling.layer_spec(m) for m in net])
+    fields = crops.receptive_fields([crops.layer_spec(m) for m in net])
     image = rand(1, 3, 64, 64, seed=1) + 0.5
     y, x = 29, 34
     bumped = image.clone()
@@ -138,8 +138,8 @@ def test_receptive_field_matches_a_perturbed_pixel(layer: int) -> None:
 
 @pytest.mark.parametrize("length,tile", [(64, 30), (61, 26), (200, 57), (517, 100), (771, 512), (40, 64)])
 def test_spans_partition_aligned_with_their_halos(length: int, tile: int) -> None:
-    geometry = tiling.vgg19_geometry(["conv_1", "conv_5"])
-    spans = tiling.plan_spans(length, tile, geometry)
+    geometry = crops.vgg19_geometry(["conv_1", "conv_5"])
+    spans = crops.plan_spans(length, tile, geometry)
     assert [s.core[0] for s in spans[1:]] == [s.core[1] for s in spans[:-1]]  # cores tile [0, length)
     assert spans[0].core[0] == 0 and spans[-1].core[1] == length
     for span in spans:
@@ -152,7 +152,7 @@ def test_spans_partition_aligned_with_their_halos(length: int, tile: int) -> Non
 
 def test_tile_below_the_halos_is_refused_naming_the_minimum() -> None:
     with pytest.raises(ValueError, match="tile 25 px is too small .* give at least 26 px"):
-        tiling.plan_spans(100, 25, tiling.vgg19_geometry(["conv_5"]))
+        crops.plan_spans(100, 25, crops.vgg19_geometry(["conv_5"]))
 
 
 # --- exactness ------------------------------------------------------------------------------------------------
@@ -215,13 +215,13 @@ def float64_case(cnn64: nn.Sequential):
 def test_negative_control_halo_one_step_too_small(float64_case, monkeypatch: pytest.MonkeyPatch) -> None:
     """Crops that end one pixel short of the halo: the check above can fail."""
     model, sl, cl, image, reference = float64_case
-    plan = tiling.plan_spans
+    plan = crops.plan_spans
 
-    def short(length: int, tile: int, geometry: tiling.Geometry) -> list[tiling.Span]:
-        return [tiling.Span(s.core, (s.crop[0], s.crop[1] - (s.crop[1] < length)))
+    def short(length: int, tile: int, geometry: crops.Geometry) -> list[crops.Span]:
+        return [crops.Span(s.core, (s.crop[0], s.crop[1] - (s.crop[1] < length)))
                 for s in plan(length, tile, geometry)]
 
-    monkeypatch.setattr(tiling, "plan_spans", short)
+    monkeypatch.setattr(crops, "plan_spans", short)
     result = tiled(tiling.TiledStyleModel(model, 46), sl, cl, [], image, 1e6, 1)
     assert relative(result[1], reference[1]) > 1e6 * EXACT
 
@@ -229,18 +229,18 @@ def test_negative_control_halo_one_step_too_small(float64_case, monkeypatch: pyt
 def test_negative_control_origins_misaligned_by_half(float64_case, monkeypatch: pytest.MonkeyPatch) -> None:
     """Interior crops starting 2 px later (half the alignment of 4; the halo still covers the reach)."""
     model, sl, cl, image, reference = float64_case
-    plan = tiling.plan_spans
+    plan = crops.plan_spans
 
-    def shifted(length: int, tile: int, geometry: tiling.Geometry) -> list[tiling.Span]:
+    def shifted(length: int, tile: int, geometry: crops.Geometry) -> list[crops.Span]:
         spans = plan(length, tile, geometry)
         half = geometry.align // 2
-        moved = [tiling.Span(s.core, (s.crop[0] + half, s.crop[1])) if 0 < s.crop[0] and s.crop[1] < length
+        moved = [crops.Span(s.core, (s.crop[0] + half, s.crop[1])) if 0 < s.crop[0] and s.crop[1] < length
                  else s for s in spans]
         # The halo still covers the reach: only the alignment is wrong.
         assert all(s.core[0] - s.crop[0] >= geometry.before for s in moved if s.crop[0])
         return moved
 
-    monkeypatch.setattr(tiling, "plan_spans", shifted)
+    monkeypatch.setattr(crops, "plan_spans", shifted)
     tiler = tiling.TiledStyleModel(model, 46)
     assert len(tiler.crops(48, 64)) == 6  # 3 across: the middle one is moved
     result = tiled(tiler, sl, cl, [], image, 1e6, 1)
@@ -323,7 +323,7 @@ def test_a_size_that_does_not_fit_runs_tiled(monkeypatch: pytest.MonkeyPatch) ->
     content, style = rand(1, 3, 85, 128, seed=12, dtype=torch.float32), rand(1, 3, 128, 128, seed=13,
                                                                            dtype=torch.float32)
     speed = Speed()
-    free = tiling.tiled_estimate_bytes((85, 128), (128, 128), 64, speed, tiling.vgg19_target_bytes(["conv_4"]))
+    free = tiling.tiled_estimate_bytes((85, 128), (128, 128), 64, speed, crops.vgg19_target_bytes(["conv_4"]))
     assert free < guards.estimate_bytes((85, 128), (128, 128), speed)
     monkeypatch.setattr(guards, "available_bytes", lambda device: free)
     evaluate, sizes = tiling.TiledStyleModel.evaluate, []
@@ -361,7 +361,7 @@ def test_tiles_are_chosen_only_where_a_size_does_not_fit() -> None:
     config = StyleConfig(size=128, scales=2)
     speed = Speed()
     untiled_need = guards.estimate_bytes((85, 128), (128, 128), speed)
-    tiled_need = tiling.tiled_estimate_bytes((85, 128), (128, 128), 64, speed, tiling.vgg19_target_bytes(["conv_4"]))
+    tiled_need = tiling.tiled_estimate_bytes((85, 128), (128, 128), 64, speed, crops.vgg19_target_bytes(["conv_4"]))
     assert tiled_need < untiled_need
     cpu = torch.device("cpu")
     assert tiling.plan_tiles([64, 128], sizes_of(), config, speed, cpu, available=untiled_need) == [None, None]
@@ -380,7 +380,7 @@ def test_tiles_are_chosen_only_where_a_size_does_not_fit() -> None:
 def test_tiled_estimate_by_hand() -> None:
     """BASE + crop px x 3072 + content px x (24 B per LBFGS pair + 10 image copies + targets) + style px x 12."""
     content, style, crop = 1000 * 2000, 500 * 600, 256 * 256
-    targets = tiling.vgg19_target_bytes(["conv_4"])
+    targets = crops.vgg19_target_bytes(["conv_4"])
     assert targets == 128 * 4 / 4  # conv_4: 128 channels at half the side
     assert tiling.tiled_estimate_bytes((1000, 2000), (500, 600), 256, Speed(history_size=20), targets) == (
         guards.BASE_BYTES + crop * 3072 + content * (480 + 120 + 128) + style * 12)
