@@ -193,8 +193,11 @@ def check_memory(content_hw: tuple[int, int], style_hw: tuple[int, int], device:
                         f"is free on {device}: {advice}")
 
 
-def out_of_memory(exc: BaseException, size: int, device: torch.device) -> ResourceError | None:
-    """Our one-line error for an allocator failure (CUDA's, the CPU's, Python's), else None."""
+def out_of_memory(exc: BaseException, size: int, device: torch.device, tile: int | None = None) -> ResourceError | None:
+    """Our one-line error for an allocator failure (CUDA's, the CPU's, Python's), else None.
+
+    It suggests a smaller size and, from 384 px, evaluating in crops (``--tile``: the same picture in
+    less memory; a smaller tile when ``tile`` was already given)."""
     text = str(exc)
     if isinstance(exc, ResourceError):
         return None  # already ours (refused beforehand)
@@ -203,5 +206,10 @@ def out_of_memory(exc: BaseException, size: int, device: torch.device) -> Resour
                                                    or "not enough memory" in text))):
         return None
     smaller = max(16, (size * 7 // 10) // 16 * 16)
-    return ResourceError(f"out of memory on {device} at size {size} px; try a smaller --size (e.g. {smaller})")
+    advice = f"a smaller --size (e.g. {smaller})"
+    if tile is not None and tile >= 256:
+        advice = f"a smaller --tile (e.g. {tile // 2 // 64 * 64}) or {advice}"
+    elif tile is None and size >= 384:
+        advice = f"--tile {min(512, max(192, size // 2 // 64 * 64))} (the same picture, evaluated in crops) or {advice}"
+    return ResourceError(f"out of memory on {device} at size {size} px; try {advice}")
 

@@ -117,7 +117,7 @@ class Run:
             return self._execute(on_event, stats if stats is not None else RunStats())
         except (RuntimeError, MemoryError) as exc:
             device = resolve_device(self.config.device)
-            error = out_of_memory(exc, self.config.size or default_size(device), device)
+            error = out_of_memory(exc, self.config.size or default_size(device), device, self.config.tile)
             if error is None:
                 raise
             raise error from None

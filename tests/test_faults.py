@@ -234,6 +234,22 @@ def test_out_of_memory_one_line_suggests_smaller_size(tmp_path: Path, monkeypatc
     assert os.listdir(tmp_path) == []
 
 
+def test_out_of_memory_at_a_large_size_suggests_tiles_then_smaller_tiles() -> None:
+    from style_transfer.guards import out_of_memory
+
+    cpu, error = torch.device("cpu"), MemoryError()
+    assert str(out_of_memory(error, 2048, cpu)) == (
+        "out of memory on cpu at size 2048 px; try --tile 512 (the same picture, evaluated in crops) "
+        "or a smaller --size (e.g. 1424)")
+    assert str(out_of_memory(error, 448, cpu)) == (
+        "out of memory on cpu at size 448 px; try --tile 192 (the same picture, evaluated in crops) "
+        "or a smaller --size (e.g. 304)")
+    assert str(out_of_memory(error, 2048, cpu, tile=512)) == (
+        "out of memory on cpu at size 2048 px; try a smaller --tile (e.g. 256) or a smaller --size (e.g. 1424)")
+    assert str(out_of_memory(error, 2048, cpu, tile=192)).endswith("; try a smaller --size (e.g. 1424)")
+    assert out_of_memory(RuntimeError("shapes do not match"), 2048, cpu) is None
+
+
 def test_size_that_cannot_fit_is_refused_before_the_model_loads(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     content = noise_png(tmp_path / "c.png", 60, 40)
