@@ -125,7 +125,8 @@ class LocalCluster:
     def __init__(self, nodes: int) -> None:
         self.nodes = nodes
         self.ray = str(Path(sys.executable).parent / "ray")
-        self.env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+        self.env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0",  # workers: this tree
+                    "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
 
     def _start(self, name: str, *flags: str) -> None:
         temp = Path(tempfile.mkdtemp(prefix=f"r{name}", dir="/tmp"))  # Ray's socket paths must stay short
