@@ -57,6 +57,10 @@ def test_ray_engine_on_a_local_cluster_survives_a_killed_worker_and_a_killed_nod
     assert len(found["nodes"]) == 2, found
     assert found["record_names"] == ["cat.png", "ihc.png"]
     assert found["skipped_on_rerun"] == 8
+    # stopped after the first result of a rerun (--force): the one other item in flight ended, none started
+    stopped = found["stopped"]
+    assert len(stopped) == 8 and stopped[0] == "done" and stopped.count("not-run") >= 6, stopped
+    assert set(stopped[:2]) <= {"done"} and found["left_in_out"] == [], found
 
 
 def _inside(folder: Path) -> None:
@@ -134,6 +138,12 @@ def _inside(folder: Path) -> None:
         for path in pids.iterdir():
             item = path.name.split("-", 1)[1]
             attempts[item] = attempts.get(item, 0) + 1
+        # the first Ctrl-C (engine.stop) on Ray: the items under way finish and are written, no more start
+        stopper = RayEngine(f"127.0.0.1:{PORT}", max_retries=1, max_pending=2)
+        stopped = []
+        for outcome in run_batch(items, stopper, force=True):
+            stopped.append(outcome.status)
+            stopper.stop()
         record = read_record(items[0].output) or {}
         names_recorded = [record["inputs"]["content"]["name"]] + [s["name"] for s in record["inputs"]["styles"]]
         print(json.dumps({
@@ -143,7 +153,8 @@ def _inside(folder: Path) -> None:
             "node_killed": killed["node"], "node_item": killed["node_item"],
             "node_processes_left": _processes_of(short / "n", None),
             "nodes": sorted({o.worker.split(" node ")[-1] for o in outcomes}),
-            "record_names": names_recorded, "skipped_on_rerun": sum(is_done(i) for i in items)}))
+            "record_names": names_recorded, "stopped": stopped,
+            "left_in_out": sorted(p.name for p in (folder / "out").iterdir() if p.suffix != ".png"), "skipped_on_rerun": sum(is_done(i) for i in items)}))
         engine.close()
     finally:
         subprocess.run([ray, "stop", "--force"], env=env, timeout=60, stdin=subprocess.DEVNULL, capture_output=True)
