@@ -239,3 +239,7 @@ class _Progress:
 
 
 __all__ = ["main", "EXTRA"]
+
+
+if __name__ == "__main__":  # python -m style_transfer.video.cli
+    main(prog_name="stylize-video")
