@@ -92,7 +92,7 @@ def _run_engines(folder: Path, size: int, args: argparse.Namespace, env: dict, r
     batch = [sys.executable, "-m", "style_transfer.batch.cli", *map(str, contents), "--style", str(style), "-q",
              *settings]
     runs: list[tuple[str, list[str], int, int]] = [("local", [], 1, 0)]  # name, options, at once, nodes
-    if (os.cpu_count() or 1) >= 2:
+    if (os.cpu_count() or 1) >= 2 and args.workers:
         runs.append(("local --workers 2", ["--workers", "2"], 2, 0))
     for nodes in node_counts:
         runs.append((f"ray, {nodes} worker node{'s' if nodes > 1 else ''}", ["--engine", "ray"], nodes, nodes))
@@ -165,6 +165,7 @@ def main() -> None:
     parser.add_argument("--ray-nodes", default="", help="comma-separated worker-node counts: start a Ray "
                         "cluster of each on this machine, in a loopback-only network namespace (root, unshare)")
     parser.add_argument("--ray-address", default=None, help="also run --engine ray on this running cluster")
+    parser.add_argument("--no-workers", dest="workers", action="store_false", help="leave out --workers 2")
     parser.add_argument("--json", default=None, help="also write the results to this file")
     parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
