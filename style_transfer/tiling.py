@@ -375,16 +375,16 @@ def plan_tiles(sizes: Sequence[int], size_fn: guards.SizeFn, config: StyleConfig
                 guards.check_memory(content_hw, style_hw, device, size, size_fn, available, speed)
                 continue
             check_tile(config.tile, geometry)
-            needed = tiled_estimate_bytes(content_hw, style_hw, config.tile, speed, targets)
+            needed = tiled_estimate_bytes(content_hw, style_hw, config.tile, tiled_speed(speed), targets)
             if available is not None and needed > available:
                 raise ResourceError(f"size {size} px needs about {needed / guards.GIB:.1f} GiB in tiles of "
                                     f"{config.tile} px but only {available / guards.GIB:.1f} GiB is free on "
-                                    f"{device}: lower --size or --history-size")
+                                    f"{device}: lower --size or --tile")
             continue
         if available is None or guards.estimate_bytes(content_hw, style_hw, speed) <= available:
             tiles.append(None)
             continue
-        tile = _largest_tile(content_hw, style_hw, available, speed, targets, geometry.minimum_tile)
+        tile = _largest_tile(content_hw, style_hw, available, tiled_speed(speed), targets, geometry.minimum_tile)
         why = ("backward per-module" if config.backward != "combined" else
                "precision bf16, channels_last or fused_gram" if speed.changes_model and not config.fast else None)
         if tile is None or why is not None:
@@ -409,6 +409,12 @@ def _largest_tile(content_hw: tuple[int, int], style_hw: tuple[int, int], availa
     return None
 
 
+TILED_HISTORY_SIZE = 10  # LBFGS pairs at a tiled size, at most (scipy's L-BFGS-B keeps 10 too)
+
+
 def tiled_speed(speed: Speed) -> Speed:
-    """``--fast``'s settings at a tiled size: its LBFGS history, none of the levers that change the model."""
-    return dataclasses.replace(speed, precision="fp32", channels_last=False, fused_gram=False)
+    """The settings at a tiled size: none of the levers that change the model, and LBFGS's history cut
+    to ``TILED_HISTORY_SIZE`` pairs. Each pair costs 24 B per pixel, so torch's 100 would be 2400 B per
+    pixel, four times all the rest a tiled run keeps per pixel (``tiled_estimate_bytes``)."""
+    return dataclasses.replace(speed, precision="fp32", channels_last=False, fused_gram=False,
+                               history_size=min(speed.history_size, TILED_HISTORY_SIZE))

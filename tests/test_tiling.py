@@ -342,6 +342,28 @@ def test_a_size_that_does_not_fit_runs_tiled(monkeypatch: pytest.MonkeyPatch) ->
     assert sizes == [((85, 128), 64)] * len(large) and result.image.size == (128, 85)
 
 
+def test_lbfgs_keeps_at_most_ten_pairs_at_a_tiled_size_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """LBFGS's history is the largest part a tiled run keeps per pixel (24 B a pair): 10 pairs there, the
+    settings' own elsewhere (here 64 px fits in the tile of 64 and runs untiled, 128 px is tiled)."""
+    from style_transfer import transfer
+
+    real, histories = transfer.get_input_optimizer, []
+
+    def spy(image, **kwargs):
+        histories.append((tuple(image.shape[-2:]), kwargs.get("history_size")))
+        return real(image, **kwargs)
+
+    monkeypatch.setattr(transfer, "get_input_optimizer", spy)
+    content, style = rand(1, 3, 85, 128, seed=12, dtype=torch.float32), rand(1, 3, 128, 128, seed=13,
+                                                                           dtype=torch.float32)
+    for history, expected in ((100, 10), (6, 6)):
+        histories.clear()
+        config = StyleConfig(size=128, scales=2, steps=2, weights="random", device="cpu", tile=64,
+                             history_size=history)
+        Run(content, style, config).execute()
+        assert histories == [((42, 64), history), ((85, 128), expected)]
+
+
 def test_the_loop_refuses_what_tiling_cannot_run(cnn: nn.Sequential) -> None:
     content, style = torch.rand(1, 3, 40, 64), torch.rand(1, 3, 32, 32)
     for options in (dict(backward="per-module"), dict(speed=Speed(fused_gram=True))):
