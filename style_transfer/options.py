@@ -283,8 +283,8 @@ SETTINGS: list[Callable[[F], F]] = [
                       "measures both."),
     click.option("--fast", is_flag=True,
                  help="Speed: coarse-to-fine over 3 sizes (--size/4, --size/2, --size; a third, a fifth and a third "
-                      "of --steps), plus --channels-last, --fused-gram, --history-size 20, and bf16 where the device "
-                      "has it natively. The image differs from the default's; measured quality and time: "
+                      "of --steps), plus --channels-last, --fused-gram, --history-size 20, and bf16 on a GPU that has "
+                      "it natively (a CPU stays float32: bf16 cost quality there). The image differs from the default's; measured quality and time: "
                       "docs/speed.md. Explicit --scales, --min-size or --scale-steps override its sizes."),
     click.option("--precision", type=click.Choice(PRECISIONS), default=DEFAULTS.precision, show_default=True,
                  help="Speed: bf16 runs the VGG layers in bfloat16 (losses, image and optimiser stay float32; "
