@@ -383,7 +383,8 @@ def test_tiles_are_chosen_only_where_a_size_does_not_fit() -> None:
     config = StyleConfig(size=128, scales=2)
     speed = Speed()
     untiled_need = guards.estimate_bytes((85, 128), (128, 128), speed)
-    tiled_need = tiling.tiled_estimate_bytes((85, 128), (128, 128), 64, speed, crops.vgg19_target_bytes(["conv_4"]))
+    tiled_need = tiling.tiled_estimate_bytes((85, 128), (128, 128), 64, tiling.tiled_speed(speed),
+                                             crops.vgg19_target_bytes(["conv_4"]))  # 10 LBFGS pairs there
     assert tiled_need < untiled_need
     cpu = torch.device("cpu")
     assert tiling.plan_tiles([64, 128], sizes_of(), config, speed, cpu, available=untiled_need) == [None, None]
