@@ -143,17 +143,23 @@ def test_machine_block_names_the_machine_without_its_hostname(gpu_check: ModuleT
 
 def test_the_committed_figures_say_which_machine(gpu_check: ModuleType) -> None:
     """Each committed benchmark JSON names its machine in its first Markdown line: the old AMX file with
-    what was not recorded said as unknown, today's AMX and (emulated) AVX2 files with torch's capability."""
+    what was not recorded said as unknown, today's AMX files (float32 --fast, and bf16 --fast) and the
+    (emulated) AVX2 file with torch's capability and the kernel caps they ran under."""
     benchmark = load("benchmark")
     old = json.loads((ROOT / "benchmarks" / "measured-cpu-amx-2026-11-30.json").read_text())
     assert old["machine"]["label"] == "amx" and old["machine"]["cpu_flags"]["amx_bf16"] is True
     first = benchmark.markdown(old).splitlines()[0]
     assert first.startswith("Measured on: [amx] 2-core Sapphire Rapids VM")
     assert "torch capability unknown" in first  # not recorded when it ran: said, not guessed
-    for label, capability, bf16 in (("amx", "AVX512", "native bf16 yes"), ("avx2", "AVX2", "native bf16 no")):
-        report = json.loads((ROOT / "benchmarks" / f"measured-cpu-{label}.json").read_text())
+    for name, label, capability, bf16 in (
+            ("amx-bf16-fast", "amx", "AVX512", "native bf16 yes"),
+            ("amx", "amx-fp32-fast", "AVX512", "native bf16 no"),  # bf16 capped off: --fast's float32 on AMX
+            ("avx2", "avx2", "AVX2", "native bf16 no")):
+        report = json.loads((ROOT / "benchmarks" / f"measured-cpu-{name}.json").read_text())
         first = benchmark.markdown(report).splitlines()[0]
         assert first.startswith(f"Measured on: [{label}] ") and f"torch capability {capability}" in first, first
         assert bf16 in first, first
+    assert "ONEDNN_MAX_CPU_ISA=AVX512_CORE" in benchmark.markdown(
+        json.loads((ROOT / "benchmarks" / "measured-cpu-amx.json").read_text())).splitlines()[0]
     assert "ONEDNN_MAX_CPU_ISA=AVX2" in benchmark.markdown(
         json.loads((ROOT / "benchmarks" / "measured-cpu-avx2.json").read_text())).splitlines()[0]  # emulated
