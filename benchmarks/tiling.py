@@ -102,7 +102,6 @@ def fit(points: list[tuple[int, float]]) -> tuple[float, float]:
 def main() -> None:
     sys.path.insert(0, str(ROOT))
     from style_transfer import tiling
-    from style_transfer.fast import FAST_HISTORY_SIZE
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[128, 256, 384, 512])
@@ -112,8 +111,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="OMP_NUM_THREADS of each child")
     parser.add_argument("--no-untiled-above", type=int, default=None,
                         help="skip the untiled run above this size (it would not fit)")
-    parser.add_argument("--history-size", type=int, default=FAST_HISTORY_SIZE,
-                        help="LBFGS pairs counted in the proportional part (default: --fast's 20)")
+    parser.add_argument("--history-size", type=int, default=tiling.TILED_HISTORY_SIZE,
+                        help="LBFGS pairs counted in the proportional part (default: a tiled size's "
+                             f"{tiling.TILED_HISTORY_SIZE})")
     parser.add_argument("--json", default=None, help="also write the results to this file")
     args = parser.parse_args()
 
