@@ -73,7 +73,13 @@ def browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
 
 
 def wait(driver: Any, check: Any, what: str, limit: float = 60) -> Any:
-    return WebDriverWait(driver, limit, poll_frequency=0.05).until(lambda d: check(d), message=what)
+    """Poll ``check`` until it is true. The page replaces elements as it updates (a thumbnail redrawn
+    between finding it and reading it): such a stale element is one more poll, not a failure."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+
+    return WebDriverWait(driver, limit, poll_frequency=0.05,
+                         ignored_exceptions=(NoSuchElementException, StaleElementReferenceException)).until(
+        lambda d: check(d), message=what)
 
 
 def number(driver: Any, script: str) -> float:
