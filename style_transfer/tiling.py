@@ -117,25 +117,30 @@ class TiledStyleModel:
         (local_rows, full_rows), (local_cols, full_cols) = out
         return (local_rows, local_cols), (full_rows, full_cols)
 
+    def _crop_features(self, image: torch.Tensor, last: int) -> Iterator[tuple[Crop, int, torch.Tensor]]:
+        """Every crop of ``image`` through the layers up to ``last``: ``(crop, index, output)`` where a loss reads."""
+        _check_image(image)
+        for crop in self.crops(*image.shape[-2:]):
+            x = image[..., slice(*crop.rows.crop), slice(*crop.cols.crop)]
+            for index, features in self._features(x, last):
+                yield crop, index, features
+
     def gram_sums(self, image: torch.Tensor) -> dict[int, torch.Tensor]:
         """Pass 1: ``F Fᵀ`` over every crop's core at each style layer (no gradient), not yet normalised."""
-        _check_image(image)
         height, width = image.shape[-2:]
         sums: dict[int, torch.Tensor] = {}
         with torch.no_grad():
-            for crop in self.crops(height, width):
-                x = image[..., slice(*crop.rows.crop), slice(*crop.cols.crop)]
-                for index, features in self._features(x, self.deepest_style):
-                    if not any(isinstance(m, StyleLoss) for m in self.taps[index]):
-                        continue
-                    (rows, cols), _ = self._slices(crop, index, height, width)
-                    core = features[..., rows, cols]
-                    matrix = core.reshape(core.shape[1], -1)
-                    gram = torch.mm(matrix, matrix.t())
-                    if index in sums:
-                        sums[index] += gram
-                    else:
-                        sums[index] = gram
+            for crop, index, features in self._crop_features(image, self.deepest_style):
+                if not any(isinstance(m, StyleLoss) for m in self.taps[index]):
+                    continue
+                (rows, cols), _ = self._slices(crop, index, height, width)
+                core = features[..., rows, cols]
+                matrix = core.reshape(core.shape[1], -1)
+                gram = torch.mm(matrix, matrix.t())
+                if index in sums:
+                    sums[index] += gram
+                else:
+                    sums[index] = gram
         return sums
 
     def grams(self, image: torch.Tensor) -> dict[int, torch.Tensor]:
@@ -144,21 +149,18 @@ class TiledStyleModel:
 
     def features(self, image: torch.Tensor, indices: Sequence[int]) -> dict[int, torch.Tensor]:
         """Whole feature maps of ``image`` at layers ``indices``, assembled from the crops' cores (no gradient)."""
-        _check_image(image)
         height, width = image.shape[-2:]
         out: dict[int, torch.Tensor] = {}
         with torch.no_grad():
-            for crop in self.crops(height, width):
-                x = image[..., slice(*crop.rows.crop), slice(*crop.cols.crop)]
-                for index, features in self._features(x, max(indices)):
-                    if index not in indices:
-                        continue
-                    if index not in out:
-                        shape = (1, features.shape[1], self.geometry.map_size(height, index),
-                                 self.geometry.map_size(width, index))
-                        out[index] = features.new_empty(shape)
-                    local, full = self._slices(crop, index, height, width)
-                    out[index][(..., *full)] = features[(..., *local)]
+            for crop, index, features in self._crop_features(image, max(indices)):
+                if index not in indices:
+                    continue
+                if index not in out:
+                    shape = (1, features.shape[1], self.geometry.map_size(height, index),
+                             self.geometry.map_size(width, index))
+                    out[index] = features.new_empty(shape)
+                local, full = self._slices(crop, index, height, width)
+                out[index][(..., *full)] = features[(..., *local)]
         return out
 
     def set_targets(self, content: torch.Tensor, styles: Sequence[torch.Tensor],
