@@ -116,12 +116,12 @@ def _inside(folder: Path) -> None:
             os.kill(pid, signal.SIGKILL)
             killed.update(pid=pid, item=item)
             raylet = _raylet_of(short / "n")  # the second node: its raylet, and the workers it started
-            while not any(o.worker.split("@")[0].isdigit() and _parent(int(o.worker.split("@")[0])) == raylet
-                          for o in list(outcomes)):
+            while not _children(raylet) & {o.worker.split("@")[0] for o in list(outcomes)}:
                 time.sleep(0.05)
             seen = set(started())
             while True:  # the node's next item: kill the whole node as the task starts
-                fresh = [(p, i) for p, i in started() if (p, i) not in seen and _parent(p) == raylet]
+                node = _children(raylet)
+                fresh = [(p, i) for p, i in started() if (p, i) not in seen and str(p) in node]
                 if fresh:
                     break
                 time.sleep(0.02)
@@ -175,8 +175,9 @@ def _cmdlines() -> dict[int, tuple[int, str]]:
     return found
 
 
-def _parent(pid: int) -> int | None:
-    return _cmdlines().get(pid, (None, ""))[0]
+def _children(parent: int) -> set[str]:
+    """The pids (as text, as an outcome's worker names them) of ``parent``'s child processes, now."""
+    return {str(pid) for pid, (ppid, _) in _cmdlines().items() if ppid == parent}
 
 
 def _raylet_of(temp: Path) -> int:
