@@ -7,7 +7,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from .layers import POOLINGS, resolve_layers
+from .layers import MODELS, POOLINGS, model_layer_names, resolve_layers
 from .presets import (LOSS_FORMS, PRESET_NAMES, TUTORIAL_CONTENT_LAYERS, TUTORIAL_STYLE_LAYERS,  # noqa: F401
                       layer_weights, preset_values)
 
@@ -23,6 +23,22 @@ OPTIMIZERS = ("lbfgs", "adam")
 # How the losses are backpropagated: one backward of their sum (today's tutorial), or one
 # backward per loss module with the graph retained (the 2017 tutorial); see docs/retain_graph.md.
 BACKWARDS = ("combined", "per-module")
+# What the weights expect of an image in [0, 1] (models.make_normalization; named here so config needs no torch).
+PREPROCESSINGS = ("torchvision", "caffe", "caffe256")
+# neural-style-pt's Caffe-converted files (torchvision's key layout), recognised by name: caffe256 input.
+CAFFE256_FILES = ("vgg19-d01eb7cb.pth", "vgg16-00b39a1b.pth")
+
+
+def preprocess_by_name(weights: str) -> str | None:
+    """The preprocessing that ``weights`` tell by their name alone, or None when only an ONNX file's graph can.
+
+    torchvision's ImageNet and random weights, and state dicts: ``torchvision``; neural-style-pt's file names:
+    ``caffe256``; an ``.onnx`` file: None (``onnx_weights`` reads it: a Keras export takes ``caffe``).
+    """
+    name = os.path.basename(str(weights))
+    if name in CAFFE256_FILES:
+        return "caffe256"
+    return None if name.lower().endswith(".onnx") else "torchvision"
 _DEVICE_RE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 
 
@@ -40,7 +56,9 @@ class StyleConfig:
     content_weight: float | None = None  # weight of the summed content losses (None: the preset's; tutorial 1)
     init: str = "content"  # start image: content, noise (uniform, seeded), style, or an image file path
     seed: int = 0  # seeds everything random in a run (noise init)
-    weights: str = "imagenet"  # "imagenet" (torchvision, cached), "random" (seeded), or a file path
+    weights: str = "imagenet"  # "imagenet" (torchvision, cached), "random" (seeded), or a file path (.pth, .onnx)
+    model: str = "vgg19"  # vgg19 (the tutorial's) | vgg16: the network whose features the losses compare
+    preprocess: str | None = None  # torchvision | caffe | caffe256: what the weights expect (None: what they tell)
     device: str = "auto"  # auto | cpu | cuda | cuda:N | mps; auto picks a GPU when there is one
     content_layers: tuple[str, ...] | None = None  # ContentLoss after these (tutorial or paper names; None: preset's)
     style_layers: tuple[str, ...] | None = None  # StyleLoss after these layers (None: the preset's)
@@ -90,11 +108,15 @@ class StyleConfig:
             raise ValueError(f"seed must be an integer >= 0, got {self.seed!r}")
         if not isinstance(self.weights, str) or not self.weights:
             raise ValueError(f"weights must be 'imagenet', 'random' or a file path, got {self.weights!r}")
+        if self.model not in MODELS:
+            raise ValueError(f"model must be one of {', '.join(MODELS)}, got {self.model!r}")
+        if self.preprocess is not None and self.preprocess not in PREPROCESSINGS:
+            raise ValueError(f"preprocess must be one of {', '.join(PREPROCESSINGS)}, got {self.preprocess!r}")
         if not isinstance(self.device, str) or not _DEVICE_RE.match(self.device):
             raise ValueError(f"device must be auto, cpu, cuda, cuda:N or mps, got {self.device!r}")
         for name in ("content_layers", "style_layers"):
-            try:  # tutorial (conv_4) or paper (conv2_2) names of VGG19
-                resolved = resolve_layers(getattr(self, name))
+            try:  # tutorial (conv_4) or paper (conv2_2) names of the network
+                resolved = resolve_layers(getattr(self, name), model_layer_names(self.model))
             except ValueError as exc:
                 raise ValueError(f"{name}: {exc}") from None
             if len(set(resolved)) != len(resolved):

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from .models import VGG19_LAYOUT, Normalization
+from .models import VGG_LAYOUTS, Normalization
 
 # (kernel, stride, padding) of a layer along one axis.
 Spec = tuple[int, int, int]
@@ -122,27 +122,27 @@ def layer_spec(layer: nn.Module) -> Spec:
     return pairs[0][0], pairs[1][0], pairs[2][0]
 
 
-def vgg19_geometry(layer_names: Sequence[str]) -> Geometry:
-    """The ``Geometry`` of VGG19 (``models.VGG19_LAYOUT``, after ``Normalization``) read at tutorial names.
+def vgg19_geometry(layer_names: Sequence[str], model: str = "vgg19") -> Geometry:
+    """The ``Geometry`` of a VGG (``models.VGG_LAYOUTS[model]``, after ``Normalization``) read at tutorial names.
 
     Without building the network: for choosing a tile before the model loads.
     """
-    from .layers import VGG19_LAYER_NAMES  # conv_N / relu_N / pool_N, in VGG19's order
+    from .layers import model_layer_names  # conv_N / relu_N / pool_N, in the network's order
 
     specs: list[Spec] = [(1, 1, 0)]  # Normalization
-    for item in VGG19_LAYOUT:
+    for item in VGG_LAYOUTS[model]:
         specs += [(2, 2, 0)] if item == "M" else [(3, 1, 1), (1, 1, 0)]
-    index = {name: i + 1 for i, name in enumerate(VGG19_LAYER_NAMES)}
+    index = {name: i + 1 for i, name in enumerate(model_layer_names(model))}
     return network_geometry(specs, [index[name] for name in layer_names])
 
 
-def vgg19_target_bytes(layer_names: Sequence[str]) -> float:
-    """Bytes per image pixel of float32 feature maps at these VGG19 layers (the content targets)."""
-    from .layers import VGG19_LAYER_NAMES
+def vgg19_target_bytes(layer_names: Sequence[str], model: str = "vgg19") -> float:
+    """Bytes per image pixel of float32 feature maps at these layers of a VGG (the content targets)."""
+    from .layers import model_layer_names
 
-    total, pools, channels, names = 0.0, 0, 3, iter(VGG19_LAYER_NAMES)
+    total, pools, channels, names = 0.0, 0, 3, iter(model_layer_names(model))
     per_layer: dict[str, float] = {}
-    for item in VGG19_LAYOUT:
+    for item in VGG_LAYOUTS[model]:
         if item == "M":
             pools += 1
             per_layer[next(names)] = channels * 4 / 4 ** pools

@@ -16,13 +16,18 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # torch is imported where a module is built: StyleConfig validates names without it
     from torch import nn
 
-# Convs per block of VGG19 ("E"): 2, 2, 4, 4, 4, each block ended by a 2x2 max pool.
+# Convs per block of VGG19 ("E"): 2, 2, 4, 4, 4, each block ended by a 2x2 max pool; VGG16 ("D"): 2, 2, 3, 3, 3.
 VGG19_BLOCKS: tuple[int, ...] = (2, 2, 4, 4, 4)
+VGG16_BLOCKS: tuple[int, ...] = (2, 2, 3, 3, 3)
+# The networks a run can use (StyleConfig.model), the tutorial's first.
+MODEL_BLOCKS: dict[str, tuple[int, ...]] = {"vgg19": VGG19_BLOCKS, "vgg16": VGG16_BLOCKS}
+MODELS: tuple[str, ...] = tuple(MODEL_BLOCKS)
 
 
-def _vgg19_tutorial_names() -> tuple[str, ...]:
+def tutorial_names_of(blocks: Sequence[int]) -> tuple[str, ...]:
+    """The tutorial's names of a VGG ``features`` block with these convs per block, in order."""
     names, i = [], 0
-    for convs in VGG19_BLOCKS:
+    for convs in blocks:
         for _ in range(convs):
             i += 1
             names += [f"conv_{i}", f"relu_{i}"]
@@ -31,7 +36,19 @@ def _vgg19_tutorial_names() -> tuple[str, ...]:
 
 
 # The tutorial's names of VGG19's ``features``, in order (the same list ``layer_names`` gives).
-VGG19_LAYER_NAMES: tuple[str, ...] = _vgg19_tutorial_names()
+VGG19_LAYER_NAMES: tuple[str, ...] = tutorial_names_of(VGG19_BLOCKS)
+VGG16_LAYER_NAMES: tuple[str, ...] = tutorial_names_of(VGG16_BLOCKS)
+
+
+def model_layer_names(model: str) -> tuple[str, ...]:
+    """The tutorial's layer names of a network of ``MODELS``.
+
+    Raises:
+        ValueError: an unknown network.
+    """
+    if model not in MODEL_BLOCKS:
+        raise ValueError(f"model must be one of {', '.join(MODELS)}, got {model!r}")
+    return tutorial_names_of(MODEL_BLOCKS[model])
 
 
 def paper_names(tutorial_names: Sequence[str]) -> dict[str, str]:

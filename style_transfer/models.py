@@ -1,4 +1,8 @@
-"""VGG19 feature extractor: pretrained (torchvision weights, cached), a local file, or seeded random."""
+"""VGG feature extractors (VGG19, the tutorial's, and VGG16) and the preprocessing their weights expect.
+
+Weights come from torchvision (cached, downloaded once), a local state dict (torchvision's or a Caffe-converted
+one, as the Lua and PyTorch neural-style tools use), an ONNX file (``onnx_weights``), or seeded random draws.
+"""
 
 from __future__ import annotations
 
@@ -10,22 +14,38 @@ import urllib.error
 import urllib.request
 import zipfile
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from torch import nn
-from torchvision.models import VGG19_Weights
+from torchvision.models import VGG16_Weights, VGG19_Weights
 
+from .config import PREPROCESSINGS, preprocess_by_name
 from .errors import WeightsError
 from .files import open_regular, shown
+from .layers import MODELS
 
 # ImageNet statistics the VGG weights were trained with (the tutorial's values).
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
+# Caffe's VGG (Simonyan and Zisserman's own, the paper's network): BGR pixels in [0, 255] minus this mean.
+CAFFE_MEAN_BGR = (103.939, 116.779, 123.68)
 
-# torchvision's VGG19 ("E") feature layout: channels per conv, "M" for a 2x2 max pool.
+# How an image in [0, 1] becomes the input a network's weights expect (StyleConfig.preprocess):
+# torchvision: RGB, minus ImageNet's mean, over its std (torchvision's weights; the tutorial's);
+# caffe: BGR times 255 minus CAFFE_MEAN_BGR (Keras' "caffe" mode: keras.applications' VGG files);
+# caffe256: BGR times 256 minus the same mean (the Lua neural-style and neural-style-pt, and their files).
+# (config.PREPROCESSINGS names them, so StyleConfig checks the name without torch.)
+CAFFE_SCALES = {"caffe": 255.0, "caffe256": 256.0}
+
+# torchvision's VGG feature layouts, channels per conv, "M" for a 2x2 max pool: VGG19 ("E") and VGG16 ("D").
 VGG19_LAYOUT: tuple[int | str, ...] = (64, 64, "M", 128, 128, "M", 256, 256, 256, 256, "M",
                                        512, 512, 512, 512, "M", 512, 512, 512, 512, "M")
+VGG16_LAYOUT: tuple[int | str, ...] = (64, 64, "M", 128, 128, "M", 256, 256, 256, "M",
+                                       512, 512, 512, "M", 512, 512, 512, "M")
+VGG_LAYOUTS: dict[str, tuple[int | str, ...]] = {"vgg19": VGG19_LAYOUT, "vgg16": VGG16_LAYOUT}
+IMAGENET_WEIGHTS = {"vgg19": VGG19_Weights.IMAGENET1K_V1, "vgg16": VGG16_Weights.IMAGENET1K_V1}
 
 DOWNLOAD_TIMEOUT_S = 30.0
 _HASH_RE = re.compile(r"-([a-f0-9]{6,})\.")
@@ -49,15 +69,48 @@ class Normalization(nn.Module):
         return (img - self.mean) / self.std
 
 
-def vgg19_features() -> nn.Sequential:
-    """An untrained VGG19 ``features`` block laid out exactly as torchvision's (same indices).
+class CaffeNormalization(Normalization):
+    """Caffe's preprocessing of a (1, 3, H, W) RGB image in [0, 1]: BGR order, times ``scale``, minus the BGR mean.
+
+    For Caffe-converted VGG weights (``scale`` 255: Keras files; 256: neural-style's). Applied in front of the
+    network exactly as those tools do, never folded into the first convolution's weights.
+    """
+
+    def __init__(self, scale: float = 255.0, mean_bgr: tuple[float, ...] = CAFFE_MEAN_BGR) -> None:
+        super().__init__(mean_bgr, (1.0, 1.0, 1.0))
+        self.scale = float(scale)
+
+    def forward(self, img: torch.Tensor) -> torch.Tensor:
+        return img.flip(-3) * self.scale - self.mean
+
+    def extra_repr(self) -> str:
+        return f"scale={self.scale:g}, mean_bgr={tuple(round(v, 3) for v in self.mean.flatten().tolist())}"
+
+
+def make_normalization(preprocess: str = "torchvision") -> Normalization:
+    """The module in front of the network for a preprocessing of ``PREPROCESSINGS``.
+
+    Raises:
+        ValueError: an unknown preprocessing.
+    """
+    if preprocess == "torchvision":
+        return Normalization(IMAGENET_MEAN, IMAGENET_STD)
+    if preprocess in CAFFE_SCALES:
+        return CaffeNormalization(CAFFE_SCALES[preprocess])
+    raise ValueError(f"preprocess must be one of {', '.join(PREPROCESSINGS)}, got {preprocess!r}")
+
+
+def vgg_features(model: str = "vgg19") -> nn.Sequential:
+    """An untrained VGG ``features`` block (``MODELS``) laid out exactly as torchvision's (same indices).
 
     Built directly rather than through ``torchvision.models.vgg19()`` so the 400 MB
     classifier is never allocated only to be dropped.
     """
+    if model not in VGG_LAYOUTS:
+        raise ValueError(f"model must be one of {', '.join(MODELS)}, got {model!r}")
     layers: list[nn.Module] = []
     channels = 3
-    for item in VGG19_LAYOUT:
+    for item in VGG_LAYOUTS[model]:
         if item == "M":
             layers.append(nn.MaxPool2d(kernel_size=2, stride=2))
         else:
@@ -67,15 +120,20 @@ def vgg19_features() -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
-def random_vgg19_features(seed: int = 0) -> nn.Sequential:
-    """VGG19 features with seeded random weights (torchvision's init: Kaiming normal, zero bias).
+def vgg19_features() -> nn.Sequential:
+    """An untrained VGG19 ``features`` block (``vgg_features("vgg19")``)."""
+    return vgg_features("vgg19")
+
+
+def random_vgg_features(model: str = "vgg19", seed: int = 0) -> nn.Sequential:
+    """VGG features with seeded random weights (torchvision's init: Kaiming normal, zero bias).
 
     Gives no artistic result; for tests and offline smoke runs. The same seed gives the same
     weights on every machine up to float32 rounding: a CPU generator draws the normal samples,
     and the scaling by Kaiming's std runs in the CPU's own kernels (AVX2, AVX-512 and scalar
     kernels were seen to differ by about 1e-7 relative).
     """
-    features = vgg19_features()
+    features = vgg_features(model)
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for module in features:
@@ -85,6 +143,11 @@ def random_vgg19_features(seed: int = 0) -> nn.Sequential:
     return features
 
 
+def random_vgg19_features(seed: int = 0) -> nn.Sequential:
+    """VGG19 features with seeded random weights (``random_vgg_features("vgg19", seed)``)."""
+    return random_vgg_features("vgg19", seed)
+
+
 def freeze(module: nn.Module) -> nn.Module:
     """Put a module in eval mode and stop gradients to its parameters; returns it."""
     module.eval()
@@ -92,43 +155,132 @@ def freeze(module: nn.Module) -> nn.Module:
     return module
 
 
-def imagenet_weights_path() -> Path:
-    """Where torchvision's VGG19 ImageNet weights live in the torch hub cache (``TORCH_HOME``)."""
-    url = VGG19_Weights.IMAGENET1K_V1.url
+def imagenet_weights_path(model: str = "vgg19") -> Path:
+    """Where torchvision's ImageNet weights of ``model`` live in the torch hub cache (``TORCH_HOME``)."""
+    url = IMAGENET_WEIGHTS[model].url
     return Path(torch.hub.get_dir()) / "checkpoints" / os.path.basename(url)
 
 
-def load_vgg19_features(weights: str = "imagenet", *, seed: int = 0,
-                        download_progress: DownloadProgress | None = None) -> nn.Sequential:
-    """Build VGG19 ``features``, load weights, and freeze it (``eval()``, no grads), on the CPU.
+@dataclass
+class Network:
+    """A loaded, frozen VGG ``features`` block and what it needs to be used right.
+
+    Attributes:
+        features: the ``nn.Sequential`` of convs, ReLUs and pools, torchvision's indices.
+        model: ``"vgg19"`` or ``"vgg16"``.
+        preprocess: the preprocessing its weights expect (``PREPROCESSINGS``); ``normalization()`` makes it.
+    """
+
+    features: nn.Sequential
+    model: str = "vgg19"
+    preprocess: str = "torchvision"
+
+    def normalization(self) -> Normalization:
+        return make_normalization(self.preprocess)
+
+
+def load_network(model: str = "vgg19", weights: str = "imagenet", *, preprocess: str | None = None, seed: int = 0,
+                 download_progress: DownloadProgress | None = None) -> Network:
+    """Build VGG ``features``, load weights, check them, and freeze (``eval()``, no grads), on the CPU.
 
     Args:
-        weights: ``"imagenet"`` (torchvision's IMAGENET1K_V1, from the hub cache, downloaded
-            once), ``"random"`` (seeded random weights), or the path of a state dict file.
+        model: ``"vgg19"`` (the tutorial's) or ``"vgg16"``.
+        weights: ``"imagenet"`` (torchvision's IMAGENET1K_V1, from the hub cache, downloaded once),
+            ``"random"`` (seeded random weights), the path of a state dict (torchvision's key layout, as
+            torchvision's and neural-style-pt's Caffe-converted files have), or of an ONNX file of a VGG.
+        preprocess: the preprocessing the weights expect; None: what the weights tell (torchvision for
+            torchvision's and random weights and state dicts, caffe256 for neural-style-pt's files, caffe for
+            a Keras ONNX export); a file that cannot tell needs it given.
         seed: the seed of the random weights.
         download_progress: called with (bytes done, bytes in all) while downloading.
 
     Raises:
-        WeightsError: the weights cannot be downloaded, read, or do not fit VGG19.
+        WeightsError: the weights cannot be downloaded or read, do not fit the network, are not finite, or do
+            not tell their preprocessing when none is given (one line each, naming the fix).
     """
+    if model not in VGG_LAYOUTS:
+        raise ValueError(f"model must be one of {', '.join(MODELS)}, got {model!r}")
+    if preprocess is not None and preprocess not in PREPROCESSINGS:
+        raise ValueError(f"preprocess must be one of {', '.join(PREPROCESSINGS)}, got {preprocess!r}")
     if weights == "random":
-        return freeze(random_vgg19_features(seed))
+        return Network(freeze(random_vgg_features(model, seed)), model, preprocess or "torchvision")
+    told = None
     if weights == "imagenet":
-        path = imagenet_weights_path()
+        path = imagenet_weights_path(model)
         if not os.path.lexists(path):  # anything else there (a folder, a broken link) is named below
-            download_imagenet_weights(path, progress=download_progress)
+            download_imagenet_weights(path, model=model, progress=download_progress)
         state = load_state_file(path, hint=f"delete {shown(path)} to download it again, or pass --weights FILE")
+        told = "torchvision"
     else:
-        state = load_state_file(Path(weights), hint="expected a VGG19 state dict (.pth)")
         path = Path(weights)
-    features = vgg19_features()
+        if is_onnx_file(path):
+            from .onnx_weights import read_onnx_vgg  # the onnx package is an optional extra
+
+            found = read_onnx_vgg(path)
+            state, told = found.state, found.preprocess
+        else:
+            state = load_state_file(path, hint=f"expected a {model.upper()} state dict (.pth) or an ONNX file")
+            told = preprocess_by_name(path.name) or "torchvision"  # a torch file named .onnx: torchvision's
+    features = vgg_features(model)
+    state = features_state(state)
+    _check_model(state, model, path)
     try:
-        features.load_state_dict(features_state(state))
+        features.load_state_dict(state)
     except (RuntimeError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise WeightsError(f"{shown(path)}: weights do not fit VGG19 features ({first}); "
-                           f"expected a VGG19 state dict") from None
-    return freeze(features)
+        raise WeightsError(f"{shown(path)}: weights do not fit {model.upper()} features ({first}); "
+                           f"expected a {model.upper()} state dict") from None
+    bad = [name for name, value in state.items() if value.is_floating_point() and not bool(torch.isfinite(value).all())]
+    if bad:
+        raise WeightsError(f"{shown(path)}: weights {bad[0]} hold NaN or infinite values; the file is damaged")
+    if preprocess is None and told is None:
+        raise WeightsError(f"{shown(path)}: cannot tell which preprocessing these weights expect; pass "
+                           f"--preprocess torchvision (RGB, ImageNet mean and std) or caffe (BGR, 0-255, minus the "
+                           f"Caffe mean)")
+    return Network(freeze(features), model, preprocess or told or "torchvision")
+
+
+def load_vgg19_features(weights: str = "imagenet", *, seed: int = 0,
+                        download_progress: DownloadProgress | None = None) -> nn.Sequential:
+    """VGG19 ``features`` loaded with ``weights`` and frozen (``load_network("vgg19", ...).features``).
+
+    Raises:
+        WeightsError: the weights cannot be downloaded, read, or do not fit VGG19.
+    """
+    return load_network("vgg19", weights, seed=seed, download_progress=download_progress).features
+
+
+def is_onnx_file(path: Path) -> bool:
+    """True for a file named ``.onnx``, or one whose first byte is an ONNX ModelProto's (field 1, a varint).
+
+    torch.save writes a zip (``PK``) or a pickle (``0x80``); neither starts with ``0x08``.
+    """
+    if path.suffix.lower() == ".onnx":
+        return True
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(1) == b"\x08"
+    except OSError:
+        return False  # load_state_file names the problem
+
+
+def conv_count(state: Mapping[str, torch.Tensor]) -> int:
+    """How many convolutions a ``features`` state dict holds (4-d ``*.weight`` tensors)."""
+    return sum(1 for key, value in state.items() if key.endswith("weight") and value.dim() == 4)
+
+
+def _check_model(state: Mapping[str, torch.Tensor], model: str, path: Path) -> None:
+    """Refuse weights of the other VGG in one line that names the ``--model`` to pass."""
+    convs, expected = conv_count(state), sum(1 for item in VGG_LAYOUTS[model] if item != "M")
+    if convs == expected:
+        return
+    other = next((name for name, layout in VGG_LAYOUTS.items()
+                  if sum(1 for item in layout if item != "M") == convs), None)
+    if other is not None:
+        raise WeightsError(f"{shown(path)}: holds a {other.upper()} ({convs} convolutions), not a {model.upper()} "
+                           f"({expected}); pass --model {other}")
+    raise WeightsError(f"{shown(path)}: weights do not fit {model.upper()} features ({convs} convolutions, "
+                       f"{model.upper()} has {expected}); expected a {model.upper()} state dict")
 
 
 def load_state_file(path: Path, *, hint: str) -> Mapping[str, torch.Tensor]:
@@ -165,20 +317,20 @@ def load_state_file(path: Path, *, hint: str) -> Mapping[str, torch.Tensor]:
 
 
 def features_state(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Pick the ``features`` part of a VGG19 state dict: full (``features.N.*``) or bare (``N.*``)."""
+    """Pick the ``features`` part of a VGG state dict: full (``features.N.*``) or bare (``N.*``)."""
     prefixed = {k[len("features."):]: v for k, v in state.items() if k.startswith("features.")}
     return prefixed if prefixed else dict(state)
 
 
-def download_imagenet_weights(path: Path, *, progress: DownloadProgress | None = None,
+def download_imagenet_weights(path: Path, *, model: str = "vgg19", progress: DownloadProgress | None = None,
                               timeout: float = DOWNLOAD_TIMEOUT_S) -> None:
-    """Download torchvision's VGG19 weights to ``path`` atomically, checking the hash prefix.
+    """Download torchvision's ImageNet weights of ``model`` to ``path`` atomically, checking the hash prefix.
 
     Raises:
         WeightsError: offline, timed out, unwritable cache or a corrupt download; the
             message names the cache path and ``--weights FILE`` as the way out.
     """
-    url = VGG19_Weights.IMAGENET1K_V1.url
+    url = IMAGENET_WEIGHTS[model].url
     fix = f"put the file {path.name} in {path.parent} or pass --weights FILE"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -199,11 +351,11 @@ def download_imagenet_weights(path: Path, *, progress: DownloadProgress | None =
                     progress(done, total)
         expected = _HASH_RE.search(path.name)
         if expected and not digest.hexdigest().startswith(expected.group(1)):
-            raise WeightsError(f"downloaded VGG19 weights from {url} are corrupt (hash mismatch); {fix}")
+            raise WeightsError(f"downloaded {model.upper()} weights from {url} are corrupt (hash mismatch); {fix}")
         os.replace(tmp, path)
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", None) or exc
-        raise WeightsError(f"cannot download VGG19 weights from {url} ({reason}); {fix}") from None
+        raise WeightsError(f"cannot download {model.upper()} weights from {url} ({reason}); {fix}") from None
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)

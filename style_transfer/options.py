@@ -15,9 +15,9 @@ from typing import Any, Callable, NoReturn, TypeVar
 import click
 
 from .config import (BACKWARDS, CPU_DEFAULT_SIZE, GPU_DEFAULT_SIZE, INITS, LOSS_FORMS, OPTIMIZERS, PRECISIONS,
-                     PRESERVE_COLORS, StyleConfig)
+                     PREPROCESSINGS, PRESERVE_COLORS, StyleConfig)
 from .errors import StyleTransferError
-from .layers import POOLINGS
+from .layers import MODELS, POOLINGS
 from .presets import PRESET_NAMES, PRESETS
 
 DEFAULTS = StyleConfig()  # every default below is read from here, so it is written once
@@ -57,8 +57,8 @@ def unexpected_error(exc: Exception, debug: bool) -> NoReturn:
 # option is in docs/options.md, made from the commands themselves by docs/make_options.py.
 SECTIONS = ("Basics", "Style", "Output and run control", "Speed", "Advanced")
 SECTION_OF = {
-    "Basics": ("output", "size", "steps", "style_weight", "content_weight", "seed", "weights", "device", "preset",
-               "quiet"),
+    "Basics": ("output", "size", "steps", "style_weight", "content_weight", "seed", "model", "weights", "preprocess",
+               "device", "preset", "quiet"),
     "Style": ("init", "content_layers", "style_layers", "style_layer_weights", "style_blend", "style_scale",
               "preserve_colors", "tv_weight", "pooling", "loss_form", "keep_alpha"),
     "Output and run control": ("save_every", "save_dir", "animate", "log_path", "plot", "no_metadata", "replay",
@@ -75,7 +75,9 @@ SHORT_HELP = {
     "content_weight": "Weight of the content losses (default: the preset's, 1).",
     "init": "Start image: content, noise, style or an image FILE.",
     "seed": "Seed: same inputs, options and seed give the same image.",
-    "weights": "VGG19 weights: imagenet, a state dict FILE, or random (tests).",
+    "model": "The network: vgg19 (the tutorial's) or vgg16.",
+    "weights": "imagenet, a .pth or .onnx FILE, or random (tests).",
+    "preprocess": "What the weights expect: torchvision, caffe or caffe256.",
     "device": "auto, cpu, cuda, cuda:N or mps.",
     "content_layers": "Layers with a ContentLoss (conv_4 or conv4_2 names).",
     "style_layers": "Layers with a StyleLoss (conv_1,... or conv1_1,... names).",
@@ -223,10 +225,23 @@ SETTINGS: list[Callable[[F], F]] = [
                       "size)."),
     click.option("--seed", type=int, default=DEFAULTS.seed, show_default=True,
                  help="Seed of everything random; the same inputs, options and seed give the same image."),
+    click.option("--model", type=click.Choice(MODELS), default=DEFAULTS.model, show_default=True,
+                 help="The network whose features the losses compare: vgg19 (the tutorial's and the paper's) or "
+                      "vgg16 (13 convolutions; the same first five layers, so the tutorial's layers work on both). "
+                      "Paper layer names follow the network (VGG16 ends at conv5_3)."),
     click.option("--weights", default=DEFAULTS.weights, show_default=True,
-                 help="VGG19 weights: 'imagenet' (torchvision's, downloaded once to the torch hub cache, "
-                      "TORCH_HOME), a local state dict FILE, or 'random' (seeded random weights: offline smoke "
-                      "runs and tests only, gives no artistic result)."),
+                 help="The network's weights: 'imagenet' (torchvision's, downloaded once to the torch hub cache, "
+                      "TORCH_HOME), a local FILE (a torchvision state dict .pth; a Caffe-converted one such as "
+                      "neural-style-pt's vgg19-d01eb7cb.pth; or an ONNX file of a VGG16/VGG19, which needs the onnx "
+                      "extra), or 'random' (seeded random weights: offline smoke runs and tests only, gives no "
+                      "artistic result). Every file is checked before use and never runs code."),
+    click.option("--preprocess", type=click.Choice(PREPROCESSINGS), default=None,
+                 help="How the image is prepared for the weights, as a module in front of the network: "
+                      "torchvision (RGB minus ImageNet's mean, over its std: torchvision's weights), caffe (BGR, "
+                      "times 255, minus the Caffe mean: Keras files such as a keras.applications VGG16 in ONNX) or "
+                      "caffe256 (the same times 256: the Lua neural-style and neural-style-pt files). Default: "
+                      "what the weights tell (torchvision's and random weights: torchvision; neural-style-pt's "
+                      "file names: caffe256; a Keras ONNX export: caffe); a file that cannot tell needs it."),
     click.option("--device", default=DEFAULTS.device, show_default=True,
                  help="auto, cpu, cuda, cuda:N or mps; auto picks a GPU when there is one."),
     click.option("--content-layers", default=None,
@@ -319,7 +334,8 @@ SETTINGS: list[Callable[[F], F]] = [
                       "last --patience evaluations, at the final size. Off by default."),
     click.option("--patience", type=int, default=None, help="Evaluations that --min-improvement looks back over.")
 ]
-SETTINGS_FIELDS = ("size", "steps", "style_weight", "content_weight", "init", "seed", "weights", "device",
+SETTINGS_FIELDS = ("size", "steps", "style_weight", "content_weight", "init", "seed", "model", "weights", "preprocess",
+                   "device",
                    "content_layers", "style_layers", "style_layer_weights", "preset", "style_blend", "style_scale",
                    "preserve_colors", "tv_weight", "pooling", "loss_form", "optimizer", "lr", "keep_alpha",
                    "backward", "fast", "precision", "channels_last", "fused_gram", "history_size", "scales",

@@ -49,9 +49,11 @@ XMP_NAMESPACE = "https://github.com/style-transfer/ns/1.0/"
 RECORD_FORMATS = ("PNG", "JPEG", "WEBP", "TIFF", "GIF")
 
 # torchvision's VGG19 ImageNet weights: the enum's name and the basename of its URL, as cached in
-# $TORCH_HOME/hub/checkpoints (tests check both against torchvision).
+# $TORCH_HOME/hub/checkpoints (tests check both against torchvision); VGG16's likewise.
 IMAGENET_WEIGHTS_NAME = "VGG19_Weights.IMAGENET1K_V1"
 IMAGENET_WEIGHTS_FILE = "vgg19-dcbb9e9d.pth"
+IMAGENET_WEIGHTS_OF = {"vgg19": (IMAGENET_WEIGHTS_NAME, IMAGENET_WEIGHTS_FILE),
+                       "vgg16": ("VGG16_Weights.IMAGENET1K_V1", "vgg16-397923af.pth")}
 # The seed of ``--weights random``: transfer.py calls models.load_vgg19_features without a seed,
 # so the random weights are always drawn with its default, 0 (not the run's --seed).
 RANDOM_WEIGHTS_SEED = 0
@@ -133,8 +135,8 @@ def input_entry(source: Any) -> dict[str, Any]:
     raise TypeError(f"expected a path, a PIL image or a tensor, got {type(source).__name__}")
 
 
-def imagenet_weights_path() -> Path:
-    """Where torchvision's VGG19 ImageNet weights are cached, as models.imagenet_weights_path says.
+def imagenet_weights_path(model: str = "vgg19") -> Path:
+    """Where torchvision's ImageNet weights of ``model`` are cached, as models.imagenet_weights_path says.
 
     Asks ``torch.hub.get_dir()`` when torch is already loaded (it honours ``torch.hub.set_dir``);
     otherwise works it out as torch does: ``$TORCH_HOME``, else ``$XDG_CACHE_HOME/torch``, else
@@ -146,15 +148,16 @@ def imagenet_weights_path() -> Path:
     else:
         cache = os.getenv("XDG_CACHE_HOME", os.path.join("~", ".cache"))
         folder = Path(os.path.expanduser(os.getenv("TORCH_HOME", os.path.join(cache, "torch")))) / "hub"
-    return folder / "checkpoints" / IMAGENET_WEIGHTS_FILE
+    return folder / "checkpoints" / IMAGENET_WEIGHTS_OF[model][1]
 
 
-def weights_entry(weights: str, seed: int = RANDOM_WEIGHTS_SEED) -> dict[str, Any]:
-    """What the record says about the VGG19 weights of a run.
+def weights_entry(weights: str, seed: int = RANDOM_WEIGHTS_SEED, *, model: str = "vgg19") -> dict[str, Any]:
+    """What the record says about the VGG weights of a run.
 
     Args:
         weights: the run's setting: ``"imagenet"``, ``"random"`` or a file path.
         seed: the seed the random weights were drawn with (see ``RANDOM_WEIGHTS_SEED``).
+        model: the network (``vgg19``, ``vgg16``): which ImageNet file ``"imagenet"`` is.
 
     Returns:
         ``{"kind": "imagenet", "name": IMAGENET_WEIGHTS_NAME, "file": IMAGENET_WEIGHTS_FILE,
@@ -168,9 +171,10 @@ def weights_entry(weights: str, seed: int = RANDOM_WEIGHTS_SEED) -> dict[str, An
     if weights == "random":
         return {"kind": "random", "seed": int(seed)}
     if weights == "imagenet":
-        path = imagenet_weights_path()
+        path = imagenet_weights_path(model)
         digest = _sha256_cached(path, error=WeightsError) if path.is_file() else None
-        return {"kind": "imagenet", "name": IMAGENET_WEIGHTS_NAME, "file": IMAGENET_WEIGHTS_FILE, "sha256": digest}
+        name, file = IMAGENET_WEIGHTS_OF[model]
+        return {"kind": "imagenet", "name": name, "file": file, "sha256": digest}
     return {"kind": "file", "name": base_name(weights), "sha256": _sha256_cached(weights, error=WeightsError)}
 
 
@@ -240,7 +244,8 @@ def make_record(settings: Any, *, content: Any, styles: Sequence[Any], weights: 
         "settings": values,
         "seed": seed,
         "inputs": inputs,
-        "weights": weights_entry(weights) if isinstance(weights, (str, os.PathLike)) else dict(weights),
+        "weights": (weights_entry(weights, model=values.get("model") or "vgg19")
+                    if isinstance(weights, (str, os.PathLike)) else dict(weights)),
         "versions": versions(),
         "device": str(device),
         "evaluations": int(evaluations),
@@ -480,5 +485,6 @@ def check_replay_inputs(record: dict[str, Any], content: Any, styles: Sequence[A
         if want != have:
             raise ValueError(f"the {name} image is not the recorded run's (SHA-256 differs)")
     recorded = record.get("weights") or {}
-    if recorded.get("sha256") and weights_entry(weights).get("sha256") not in (None, recorded["sha256"]):
+    model = (record.get("settings") or {}).get("model") or "vgg19"
+    if recorded.get("sha256") and weights_entry(weights, model=model).get("sha256") not in (None, recorded["sha256"]):
         raise ValueError("the weights are not the recorded run's (SHA-256 differs)")

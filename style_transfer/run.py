@@ -32,7 +32,7 @@ from .files import atomic_output, shown
 from .guards import RunStats, out_of_memory
 from .images import ImageSource, load_image, tensor_to_pil
 from .loss_terms import normalized_blend
-from .models import IMAGENET_MEAN, IMAGENET_STD, DownloadProgress, load_vgg19_features
+from .models import IMAGENET_MEAN, IMAGENET_STD, DownloadProgress, Network, load_network
 from .transfer import (Resume, StepInfo, fit_to, working_sizes, default_size, initial_image, planned_evaluations,
                        prepare_colors, resolve_device, run_style_transfer, style_size)
 
@@ -68,8 +68,9 @@ class Run:
         download_progress: called while the pretrained weights download (first run only).
         init: a ``(1, 3, H, W)`` start image in [0, 1] in place of ``config.init`` (stretched to the working
             size; video/ passes the previous frame's warped result). image_losses: loss modules on the image
-            (``run_style_transfer``). cnn: VGG19 features already loaded with ``config.weights``, reused across
-            runs (video/ and batch/ load it once; never changed).
+            (``run_style_transfer``). cnn: the network already loaded with ``config.model`` and ``config.weights``
+            (a ``models.Network``; a bare ``features`` block is taken to expect ``config.preprocess`` or
+            torchvision's), reused across runs (video/ and batch/ load it once; never changed).
         style_targets: a cache of Gram targets shared by runs (batch), keyed by ``style_targets_key``;
             a run reuses the targets found there and adds those it computes. None: no cache.
     """
@@ -77,7 +78,7 @@ class Run:
     def __init__(self, content: ImageSource, style: ImageSource | Sequence[ImageSource],
                  config: StyleConfig | None = None, options: RunOptions | None = None, *,
                  download_progress: DownloadProgress | None = None, init: torch.Tensor | None = None,
-                 image_losses: Sequence[torch.nn.Module] = (), cnn: torch.nn.Module | None = None,
+                 image_losses: Sequence[torch.nn.Module] = (), cnn: Network | torch.nn.Module | None = None,
                  style_targets: MutableMapping[Any, dict[str, torch.Tensor]] | None = None) -> None:
         self.init, self.image_losses, self.cnn = init, tuple(image_losses), cnn  # video/, batch/: see above
         self.content = content
@@ -89,6 +90,7 @@ class Run:
         self._stop = threading.Event()
         self._reason = "cancelled"
         self._device: torch.device | None = None
+        self._preprocess: str | None = None  # the preprocessing the loaded network expects, once known
 
     def cancel(self, reason: str = "cancelled") -> None:
         """Stop the run at the end of the evaluation under way; ``execute`` returns its image then.
@@ -125,8 +127,11 @@ class Run:
     def record(self, evaluations: int, stopped: str, losses: dict[str, float], seconds: float) -> dict[str, Any]:
         """The provenance record of an image of this run (``provenance.make_record``)."""
         device = self._device or resolve_device(self.config.device)
-        return provenance.make_record(self.config, content=self.content, styles=self.styles,
-                                      weights=self.config.weights, device=str(device), evaluations=evaluations,
+        config = self.config  # the record names the preprocessing the weights told (replay passes it back)
+        if config.preprocess is None and self._preprocess is not None:
+            config = dataclasses.replace(config, preprocess=self._preprocess)
+        return provenance.make_record(config, content=self.content, styles=self.styles,
+                                      weights=config.weights, device=str(device), evaluations=evaluations,
                                       losses=losses, seconds=seconds, stopped=stopped)
 
     def _execute(self, on_event: EventCallback | None, stats: RunStats) -> RunResult:
@@ -150,8 +155,13 @@ class Run:
         alpha = colors.content_alpha(self.content, size) if config.keep_alpha else None
         keeper = _Checkpoints(options, _fingerprint(config, self.content, self.styles))
         saved = keeper.load() if options.resume else None  # a checkpoint that does not fit fails before the model
-        cnn = (self.cnn if self.cnn is not None else
-               load_vgg19_features(config.weights, download_progress=self.download_progress)).to(device)
+        network = self.cnn if self.cnn is not None else load_network(
+            config.model, config.weights, preprocess=config.preprocess, download_progress=self.download_progress)
+        if not isinstance(network, Network):  # a bare features block (the tutorial's kind of cnn)
+            network = Network(network, config.model, config.preprocess or "torchvision")
+        self._preprocess = network.preprocess
+        cnn = network.features.to(device)
+        normalization = network.normalization()
 
         total = sum(planned_evaluations(n, config.optimizer) for n in steps)
         clock = _Clock(saved.seconds if saved else 0.0)
@@ -214,7 +224,8 @@ class Run:
                     backward=config.backward, speed=tiling.tiled_speed(speed) if tiled else speed, resume=resume,
                     image_losses=self.image_losses,
                     on_step_end=lambda optimizer, img, n, scale=scale: keeper.step_end(
-                        scale, img, optimizer, n, done, clock), tile=tiles[scale], style_targets=targets)
+                        scale, img, optimizer, n, done, clock), tile=tiles[scale], style_targets=targets,
+                    normalization=normalization)
             except (Interrupted, NonFiniteLoss) as exc:
                 keeper.save()  # the state after the last whole LBFGS step, to resume from
                 # A run stopped at a coarse size still gives a picture of the size asked for.
@@ -312,11 +323,12 @@ class _Saved:
 def style_targets_key(config: StyleConfig, content: ImageSource, styles: Sequence[ImageSource],
                       style_images: Sequence[torch.Tensor], device: torch.device) -> tuple:
     """What a style's Gram targets depend on: the style files' hashes, the working size they were read at
-    (with the style scale), the layers, the network (weights, pooling), the blend and the device; and the
+    (with the style scale), the layers, the network (model, weights, preprocessing, pooling), the blend and the device; and the
     content's hash when the colours are matched to it (``preserve_colors``)."""
     return (tuple(provenance.input_entry(s)["sha256"] for s in styles),
             tuple(tuple(image.shape[-2:]) for image in style_images), config.style_scale,
-            tuple(config.style_layers), config.pooling, config.weights, config.style_blend, str(device),
+            tuple(config.style_layers), config.pooling, config.model, config.weights, config.preprocess,
+            config.style_blend, str(device),
             config.preserve_colors,
             provenance.input_entry(content)["sha256"] if config.preserve_colors != "none" else None)
 
@@ -327,7 +339,7 @@ def _fingerprint(config: StyleConfig, content: ImageSource, styles: Sequence[Ima
     settings.pop("threads", None)
     return {"settings": settings, "content": provenance.input_entry(content)["sha256"],
             "styles": [provenance.input_entry(s)["sha256"] for s in styles],
-            "weights": provenance.weights_entry(config.weights)}
+            "weights": provenance.weights_entry(config.weights, model=config.model)}
 
 
 class _Checkpoints:

@@ -29,7 +29,7 @@ from .backward import weighted_scores
 from .config import StyleConfig
 from .errors import ResourceError
 from .fast import TORCH_LBFGS_HISTORY, Speed
-from .layers import resolve_layers
+from .layers import model_layer_names, resolve_layers
 from .loss_terms import PaperContentLoss, TotalVariationLoss, WeightedStyleLoss, normalized_blend, paper_style_loss
 from .losses import ContentLoss, StyleLoss
 from .crops import Crop, check_tile, layer_spec, network_geometry, plan_crops, vgg19_geometry, vgg19_target_bytes
@@ -365,9 +365,11 @@ def plan_tiles(sizes: Sequence[int], size_fn: guards.SizeFn, config: StyleConfig
             tiling could not help), or not in the tile given.
     """
     available = guards.available_bytes(device) if available is None else available
-    content_layers, style_layers = resolve_layers(config.content_layers), resolve_layers(config.style_layers)
-    geometry = vgg19_geometry(tuple(content_layers) + tuple(style_layers))
-    targets = vgg19_target_bytes(content_layers)
+    names = model_layer_names(config.model)
+    content_layers, style_layers = resolve_layers(config.content_layers, names), resolve_layers(config.style_layers,
+                                                                                                names)
+    geometry = vgg19_geometry(tuple(content_layers) + tuple(style_layers), config.model)
+    targets = vgg19_target_bytes(content_layers, config.model)
     tiles: list[int | None] = []
     for size in sizes:
         content_hw, style_hw = size_fn(size)

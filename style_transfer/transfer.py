@@ -125,6 +125,7 @@ def get_style_model_and_losses(
     loss_form: str = "tutorial",
     pooling: str = "max",
     style_targets: MutableMapping[str, torch.Tensor] | None = None,
+    normalization: nn.Module | None = None,
 ) -> tuple[nn.Sequential, list[StyleLoss], list[ContentLoss]]:
     """Copy ``cnn`` into a new ``nn.Sequential`` with loss modules after the named layers.
 
@@ -139,11 +140,15 @@ def get_style_model_and_losses(
     ``style_targets`` (batch runs): a mapping of style layer name -> Gram target shared by runs with
     the same style images, network and settings; filled in when empty, used (the style images'
     forward passes skipped) when it holds every style layer. The caller owns what it keys it by.
+    ``normalization``: the module put first in place of ``Normalization(mean, std)`` (then not used), such as
+    ``models.CaffeNormalization`` for Caffe-converted weights (``models.Network.normalization()``).
 
     Raises:
         ValueError: a requested layer is not in the network (the message lists valid names).
     """
-    normalization = Normalization(normalization_mean, normalization_std).to(content_img.device)
+    if normalization is None:  # the tutorial's: torchvision's weights take ImageNet's mean and std
+        normalization = Normalization(normalization_mean, normalization_std)
+    normalization = normalization.to(content_img.device)
     valid = layer_names(cnn)
     content_layers = resolve_layers(content_layers, valid)  # paper names (conv2_2) become conv_4
     style_layers = resolve_layers(style_layers, valid)
@@ -367,6 +372,7 @@ def run_style_transfer(
     image_losses: Sequence[nn.Module] = (),
     tile: int | None = None,
     style_targets: MutableMapping[str, torch.Tensor] | None = None,
+    normalization: nn.Module | None = None,
 ) -> torch.Tensor:
     """The tutorial's ``run_style_transfer``: build the style model, optimise ``input_img``.
 
@@ -390,6 +396,8 @@ def run_style_transfer(
             larger; the targets are computed over crops too. None: the whole image at once.
         style_targets: Gram targets shared across runs (see ``get_style_model_and_losses``); not used
             when tiled (the crops compute their own).
+        normalization: the preprocessing module in place of ``Normalization(mean, std)`` (Caffe's for
+            Caffe-converted weights; see ``get_style_model_and_losses``).
 
     Returns:
         ``input_img``, clamped to [0, 1].
@@ -403,7 +411,7 @@ def run_style_transfer(
         cnn, normalization_mean, normalization_std, tiling.stand_ins(style_img) if tiled else style_img,
         tiling.stand_ins(content_img) if tiled else content_img, content_layers, style_layers,
         style_layer_weights=style_layer_weights, style_blend=style_blend, loss_form=loss_form, pooling=pooling,
-        style_targets=None if tiled else style_targets)
+        style_targets=None if tiled else style_targets, normalization=normalization)
     tiled_model = None
     if tiled:  # issue 16: evaluations and targets over crops, the untiled numbers up to rounding
         tiled_model = tiling.TiledStyleModel(model, tile)

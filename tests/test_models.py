@@ -70,7 +70,8 @@ def test_imagenet_path_downloads_once_into_cache(tmp_path: Path, monkeypatch: py
     source = random_vgg19_features(seed=11)
     calls = []
 
-    def fake_download(path: Path, *, progress=None) -> None:  # stands in for the network
+    def fake_download(path: Path, *, model="vgg19", progress=None) -> None:  # stands in for the network
+        assert model == "vgg19"
         calls.append(path)
         path.parent.mkdir(parents=True)
         torch.save({"features." + k: v for k, v in source.state_dict().items()}, path)

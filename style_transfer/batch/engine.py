@@ -151,7 +151,7 @@ def is_done(item: Item, hashes: Any = None) -> bool:
     if init not in ("content", "noise", "style") and (inputs.get("init") or {}).get("sha256") != hashes(init):
         return False
     try:
-        return record.get("weights") == provenance.weights_entry(item.config.weights)
+        return record.get("weights") == provenance.weights_entry(item.config.weights, model=item.config.model)
     except StyleTransferError:
         return False
 

@@ -69,19 +69,22 @@ class Worker:
 
     def __init__(self, device: str | None = None) -> None:
         self.device = device
-        self.networks: dict[tuple[str, str], Any] = {}
+        self.networks: dict[tuple[str, ...], Any] = {}
         self.targets = TargetCache()
         self.loads = 0  # networks loaded (one per weights and device)
         self._run: Any = None
         self._lock = threading.Lock()
         self._cancelled = False
 
-    def network(self, weights: str, device: Any) -> Any:
-        key = (weights, str(device))
+    def network(self, config: Any, device: Any) -> Any:
+        """The network of ``config`` (model, weights, preprocessing) on ``device``, loaded once."""
+        key = (config.model, config.weights, config.preprocess, str(device))
         if key not in self.networks:
-            from ..models import load_vgg19_features
+            from ..models import load_network
 
-            self.networks[key] = load_vgg19_features(weights).to(device)
+            network = load_network(config.model, config.weights, preprocess=config.preprocess)
+            network.features.to(device)
+            self.networks[key] = network
             self.loads += 1
         return self.networks[key]
 
@@ -103,7 +106,7 @@ class Worker:
 
             device = resolve_device(config.device)
             run = Run(content or item.content, list(styles or item.styles), config,
-                      cnn=self.network(config.weights, device), style_targets=self.targets)
+                      cnn=self.network(config, device), style_targets=self.targets)
             with self._lock:
                 if self._cancelled:
                     return Made("interrupted", seconds=time.perf_counter() - start, worker=here)

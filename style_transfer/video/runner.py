@@ -122,7 +122,7 @@ class VideoRun:
                   else provenance.sha256_file(self.clip.path))
         return {"format": "style_transfer video frames", "version": WORK_VERSION, "settings": settings,
                 "video": video, "input": source, "styles": [provenance.input_entry(s)["sha256"] for s in self.styles],
-                "weights": provenance.weights_entry(self.config.weights), "frames": self.clip.count}
+                "weights": provenance.weights_entry(self.config.weights, model=self.config.model), "frames": self.clip.count}
 
     def _open_work(self) -> int:
         """Check or create the work folder; the frames already finished there (consecutive from 0)."""
@@ -161,7 +161,7 @@ class VideoRun:
                 WeightsError, ResourceError, NonFiniteLoss, ...) as they come.
         """
         from ..images import load_image, pil_to_tensor
-        from ..models import load_vgg19_features
+        from ..models import load_network
         from ..run import Run
         from ..transfer import resolve_device, default_size
         from .temporal import TemporalLoss, frame_start
@@ -187,7 +187,8 @@ class VideoRun:
                 result.stopped = self._reason
                 return result
             if cnn is None:
-                cnn = load_vgg19_features(config.weights).to(device)  # once for the whole video
+                cnn = load_network(config.model, config.weights, preprocess=config.preprocess)  # once a video
+                cnn.features.to(device)
             started = time.perf_counter()
             flow_seconds = 0.0
             if index == 0 or settings.independent or previous_out is None:

@@ -1,0 +1,179 @@
+"""VGG weights read from an ONNX file (the ONNX model zoo's, a Keras export): convolutions by order and shape.
+
+Only the graph's stored tensors are read (``onnx`` parses the protobuf; nothing in the file runs). The
+convolutions and pools before the classifier must be a VGG16's or VGG19's, in order; the head is ignored.
+Needs the optional ``onnx`` package (``pip install 'style_transfer[onnx]'``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .errors import WeightsError
+from .files import open_regular, shown
+
+# Channels per conv and "M" per pool, as models.VGG_LAYOUTS (not imported: models imports this module lazily).
+_LAYOUTS: dict[str, tuple[int | str, ...]] = {
+    "vgg16": (64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M"),
+    "vgg19": (64, 64, "M", 128, 128, "M", 256, 256, 256, 256, "M", 512, 512, 512, 512, "M", 512, 512, 512, 512, "M"),
+}
+# Nodes allowed between the graph's input and its first convolution: a layout change, nothing that changes values.
+_PASS_THROUGH = ("Transpose", "Identity", "Cast", "Reshape")
+_POOLS = ("MaxPool", "AveragePool")
+
+
+@dataclass
+class OnnxVgg:
+    """The VGG convolutions found in an ONNX graph.
+
+    Attributes:
+        state: torchvision's ``features`` keys (``"0.weight"``, ``"0.bias"``, ...) -> float32 tensors.
+        model: ``"vgg16"`` or ``"vgg19"``, by the convolutions found.
+        channels_last: the graph takes (N, H, W, 3) input (a Keras/TensorFlow export) and transposes it.
+        preprocess: ``"caffe"`` for a Keras export (keras.applications' VGGs take Caffe's BGR, 0-255, minus the
+            mean); None when the file cannot tell (the ONNX model zoo has both kinds).
+    """
+
+    state: dict[str, torch.Tensor]
+    model: str
+    channels_last: bool
+    preprocess: str | None
+
+
+def read_onnx_vgg(path: str | Path) -> OnnxVgg:
+    """Read the VGG16 or VGG19 convolutions of an ONNX file.
+
+    Raises:
+        WeightsError: onnx is not installed; the file is missing, not ONNX, or not a VGG (one line saying why:
+            a kernel that is not 3x3, a count or channel number no VGG has, batch normalisation, weights computed
+            in the graph, preprocessing inside the graph).
+    """
+    path = Path(path)
+    try:
+        import onnx
+        from onnx import numpy_helper
+    except ImportError:
+        raise WeightsError(f"{shown(path)}: reading ONNX weights needs the onnx package "
+                           f"(pip install 'style_transfer[onnx]')") from None
+    with open_regular(path, WeightsError):
+        pass  # missing, a folder, a FIFO: named in one line before onnx reads it
+    try:
+        graph = onnx.load(str(path)).graph
+    except Exception as exc:  # protobuf's DecodeError, external data that is missing, ...
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+        raise WeightsError(f"{shown(path)}: not a readable ONNX model ({first})") from None
+    constants: dict[str, Any] = {t.name: t for t in graph.initializer}
+    for node in graph.node:
+        if node.op_type == "Constant" and node.attribute:
+            constants[node.output[0]] = node.attribute[0].t
+
+    def array(name: str) -> torch.Tensor:
+        return torch.from_numpy(numpy_helper.to_array(constants[name]).copy()).float()
+
+    layers: list[tuple[str, Any]] = []  # ("C", node) and ("M", node), in graph order, up to the head
+    for node in graph.node:
+        if node.op_type == "Conv":
+            layers.append(("C", node))
+        elif node.op_type in _POOLS:
+            layers.append(("M", node))
+        elif node.op_type == "BatchNormalization" and any(kind == "C" for kind, _ in layers):
+            raise WeightsError(f"{shown(path)}: not a plain VGG: it has batch normalisation (a VGG-BN), which the "
+                               f"style losses' VGG does not")
+        elif node.op_type in ("Gemm", "MatMul", "Flatten") and layers:
+            break  # the classifier head: ignored
+    convs = [node for kind, node in layers if kind == "C"]
+    if not convs:
+        raise WeightsError(f"{shown(path)}: not a VGG: the graph has no convolution")
+    model = _model_of(path, layers, convs, constants)
+    channels_last = _input_is_channels_last(graph, convs[0])
+    preceding = _ops_before(graph, convs[0])
+    changing = [op for op in preceding if op not in _PASS_THROUGH]
+    if changing:
+        raise WeightsError(f"{shown(path)}: the graph preprocesses its input itself ({', '.join(changing)} before the "
+                           f"first convolution), which this reader does not apply; export the network without it")
+    state: dict[str, torch.Tensor] = {}
+    for index, node in zip(_conv_indices(_LAYOUTS[model]), convs):
+        state[f"{index}.weight"] = array(node.input[1])
+        bias = node.input[2] if len(node.input) > 2 and node.input[2] else None
+        state[f"{index}.bias"] = array(bias) if bias is not None else torch.zeros(state[f"{index}.weight"].shape[0])
+    return OnnxVgg(state, model, channels_last, "caffe" if channels_last else None)
+
+
+def _model_of(path: Path, layers: list[tuple[str, Any]], convs: list[Any], constants: dict[str, Any]) -> str:
+    """Which VGG the convolutions and pools are, or a one-line WeightsError saying why they are not one."""
+    for number, node in enumerate(convs, start=1):
+        attributes = {a.name: _attribute(a) for a in node.attribute}
+        if len(node.input) < 2 or node.input[1] not in constants:
+            raise WeightsError(f"{shown(path)}: convolution {number}'s weights are computed in the graph, not stored; "
+                               f"cannot read them")
+        dims = tuple(constants[node.input[1]].dims)
+        kernel = tuple(attributes.get("kernel_shape", dims[2:]))
+        if len(dims) != 4 or kernel != (3, 3) or dims[2:] != (3, 3):
+            raise WeightsError(f"{shown(path)}: not a VGG: convolution {number} has a {'x'.join(map(str, kernel))} "
+                               f"kernel (VGG's are all 3x3)")
+        if any(v != 1 for v in attributes.get("strides", [1, 1])) or attributes.get("group", 1) != 1 or \
+                any(v != 1 for v in attributes.get("dilations", [1, 1])) or \
+                tuple(attributes.get("pads", [1, 1, 1, 1])) != (1, 1, 1, 1):
+            raise WeightsError(f"{shown(path)}: not a VGG: convolution {number} is strided, grouped, dilated or not "
+                               f"padded by 1 (VGG's are not)")
+    shape = [("M" if kind == "M" else int(constants[node.input[1]].dims[0])) for kind, node in layers]
+    channels_in = [int(constants[node.input[1]].dims[1]) for node in convs]
+    for model, layout in _LAYOUTS.items():
+        expected_in = [3] + [c for c in layout if c != "M"][:-1]
+        if shape[:len(layout)] == list(layout) and channels_in == expected_in:
+            return model
+    counts = {name: sum(1 for c in layout if c != "M") for name, layout in _LAYOUTS.items()}
+    if len(convs) not in counts.values():
+        raise WeightsError(f"{shown(path)}: not a VGG16 or VGG19: {len(convs)} convolutions before the head "
+                           f"(VGG16 has {counts['vgg16']}, VGG19 {counts['vgg19']})")
+    raise WeightsError(f"{shown(path)}: not a VGG16 or VGG19: its convolutions' channels and pools "
+                       f"({','.join(map(str, shape))}) are not a VGG's")
+
+
+def _conv_indices(layout: tuple[int | str, ...]) -> list[int]:
+    """torchvision's ``features`` index of each conv of a layout (a conv and its ReLU take two, a pool one)."""
+    indices, i = [], 0
+    for item in layout:
+        if item == "M":
+            i += 1
+        else:
+            indices.append(i)
+            i += 2
+    return indices
+
+
+def _attribute(attribute: Any) -> Any:
+    from onnx import helper
+
+    value = helper.get_attribute_value(attribute)
+    return list(value) if isinstance(value, (list, tuple)) else value
+
+
+def _producers(graph: Any) -> dict[str, Any]:
+    return {output: node for node in graph.node for output in node.output}
+
+
+def _ops_before(graph: Any, first_conv: Any) -> list[str]:
+    """The op types on the path from the graph's input to the first convolution's data input."""
+    producers, ops, name = _producers(graph), [], first_conv.input[0]
+    while name in producers:
+        node = producers[name]
+        ops.append(node.op_type)
+        name = node.input[0] if node.input else ""
+    return ops[::-1]
+
+
+def _input_is_channels_last(graph: Any, first_conv: Any) -> bool:
+    """True when the first convolution reads the input through a Transpose with perm (0, 3, 1, 2)."""
+    producers, name = _producers(graph), first_conv.input[0]
+    while name in producers:
+        node = producers[name]
+        if node.op_type == "Transpose":
+            perm = next((_attribute(a) for a in node.attribute if a.name == "perm"), None)
+            return perm == [0, 3, 1, 2]
+        name = node.input[0] if node.input else ""
+    return False
