@@ -366,7 +366,11 @@ def test_the_page_and_the_openapi_description(tmp_path: Path) -> None:
                 "/api/results/{result_id}", "/api/results/{result_id}/image"} <= paths
         assert "multipart/form-data" in schema["paths"]["/api/jobs"]["post"]["requestBody"]["content"]
         assert "delete" in schema["paths"]["/api/results/{result_id}"]
-        assert client.get("/docs").status_code == 200
+        # No /docs: FastAPI's page is blank offline (Swagger UI comes from a CDN); the page links the JSON.
+        for path in ("/docs", "/redoc"):
+            assert client.get(path).status_code == 404, path
+        assert 'href="/openapi.json"' in page.text and 'href="/docs"' not in page.text
+        assert schema["info"]["title"] == "style_transfer"
         options = client.get("/api/options").json()
         assert options["samples"] and all(client.get(f"/static/samples/{s}").status_code == 200
                                           for s in options["samples"])
@@ -374,6 +378,67 @@ def test_the_page_and_the_openapi_description(tmp_path: Path) -> None:
     for path in STATIC.glob("*.*"):
         text = path.read_text("utf-8")
         assert "http://" not in text and "https://" not in text and "//cdn" not in text, path.name
+
+
+def test_on_an_idle_server_a_job_never_waits_in_the_queue_and_starts_on_a_named_device(tmp_path: Path) -> None:
+    from style_transfer.transfer import resolve_device
+
+    gate = Gate(at=0)
+    with TestClient(make_app(tmp_path / "data", devices=("auto",), run_factory=gate)) as client:
+        wait_for(lambda: client.app.state.queue._idle == 1, "the worker to wait for a job")
+        job = upload(client).json()
+        assert job["position"] is None  # an idle worker takes it: no "position 1"
+        assert gate.reached.wait(60)
+        first = upload(client).json()  # the worker is busy now: this one waits
+        second = upload(client).json()
+        assert (first["position"], second["position"]) == (1, 2)
+        client.post(f"/api/jobs/{first['id']}/cancel")  # the one behind moves up
+        client.post(f"/api/jobs/{second['id']}/cancel")
+        client.post(f"/api/jobs/{job['id']}/cancel")
+        stream = events(client, job["id"])
+        assert stream[0] == ("queued", {"type": "queued", "position": None})
+        started = [data for name, data in stream if name == "started"]
+        assert started == [{"type": "started", "device": str(resolve_device("auto"))}]
+        assert started[0]["device"] != "auto"
+        queued = [data["position"] for name, data in events(client, second["id"]) if name == "queued"]
+        assert queued == [2, 1]
+
+
+def test_the_uploads_of_cancelled_and_failed_jobs_are_removed_when_they_end(tmp_path: Path) -> None:
+    jobs = tmp_path / "data" / "jobs"
+    gate = Gate(at=2)
+    with TestClient(make_app(tmp_path / "data", run_factory=gate)) as client:
+        running = upload(client, steps=50).json()
+        assert gate.reached.wait(60)
+        waiting = upload(client).json()
+        assert sorted(p.name for p in jobs.iterdir()) == sorted([running["id"], waiting["id"]])
+        client.post(f"/api/jobs/{waiting['id']}/cancel")  # cancelled before it ran
+        assert not (jobs / waiting["id"]).exists()
+        client.post(f"/api/jobs/{running['id']}/cancel")  # cancelled mid-run: its image stays in the gallery
+        name, final = events(client, running["id"])[-1]
+        assert name == "cancelled" and not (jobs / running["id"]).exists()
+        assert client.get(f"/api/results/{final['result']['id']}/image").status_code == 200
+
+    def failing(*args: Any) -> Any:
+        class Broken(Run):
+            def execute(self, on_event: Any = None, **kwargs: Any) -> Any:
+                raise MemoryError("cannot allocate 12 GiB")
+
+        return Broken(*args)
+
+    with TestClient(make_app(tmp_path / "data", run_factory=failing)) as client:
+        failed = upload(client).json()
+        assert events(client, failed["id"])[-1][0] == "failed"
+        assert not (jobs / failed["id"]).exists()  # gone by the final event, not some time after it
+        client.app.state.queue.begin_stop()  # a job refused by a stopping server keeps nothing either
+        refused = upload(client)
+        assert refused.status_code == 503 and list(jobs.iterdir()) == []
+
+    with TestClient(make_app(tmp_path / "data")) as client:  # a finished job: uploads gone, result kept
+        done = upload(client, steps=1).json()
+        name, final = events(client, done["id"])[-1]
+        assert name == "done" and list(jobs.iterdir()) == []
+        assert {entry["id"] for entry in client.get("/api/results").json()["results"]} >= {final["result"]["id"]}
 
 
 def test_a_token_guards_every_request_and_cross_site_writes_are_refused(tmp_path: Path) -> None:

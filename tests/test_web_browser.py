@@ -4,6 +4,9 @@ real ``stylize-serve`` on a free loopback port.
 It uploads two images, starts a tiny run (random weights), sees the progress bar and at least two
 preview updates and the final image, starts a second job and cancels it mid-run (its image kept),
 downloads a result and checks it is a PNG with its provenance record.
+Two more: every stale state the page once showed (an old error after a new pick, a queue position
+on an idle server, ``auto`` for the device, a time left after the end, "cancelled" twice, the same
+picture as "so far" and "result"), and the page at a phone's 390 px (nothing outside the screen).
 
 ``STYLE_TRANSFER_SCREENSHOT=docs/web-app.png`` also copies the screenshot taken mid-run there (how
 the one in docs/ was made); the test itself writes to its temporary folder.
@@ -153,5 +156,99 @@ def test_a_person_uploads_watches_cancels_and_downloads(tmp_path: Path, browser:
         record = read_record(files[0])
         assert record is not None and record["stopped"] == "cancelled"
         assert record["inputs"]["content"]["name"] == "cat.png" and record["weights"]["kind"] == "random"
+    finally:
+        server.stop()
+
+
+RECORD_STATUS = """
+window.statuses = [];
+new MutationObserver((records) => {
+  for (const record of records) for (const node of record.addedNodes) window.statuses.push(node.textContent);
+}).observe(document.getElementById('status'), { childList: true, characterData: true, subtree: true });
+"""
+
+
+def shown(driver: Any, element_id: str) -> bool:
+    return driver.find_element(By.ID, element_id).is_displayed()
+
+
+def test_the_page_shows_no_stale_state(tmp_path: Path, browser: Any) -> None:
+    from style_transfer.transfer import resolve_device
+
+    content, style = tmp_path / "cat.png", tmp_path / "stain.png"
+    small_image("chelsea.png", (48, 32)).save(content)
+    small_image("ihc.png", (40, 40)).save(style)
+    server = Server(tmp_path / "data", "--preview-every", "2", device="auto")
+    try:
+        browser.get(server.url)
+        wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#sample-list .sample"), "the sample images")
+        browser.execute_script(RECORD_STATUS)  # every text the status line shows, however briefly
+
+        # A complaint goes away with the pick that answers it.
+        browser.find_element(By.ID, "start").click()
+        wait(browser, lambda d: shown(d, "error"), "the missing content's error")
+        browser.find_element(By.ID, "content-input").send_keys(str(content))
+        wait(browser, lambda d: not shown(d, "error"), "the error to go with the content's pick")
+        browser.find_element(By.ID, "start").click()
+        wait(browser, lambda d: "style" in d.find_element(By.ID, "error").text, "the missing style's error")
+        browser.find_element(By.ID, "style-input").send_keys(str(style))
+        wait(browser, lambda d: not shown(d, "error"), "the error to go with the style's pick")
+
+        fill(browser, "size", "48")
+        fill(browser, "steps", "10")
+        Select(browser.find_element(By.ID, "weights")).select_by_value("random")
+        browser.find_element(By.ID, "start").click()
+        wait(browser, lambda d: d.find_element(By.ID, "status").text.startswith("Done"), "the first job to finish")
+        wait(browser, lambda d: number(d, "document.getElementById('result').naturalWidth") == 48, "the final image")
+        statuses = browser.execute_script("return window.statuses;")
+        assert not [s for s in statuses if "queue" in s], statuses  # the server was idle
+        assert f"Started on {resolve_device('auto')}: loading the model..." in statuses, statuses
+        assert "auto" not in " ".join(statuses)
+        assert "left" not in browser.find_element(By.ID, "progress-text").text  # no estimate after the end
+        assert shown(browser, "result-figure") and not shown(browser, "preview-figure")  # one picture, not two
+
+        # A long job, cancelled mid-run.
+        fill(browser, "steps", "10000")
+        browser.find_element(By.ID, "start").click()
+        wait(browser, lambda d: number(d, "document.getElementById('preview').dataset.updates") >= 1
+             and "left" in d.find_element(By.ID, "progress-text").text, "the second job's estimate")
+        browser.find_element(By.ID, "cancel").click()
+        wait(browser, lambda d: d.find_element(By.ID, "status").text.startswith("Cancelled"), "the cancel")
+        status = browser.find_element(By.ID, "status").text
+        assert status.lower().count("cancelled") == 1, status
+        assert "left" not in browser.find_element(By.ID, "progress-text").text
+        assert shown(browser, "result-figure") and not shown(browser, "preview-figure")
+        assert not shown(browser, "error")
+    finally:
+        server.stop()
+
+
+def test_the_page_fits_a_phone(tmp_path: Path, browser: Any) -> None:
+    content, style = tmp_path / "cat.png", tmp_path / "stain.png"
+    small_image("chelsea.png", (48, 32)).save(content)
+    small_image("ihc.png", (40, 40)).save(style)
+    server = Server(tmp_path / "data", "--preview-every", "2")
+    try:
+        browser.set_window_size(390, 844)
+        browser.get(server.url)
+        assert browser.execute_script("return window.innerWidth;") == 390
+        wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#sample-list .sample"), "the sample images")
+        browser.find_element(By.ID, "content-input").send_keys(str(content))
+        browser.find_element(By.ID, "style-input").send_keys(str(style))
+        fill(browser, "size", "48")
+        fill(browser, "steps", "4")
+        Select(browser.find_element(By.ID, "weights")).select_by_value("random")
+        browser.find_element(By.ID, "start").click()
+        wait(browser, lambda d: d.find_element(By.ID, "status").text.startswith("Done"), "the job to finish")
+        wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#gallery-list li"), "the gallery entry")
+        width, scroll, outside = browser.execute_script("""
+            const width = document.documentElement.clientWidth, outside = [];
+            for (const e of document.querySelectorAll('input, select, button, output, progress, canvas, img, .button, label')) {
+              const r = e.getBoundingClientRect();
+              if (r.width && (r.left < 0 || r.right > width)) outside.push(`${e.tagName}#${e.id} ${r.left}-${r.right}`);
+            }
+            return [width, document.documentElement.scrollWidth, outside];""")
+        assert scroll <= width, f"the page scrolls sideways: {scroll} px wide in {width}"
+        assert outside == [], outside
     finally:
         server.stop()

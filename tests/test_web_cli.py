@@ -97,10 +97,10 @@ def test_the_default_data_folder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 class Server:
     """``stylize-serve`` in its own process on a free loopback port (port 0; the printed address says which)."""
 
-    def __init__(self, data_dir: Path, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(self, data_dir: Path, *args: str, env: dict[str, str] | None = None, device: str = "cpu") -> None:
         self.data_dir = data_dir
         self.process = subprocess.Popen(
-            serve_command("--port", "0", "--data-dir", str(data_dir), "--weights", "random", "--device", "cpu",
+            serve_command("--port", "0", "--data-dir", str(data_dir), "--weights", "random", "--device", device,
                           *args),
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})})

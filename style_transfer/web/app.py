@@ -18,6 +18,8 @@ The API (all answers JSON unless said; errors are ``{"detail": "one line"}``):
 ``GET /api/results/{id}/image``             ``?format=png|jpeg``, ``&download=1``: with the provenance record
 ``DELETE /api/results/{id}``                204
 ==========================================  ===============================================================
+
+``GET /openapi.json`` describes it (there is no ``/docs`` page: FastAPI's loads its scripts from a CDN).
 """
 
 from __future__ import annotations
@@ -101,8 +103,10 @@ def create_app(data_dir: str | os.PathLike, *, weights: str = "imagenet", device
         finally:
             await run_in_threadpool(queue.stop)
 
+    # No /docs or /redoc: FastAPI's pages load Swagger UI and ReDoc from a CDN, blank offline. The
+    # description is at /openapi.json, and docs/web.md describes the API.
     app = FastAPI(title="style_transfer", summary="Neural style transfer: upload, watch, download.",
-                  lifespan=lifespan, redoc_url=None)
+                  lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.queue, app.state.gallery, app.state.limits = queue, gallery, limits
     app.add_middleware(Guard, token=token, allowed_hosts=allowed_hosts, max_body=limits.max_body)
     app.include_router(_api(queue, gallery, work, weights, limits), prefix="/api")

@@ -4,7 +4,8 @@ A job's life is a list of events (``queued``, ``started``, ``step``, then one fi
 ``cancelled`` or ``failed``) that any number of readers follow from any index (the Server-Sent
 Events of the web app). The worker keeps the latest preview image; a reader encodes it when asked, so
 the optimisation never waits for an encoder. A finished run's image goes to the gallery with its
-provenance record, whether it ran to the end, was cancelled, or was stopped by the server.
+provenance record, whether it ran to the end, was cancelled, or was stopped by the server. However a
+job ends, its uploads are removed before its final event.
 
 This module imports no web framework: it is the part of the app that tests drive directly.
 """
@@ -132,6 +133,7 @@ class JobQueue:
         self._waiting: collections.deque[Job] = collections.deque()
         self._lock = threading.Condition()
         self._workers: list[threading.Thread] = []
+        self._idle = 0  # workers waiting for a job: the first jobs in line are theirs, not waiting
         self._stopping = False
 
     # The server's side -------------------------------------------------------------------------------
@@ -174,16 +176,18 @@ class JobQueue:
         return Job(job_id or new_id(), config, content, styles, folder, names)
 
     def submit(self, job: Job) -> None:
-        """Queue a job. Raises ``QueueFull`` (the job's folder is then removed) or RuntimeError when stopping."""
+        """Queue a job. Raises ``QueueFull`` or RuntimeError when stopping (the job's folder is then removed)."""
         with self._lock:
             if self._stopping:
+                shutil.rmtree(job.folder, ignore_errors=True)
                 raise RuntimeError("the server is stopping")
             if len(self._waiting) >= self.limit:
                 shutil.rmtree(job.folder, ignore_errors=True)
                 raise QueueFull(f"{len(self._waiting)} jobs are waiting already (the limit); try again later")
             self._jobs[job.id] = job
             self._waiting.append(job)
-            job.emit({"type": "queued", "position": len(self._waiting)})  # before a worker can emit "started"
+            # Before a worker can emit "started"; no position when an idle worker takes it at once.
+            job.emit({"type": "queued", "position": self._place(len(self._waiting) - 1)})
             self._forget_old()
             self._lock.notify_all()
 
@@ -196,12 +200,17 @@ class JobQueue:
             return sorted(self._jobs.values(), key=lambda job: job.created)
 
     def position(self, job: Job) -> int | None:
-        """1 for the next job to run; None when not waiting."""
+        """1 for the next job to run once a worker is free; None when not waiting (or an idle worker takes it)."""
         with self._lock:
             for index, waiting in enumerate(self._waiting):
                 if waiting is job:
-                    return index + 1
+                    return self._place(index)
         return None
+
+    def _place(self, index: int) -> int | None:
+        """The position of the job at ``index`` in line (under the lock): idle workers take the first ones."""
+        place = index + 1 - self._idle
+        return place if place > 0 else None
 
     def cancel(self, job_id: str) -> Job | None:
         """Cancel a job: a waiting one ends at once, a running one at its next evaluation keeping its image.
@@ -217,7 +226,7 @@ class JobQueue:
             if job.state == "queued":
                 self._waiting.remove(job)
                 job.cancel_reason = "cancelled"
-                moved = list(self._waiting)
+                moved = self._places()
             else:
                 moved = None
         if moved is None:
@@ -238,19 +247,28 @@ class JobQueue:
 
     def _next(self) -> Job | None:
         with self._lock:
-            while not self._waiting and not self._stopping:
-                self._lock.wait()
+            self._idle += 1
+            try:
+                while not self._waiting and not self._stopping:
+                    self._lock.wait()
+            finally:
+                self._idle -= 1
             if self._stopping:
                 return None
             job = self._waiting.popleft()
             job.state = "running"
-            moved = list(self._waiting)
+            moved = self._places()
         self._announce_positions(moved)
         return job
 
-    def _announce_positions(self, jobs: list[Job]) -> None:
-        for index, job in enumerate(jobs):
-            job.emit({"type": "queued", "position": index + 1})
+    def _places(self) -> list[tuple[Job, int | None]]:
+        """The waiting jobs and their positions (under the lock)."""
+        return [(job, self._place(index)) for index, job in enumerate(self._waiting)]
+
+    def _announce_positions(self, jobs: list[tuple[Job, int | None]]) -> None:
+        for job, place in jobs:
+            if place is not None:  # None: an idle worker is taking it ("started" comes next)
+                job.emit({"type": "queued", "position": place})
 
     def _work(self, device: str) -> None:
         while True:
@@ -275,7 +293,7 @@ class JobQueue:
             reason = job.cancel_reason
         if reason is not None:  # cancelled while the run was being made: it stops at its first evaluation
             run.cancel(reason)
-        job.emit({"type": "started", "device": device})
+        job.emit({"type": "started", "device": _device_name(device)})
         last: dict[str, Any] = {"losses": {}, "elapsed": 0.0}
 
         def on_event(info: Any) -> None:
@@ -326,12 +344,22 @@ class JobQueue:
                 stopped: str | None = None) -> None:
         with self._lock:
             job.state, job.error, job.result, job.run = state, error, result, None
+        shutil.rmtree(job.folder, ignore_errors=True)  # its uploads; a result is in the gallery already
         job.emit({"type": state, "error": error, "stopped": stopped, "result": result})
 
     def _forget_old(self) -> None:
         finished = [job for job in self._jobs.values() if job.finished]
         for job in finished[:max(0, len(finished) - KEEP_FINISHED)]:
             del self._jobs[job.id]
+
+
+def _device_name(device: str) -> str:
+    """The device a worker's runs use: ``auto`` resolved (``cpu``, ``cuda``, ``mps``), other names as given."""
+    if device != "auto":
+        return device
+    from ..transfer import resolve_device  # torch loads with the first job, not with the server
+
+    return str(resolve_device(device))
 
 
 def _first_line(exc: BaseException) -> str:

@@ -3,7 +3,7 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const state = { content: null, styles: [], job: null, source: null, losses: [], options: null, resultId: null };
+const state = { content: null, styles: [], job: null, source: null, losses: [], options: null, resultId: null, step: null };
 
 async function api(path, init) {
   const response = await fetch(path, { credentials: "same-origin", ...init });
@@ -30,11 +30,13 @@ function thumb(file) {
 }
 
 function setContent(file) {
+  showError("");  // a new pick answers the old complaint
   state.content = file;
   $("content-thumbs").replaceChildren(...(file ? [thumb(file)] : []));
 }
 
 function setStyles(files) {
+  showError("");
   state.styles = files;
   $("style-thumbs").replaceChildren(...files.map(thumb));
 }
@@ -147,11 +149,17 @@ function seconds(s) {
   return s >= 90 ? `${Math.round(s / 60)} min` : `${Math.round(s)} s`;
 }
 
+function progressText(event, running) {
+  const scale = event.scales > 1 ? ` · size ${event.scale + 1}/${event.scales}` : "";
+  const left = running && event.eta !== null && event.eta >= 0.5 ? ` · about ${seconds(event.eta)} left` : "";
+  return `${event.step} / ${event.total} evaluations${scale}${left}`;
+}
+
 function onStep(job, event) {
   const bar = $("progress");
   bar.max = event.total; bar.value = Math.min(event.step, event.total);
-  const scale = event.scales > 1 ? ` · size ${event.scale + 1}/${event.scales}` : "";
-  $("progress-text").textContent = `${event.step} / ${event.total} evaluations${scale}` + (event.eta !== null ? ` · about ${seconds(event.eta)} left` : "");
+  state.step = event;
+  $("progress-text").textContent = progressText(event, true);
   $("status").textContent = `Running: ${event.size[0]}x${event.size[1]} px, loss ${event.loss === null ? "not finite" : event.loss.toPrecision(4)}`;
   if (event.loss !== null) { state.losses.push(event.loss); drawLosses(); }
   if (event.preview !== null) {
@@ -170,11 +178,12 @@ function finish(job, event) {
   const words = { done: "Done", cancelled: "Cancelled", failed: "Failed" };
   let text = words[event.type] || event.type;
   if (event.result) text += `: ${event.result.width}x${event.result.height}, ${event.result.evaluations} evaluations in ${seconds(event.result.seconds)}`;
-  if (event.stopped && event.stopped !== "done") text += ` (${event.stopped})`;
+  if (event.stopped && event.stopped !== "done" && event.stopped !== event.type) text += ` (${event.stopped})`;
   $("status").textContent = text;
+  if (state.step) $("progress-text").textContent = progressText(state.step, false);  // no time left after the end
   if (event.type === "done") { const bar = $("progress"); bar.value = bar.max; }
   if (event.error) showError(event.error);
-  if (event.result) showResult(event.result.id);
+  if (event.result) { showResult(event.result.id); $("preview-figure").hidden = true; }  // the result replaces "so far"
   refreshGallery();
 }
 
@@ -188,10 +197,14 @@ function showResult(id) {
   $("result-actions").hidden = false;
 }
 
+function queueText(position) {  // no position: an idle worker is taking the job
+  return position ? `Waiting in the queue: position ${position}` : "Starting...";
+}
+
 function follow(job) {
   state.job = job;
   const source = state.source = new EventSource(`/api/jobs/${job}/events`);
-  source.addEventListener("queued", (e) => { $("status").textContent = `Waiting in the queue: position ${JSON.parse(e.data).position}`; });
+  source.addEventListener("queued", (e) => { $("status").textContent = queueText(JSON.parse(e.data).position); });
   source.addEventListener("started", (e) => { $("status").textContent = `Started on ${JSON.parse(e.data).device}: loading the model...`; });
   source.addEventListener("step", (e) => onStep(job, JSON.parse(e.data)));
   for (const name of ["done", "cancelled", "failed"]) source.addEventListener(name, (e) => finish(job, JSON.parse(e.data)));
@@ -217,11 +230,12 @@ async function start(e) {
   $("preview").dataset.updates = "0";
   $("progress").value = 0;
   $("progress-text").textContent = "";
+  state.step = null;
   state.losses = [];
   drawLosses();
   try {
     const job = await api("/api/jobs", { method: "POST", body: formData() });
-    $("status").textContent = job.position ? `Waiting in the queue: position ${job.position}` : "Starting...";
+    $("status").textContent = queueText(job.position);
     $("cancel").disabled = false;
     follow(job.id);
   } catch (err) {
