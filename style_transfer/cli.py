@@ -9,7 +9,7 @@ import click
 
 from . import __version__
 from .cli_watch import EXIT_CODES, Signals, Watch, read_record
-from .config import RunOptions, StyleConfig, preprocess_by_name
+from .config import RunOptions, StyleConfig
 from .errors import Interrupted, RunStopped, StyleTransferError
 from .files import check_writable, shown
 from .images import INPUT_FORMATS_TEXT, MAX_PIXELS, MIN_INPUT_SIDE, check_output, open_image, save_image
@@ -29,9 +29,8 @@ def show_config(config: StyleConfig) -> None:
     for name, value in vars(config).items():
         if isinstance(value, tuple):
             value = ",".join(str(v) for v in value)
-        if name == "preprocess" and value is None:
-            told = preprocess_by_name(config.weights)
-            value = f"auto ({told}, from the weights)" if told else "auto (read from the ONNX file's graph)"
+        if name == "preprocess" and value is None:  # a weights file not found yet: the run names the problem
+            value = "auto (from the weights)"
         click.echo(f"{name}: {'auto' if value is None and name in ('size', 'lr') else value}")
 
 

@@ -93,6 +93,7 @@ class StyleConfig:
     tile: int | None = None  # crop side in px; None: tiles chosen from the free memory, only where a size does not fit
 
     def __post_init__(self) -> None:
+        _resolve_preprocess(self)  # before the preset: its loss weights depend on the input's scale
         _apply_preset(self)  # also turns lists (and comma-separated layer strings) into tuples
         if self.size is not None and (not _is_int(self.size) or self.size < 16):
             raise ValueError(f"size must be an integer >= 16 (px), got {self.size!r}")
@@ -185,9 +186,37 @@ def _check_tile(config: StyleConfig) -> None:
                          "NCHW, with their own one-product Gram backward (fast's levers apply to untiled sizes)")
 
 
+def _resolve_preprocess(config: StyleConfig) -> None:
+    """``preprocess`` left None becomes what the weights tell (``preprocess_by_name``, or an ONNX file's graph).
+
+    Left None only where the weights cannot be read yet (a missing file: the loader names the problem).
+
+    Raises:
+        ValueError: a readable ONNX file that does not tell its preprocessing, with no ``preprocess`` given.
+    """
+    if config.preprocess is not None or not isinstance(config.weights, str) or not config.weights:
+        return
+    told = preprocess_by_name(config.weights)
+    if told is None and os.path.isfile(config.weights):
+        from .onnx_weights import preprocess_of  # torch-free: reads the graph only
+
+        told = preprocess_of(config.weights)
+        if told is None:
+            raise ValueError(f"{os.path.basename(config.weights)}: cannot tell which preprocessing these weights "
+                             f"expect; pass preprocess (--preprocess) torchvision (RGB, ImageNet mean and std) or "
+                             f"caffe (BGR, 0-255, minus the Caffe mean)")
+    object.__setattr__(config, "preprocess", told)
+
+
 def _apply_preset(config: StyleConfig) -> None:
-    """Fill the settings left None from the preset; lists become tuples (the config stays hashable)."""
-    values = preset_values(config.preset) if isinstance(config.preset, str) else preset_values(repr(config.preset))
+    """Fill the settings left None from the preset; lists become tuples (the config stays hashable).
+
+    The loss weights are the preset's for the input's scale (``preset_values``): Caffe's 0-255 inputs give
+    features about 58x larger than torchvision's normalised ones, and the tutorial's 1e6 would paint the
+    content away there.
+    """
+    name = config.preset if isinstance(config.preset, str) else repr(config.preset)
+    values = preset_values(name, config.preprocess or "torchvision")
     for name, value in values.items():
         if getattr(config, name) is None and name != "style_layer_weights":
             object.__setattr__(config, name, value)

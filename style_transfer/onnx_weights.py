@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from .errors import WeightsError
 from .files import open_regular, shown
+
+if TYPE_CHECKING:  # torch is imported where tensors are made: config asks preprocess_of without it
+    import torch
 
 # Channels per conv and "M" per pool, as models.VGG_LAYOUTS (not imported: models imports this module lazily).
 _LAYOUTS: dict[str, tuple[int | str, ...]] = {
@@ -38,7 +39,7 @@ class OnnxVgg:
             mean); None when the file cannot tell (the ONNX model zoo has both kinds).
     """
 
-    state: dict[str, torch.Tensor]
+    state: dict[str, "torch.Tensor"]
     model: str
     channels_last: bool
     preprocess: str | None
@@ -52,26 +53,17 @@ def read_onnx_vgg(path: str | Path) -> OnnxVgg:
             a kernel that is not 3x3, a count or channel number no VGG has, batch normalisation, weights computed
             in the graph, preprocessing inside the graph).
     """
+    import torch
+    from onnx import numpy_helper
+
     path = Path(path)
-    try:
-        import onnx
-        from onnx import numpy_helper
-    except ImportError:
-        raise WeightsError(f"{shown(path)}: reading ONNX weights needs the onnx package "
-                           f"(pip install 'style_transfer[onnx]')") from None
-    with open_regular(path, WeightsError):
-        pass  # missing, a folder, a FIFO: named in one line before onnx reads it
-    try:
-        graph = onnx.load(str(path)).graph
-    except Exception as exc:  # protobuf's DecodeError, external data that is missing, ...
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
-        raise WeightsError(f"{shown(path)}: not a readable ONNX model ({first})") from None
+    graph = _graph(path)
     constants: dict[str, Any] = {t.name: t for t in graph.initializer}
     for node in graph.node:
         if node.op_type == "Constant" and node.attribute:
             constants[node.output[0]] = node.attribute[0].t
 
-    def array(name: str) -> torch.Tensor:
+    def array(name: str) -> "torch.Tensor":
         return torch.from_numpy(numpy_helper.to_array(constants[name]).copy()).float()
 
     layers: list[tuple[str, Any]] = []  # ("C", node) and ("M", node), in graph order, up to the head
@@ -95,12 +87,46 @@ def read_onnx_vgg(path: str | Path) -> OnnxVgg:
     if changing:
         raise WeightsError(f"{shown(path)}: the graph preprocesses its input itself ({', '.join(changing)} before the "
                            f"first convolution), which this reader does not apply; export the network without it")
-    state: dict[str, torch.Tensor] = {}
+    state: dict[str, "torch.Tensor"] = {}
     for index, node in zip(_conv_indices(_LAYOUTS[model]), convs):
         state[f"{index}.weight"] = array(node.input[1])
         bias = node.input[2] if len(node.input) > 2 and node.input[2] else None
         state[f"{index}.bias"] = array(bias) if bias is not None else torch.zeros(state[f"{index}.weight"].shape[0])
     return OnnxVgg(state, model, channels_last, "caffe" if channels_last else None)
+
+
+def preprocess_of(path: str | Path) -> str | None:
+    """The preprocessing an ONNX file's graph tells (``"caffe"`` for a channels-last Keras export), or None.
+
+    Reads the graph without torch (for ``StyleConfig``). None also when the file cannot be read: the loader
+    names that problem when the run starts.
+    """
+    try:
+        graph = _graph(Path(path))
+    except WeightsError:
+        return None
+    conv = next((node for node in graph.node if node.op_type == "Conv"), None)
+    return "caffe" if conv is not None and _input_is_channels_last(graph, conv) else None
+
+
+def _graph(path: Path) -> Any:
+    """The file's ONNX graph (onnx parses the protobuf; nothing in it runs).
+
+    Raises:
+        WeightsError: onnx is not installed; the file is missing, a folder, or not ONNX.
+    """
+    try:
+        import onnx
+    except ImportError:
+        raise WeightsError(f"{shown(path)}: reading ONNX weights needs the onnx package "
+                           f"(pip install 'style_transfer[onnx]')") from None
+    with open_regular(path, WeightsError):
+        pass  # missing, a folder, a FIFO: named in one line before onnx reads it
+    try:
+        return onnx.load(str(path)).graph
+    except Exception as exc:  # protobuf's DecodeError, external data that is missing, ...
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+        raise WeightsError(f"{shown(path)}: not a readable ONNX model ({first})") from None
 
 
 def _model_of(path: Path, layers: list[tuple[str, Any]], convs: list[Any], constants: dict[str, Any]) -> str:

