@@ -27,13 +27,14 @@ from PIL import Image
 from . import colors, provenance, tiling
 from .config import RunOptions, StyleConfig
 from .errors import CheckpointError, Interrupted, NonFiniteLoss
-from .fast import FAST_SCALE_SHARES, scale_budgets, scale_sizes, speed_from_config
+from .fast import speed_from_config
 from .files import atomic_output, shown
 from .guards import RunStats, out_of_memory
 from .images import ImageSource, load_image, tensor_to_pil
 from .loss_terms import normalized_blend
 from .models import IMAGENET_MEAN, IMAGENET_STD, DownloadProgress, load_vgg19_features
-from .transfer import (Resume, StepInfo, fit_to, working_sizes, default_size, initial_image, planned_evaluations,
+from .plans import plan_run
+from .transfer import (Resume, StepInfo, fit_to, working_sizes, default_size, initial_image,
                        prepare_colors, resolve_device, run_style_transfer, style_size)
 
 EventCallback = Callable[[StepInfo], None]
@@ -134,12 +135,8 @@ class Run:
         device = self._device = resolve_device(config.device)
         size = config.size or default_size(device)
         speed = speed_from_config(config, device)  # checks bf16 support before any work
-        sizes = scale_sizes(size, config.scales, config.min_size)  # [size] unless coarse-to-fine
-        budgets = scale_budgets(config.steps, len(sizes), config.scale_steps,
-                                FAST_SCALE_SHARES if config.fast else None)
-        # The tutorial's loop for one size runs `steps`; coarse-to-fine sizes get their budget - 1 so that each
-        # runs its budget rounded up to whole LBFGS steps (the loop ends with the step that passes `steps`).
-        steps = [config.steps] if len(sizes) == 1 else [budget - 1 for budget in budgets]
+        plan = plan_run(config, size)  # the sizes, and what each runs in whole LBFGS steps (plans.py)
+        sizes, steps = list(plan.sizes), list(plan.loop_steps)
         normalized_blend(config.style_blend, len(self.styles))  # a blend that does not fit fails before any work
         # Images are read before the model loads, so a bad image fails fast.
         final = _Inputs(self.content, self.styles, config, size, device)
@@ -153,7 +150,7 @@ class Run:
         cnn = (self.cnn if self.cnn is not None else
                load_vgg19_features(config.weights, download_progress=self.download_progress)).to(device)
 
-        total = sum(planned_evaluations(n, config.optimizer) for n in steps)
+        total = plan.total
         clock = _Clock(saved.seconds if saved else 0.0)
         done = saved.evaluations if saved else 0
         stats.evaluations = done
