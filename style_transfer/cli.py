@@ -154,7 +154,7 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
     if not quiet:
         if result.stopped == "converged":
             click.echo(f"LBFGS converged (gradient below its tolerance): stopped after {result.evaluations} of "
-                       f"{config.steps} evaluations; more would not change the image", err=True)
+                       f"{watch.planned or config.steps} evaluations; more would not change the image", err=True)
         elif result.stopped == "plateau":
             click.echo(f"stopped early: the loss improved by less than {config.min_improvement:g} over the last "
                        f"{config.patience} evaluations", err=True)

@@ -58,6 +58,7 @@ class Watch:
         self.log = recorders.LossLog(log_path) if log_path is not None else None  # opened now: checks the path
         self.rows: list[dict[str, Any]] = []  # the loss curves, for --plot
         self.bars: dict[str, tqdm] = {}  # made on first use, so an early error prints one line only
+        self.planned = 0  # the evaluations the run plans (StepInfo.total), known from its first event
         self.preview_every = recorders.preview_interval(save_every or None,
                                                         self.animation.every if self.animation else None) or 0
 
@@ -87,6 +88,7 @@ class Watch:
         from tqdm import tqdm
 
         if "steps" not in self.bars:
+            self.planned = info.total
             self.bars["steps"] = tqdm(total=info.total, unit="step", file=sys.stderr, disable=self.quiet,
                                       dynamic_ncols=True)
         bar = self.bars["steps"]
