@@ -17,6 +17,7 @@ from .files import check_writable, shown
 from .images import INPUT_FORMATS_TEXT, MAX_PIXELS, MIN_INPUT_SIDE, check_output, open_image, save_image
 from .options import (RECORDED_FIELDS, SETTINGS_FIELDS, OneLineCommand, UsageFault, config_from_options,
                       one_line_error, settings_options, show_traceback, unexpected_error)
+from .plans import LBFGS_MAX_ITER, default_size_of, fast_levers, plan_run
 from .provenance import check_replay_inputs, replay_config
 
 
@@ -27,11 +28,28 @@ ALPHA_FORMATS = ("PNG", "WEBP", "TIFF")  # output formats that keep --keep-alpha
 
 
 def show_config(config: StyleConfig) -> None:
-    """The resolved settings, one ``name: value`` per line, on stdout."""
-    for name, value in vars(config).items():
+    """The resolved settings, one ``name: value`` per line, on stdout: the preset filled in, the speed
+    settings --fast turns on, and the plan (``plans.plan_run``: the sizes and the evaluations that run)."""
+    resolved: dict[str, Any] = {**vars(config), **fast_levers(config)}
+    if config.fast and config.precision == "fp32" and config.device != "cpu":  # speed_from_config's rule
+        resolved["precision"] = "fp32 on a CPU, bf16 on a GPU with native bf16"
+    devices = ["cpu"] if config.device == "cpu" else ["cuda"] if config.device.startswith("cuda") else ["cpu", "cuda"]
+    plans = {device: plan_run(config, config.size or default_size_of(device)) for device in devices}
+    plan = plans[devices[-1]]
+    if len(plan.sizes) > 1 and not config.scale_steps and len({p.budgets for p in plans.values()}) == 1:
+        resolved["scale_steps"] = plan.budgets  # the split of --steps each size gets
+    for name, value in resolved.items():
         if isinstance(value, tuple):
             value = ",".join(str(v) for v in value)
         click.echo(f"{name}: {'auto' if value is None and name in ('size', 'lr') else value}")
+    where = {"cpu": " on a CPU", "cuda": " on a GPU"} if config.size is None else {"cpu": "", "cuda": ""}
+    sizes = [",".join(map(str, p.sizes)) + where[d] for d, p in plans.items()]
+    click.echo(f"sizes: {'; '.join(dict.fromkeys(sizes))}")
+    runs = {d: f"{p.total}" + (f" ({','.join(map(str, p.evaluations))})" if len(p.sizes) > 1 else "")
+            for d, p in plans.items()}
+    counts = [text + (where[d] if len(set(runs.values())) > 1 else "") for d, text in runs.items()]
+    steps = f", in whole LBFGS steps of {LBFGS_MAX_ITER}" if config.optimizer == "lbfgs" else ""
+    click.echo(f"evaluations: {'; '.join(dict.fromkeys(counts))}{steps}")
 
 
 @click.command(cls=OneLineCommand)
@@ -125,6 +143,7 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
     threads = config.threads or physical_cores()
     if threads != torch.get_num_threads():
         torch.set_num_threads(threads)  # the CLI owns the process; the library never sets this
+    checkpoint_before = _stamp(run_options.checkpoint)  # the summary names the checkpoint if this run wrote it
     run = Run(content, list(styles) if len(styles) > 1 else styles[0], config, run_options,
               download_progress=watch.on_download)
     watch.run = run
@@ -158,8 +177,11 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
         elif result.stopped == "plateau":
             click.echo(f"stopped early: the loss improved by less than {config.min_improvement:g} over the last "
                        f"{config.patience} evaluations", err=True)
+        also = watch.written()
+        if run_options.checkpoint is not None and _stamp(run_options.checkpoint) != checkpoint_before:
+            also.append(f"checkpoint {shown(run_options.checkpoint)}")
         click.echo(f"wrote {shown(output)} ({result.image.width}x{result.image.height}, {result.evaluations} "
-                   f"evaluations)", err=True)
+                   f"evaluations)" + (f"; also {', '.join(also)}" if also else ""), err=True)
 
 
 for _key, _value in {"{formats}": INPUT_FORMATS_TEXT, "{min_side}": str(MIN_INPUT_SIDE),
@@ -274,6 +296,15 @@ def _resume_hint(checkpoint: str | None, content: str, styles: tuple[str, ...], 
         words += ["--weights", config.weights]  # a checkpoint names a weights file, it cannot hold one
     command = " ".join(shlex.quote(shown(word)) for word in words)
     return f"the run's state is in {shown(checkpoint)}; continue it with: {command}"
+
+
+def _stamp(path: str | None) -> tuple[int, int] | None:
+    """A file's (inode, modification time in ns), None when there is none: tells whether a run rewrote it."""
+    try:
+        info = os.stat(path) if path is not None else None
+    except OSError:
+        return None
+    return (info.st_ino, info.st_mtime_ns) if info is not None else None
 
 
 def _run_options(watch: Watch, checkpoint: str | None, checkpoint_every: int, resume: str | None) -> RunOptions:

@@ -123,6 +123,17 @@ class Watch:
         if self.plot is not None:
             recorders.plot_losses(self.rows, self.plot, record=record)
 
+    def written(self) -> list[str]:
+        """The files the run wrote besides the result (after ``finish``), as the summary line names them."""
+        files = [shown(path) for path in (self.animation.path if self.animation is not None else None, self.plot,
+                                          self.log.path if self.log is not None else None) if path is not None]
+        frames = self.frames.written if self.frames is not None else []
+        if frames:
+            folder = shown(frames[0].parent)
+            files.append(f"{len(frames)} frame{'s' if len(frames) > 1 else ''} in {folder}/ ({frames[0].name}"
+                         + (f" to {frames[-1].name})" if len(frames) > 1 else ")"))
+        return files
+
     def close(self) -> None:
         for bar in self.bars.values():
             bar.close()

@@ -174,3 +174,20 @@ def test_steps_says_whole_lbfgs_steps_and_the_bar_shows_what_runs_from_the_start
         totals = {int(n) for n in re.findall(r"\b\d+/(\d+) \[", result.stderr)}
         assert totals == {planned}, result.stderr  # every redraw of the bar, the first included
         assert f"{planned} evaluations)" in result.stderr
+
+
+def test_print_config_shows_what_fast_resolves_to() -> None:
+    """Issue 24.5: --print-config --fast shows the levers --fast turns on, its sizes, each size's share of
+    --steps and the evaluations that run, not the fields as typed."""
+    lines = dict(line.split(": ", 1) for line in invoke(["--print-config", "--fast", "--device", "cpu"], 0)
+                 .stdout.splitlines())
+    assert (lines["fast"], lines["channels_last"], lines["fused_gram"]) == ("True", "True", "True")
+    assert (lines["history_size"], lines["precision"], lines["scales"]) == ("20", "fp32", "3")
+    assert lines["scale_steps"] == "100,60,100" and lines["sizes"] == "112,224,448 on a CPU"
+    assert lines["evaluations"] == "260 (100,60,100), in whole LBFGS steps of 20"
+    auto = dict(line.split(": ", 1) for line in invoke(["--print-config", "--fast", "--size", "512"], 0)
+                .stdout.splitlines())
+    assert auto["precision"] == "fp32 on a CPU, bf16 on a GPU with native bf16" and auto["sizes"] == "128,256,512"
+    plain = dict(line.split(": ", 1) for line in invoke(["--print-config"], 0).stdout.splitlines())
+    assert (plain["channels_last"], plain["history_size"], plain["scale_steps"]) == ("False", "100", "")
+    assert plain["sizes"] == "448 on a CPU; 512 on a GPU" and plain["evaluations"].startswith("320,")

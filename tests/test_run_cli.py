@@ -192,3 +192,21 @@ def test_resume_with_a_weights_file_needs_it_given_again(tmp_path: Path, monkeyp
     assert "is not the weights file the run was made with (vgg.pth, SHA-256 differs)" in wrong.stderr
     invoke([CONTENT, STYLE, "-o", str(out), "--resume", str(checkpoint), "--weights", str(copy), "-q"])
     assert read_record(out)["evaluations"] == 20 and read_record(out)["stopped"] == "done"
+
+
+def test_the_summary_line_names_every_file_the_run_wrote(tmp_path: Path) -> None:
+    """Issue 24.5: the last line lists the animation, the plot, the log, --save-every's frames and folder,
+    and the checkpoint, besides the result."""
+    out, frames, checkpoint = tmp_path / "out.png", tmp_path / "frames", tmp_path / "run.ckpt"
+    frames.mkdir()
+    result = invoke([CONTENT, STYLE, "-o", str(out), *TINY[:-1], "--steps", "30", "--save-every", "15",
+                     "--save-dir", str(frames), "--animate", str(tmp_path / "run.webp"), "--plot",
+                     str(tmp_path / "loss.png"), "--log", str(tmp_path / "run.jsonl"), "--checkpoint",
+                     str(checkpoint), "--checkpoint-every", "20"])
+    last = result.stderr.strip().splitlines()[-1]
+    assert last == (f"wrote {out} (32x21, 40 evaluations); also {tmp_path / 'run.webp'}, {tmp_path / 'loss.png'}, "
+                    f"{tmp_path / 'run.jsonl'}, 2 frames in {frames}/ (out.0015.png to out.0030.png), "
+                    f"checkpoint {checkpoint}")
+    assert sorted(p.name for p in frames.iterdir()) == ["out.0015.png", "out.0030.png"] and checkpoint.exists()
+    plain = invoke([CONTENT, STYLE, "-o", str(out), *TINY[:-1], "--steps", "1", "--checkpoint", str(checkpoint)])
+    assert plain.stderr.strip().splitlines()[-1] == f"wrote {out} (32x21, 20 evaluations)"  # it wrote no checkpoint
