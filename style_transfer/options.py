@@ -210,8 +210,8 @@ SETTINGS: list[Callable[[F], F]] = [
     click.option("--steps", type=int, default=DEFAULTS.steps, show_default=True,
                  help="Evaluations (forward+backward passes), in whole LBFGS steps of 20: the run ends with the step "
                       "that passes N, as in the tutorial (300 runs 320, 20 runs 40; adam: N+1). Coarse-to-fine "
-                      "sizes (--fast, --scales) round each size's share up the same way: --fast --steps 30 runs 60. "
-                      "The progress bar shows from the start the number that will run."),
+                      "sizes (--fast, --scales) round each size's share up the same way: --fast --steps 30 runs 60; "
+                      "--print-config shows the number."),
     click.option("--style-weight", type=float, default=None,
                  help=f"Weight of the style losses. Default: the preset's (tutorial {TUTORIAL['style_weight']:g}, "
                        f"paper {PAPER['style_weight']:g})."),
