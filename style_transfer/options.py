@@ -211,7 +211,7 @@ SETTINGS: list[Callable[[F], F]] = [
                  help="Evaluations (forward+backward passes), in whole LBFGS steps of 20: the run ends with the step "
                       "that passes N, as in the tutorial (300 runs 320, 20 runs 40; adam: N+1). Coarse-to-fine "
                       "sizes (--fast, --scales) round each size's share up the same way: --fast --steps 30 runs 60; "
-                      "--print-config shows the number."),
+                      "stylize --print-config shows the number."),
     click.option("--style-weight", type=float, default=None,
                  help=f"Weight of the style losses. Default: the preset's (tutorial {TUTORIAL['style_weight']:g}, "
                        f"paper {PAPER['style_weight']:g})."),
