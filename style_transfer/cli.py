@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import shlex
 from typing import Any, NoReturn
 
 import click
@@ -13,8 +15,9 @@ from .config import RunOptions, StyleConfig
 from .errors import Interrupted, RunStopped, StyleTransferError
 from .files import check_writable, shown
 from .images import INPUT_FORMATS_TEXT, MAX_PIXELS, MIN_INPUT_SIDE, check_output, open_image, save_image
-from .options import (RECORDED_FIELDS, OneLineCommand, UsageFault, config_from_options, one_line_error,
-                      settings_options, show_traceback, unexpected_error)
+from .options import (RECORDED_FIELDS, SETTINGS_FIELDS, OneLineCommand, UsageFault, config_from_options,
+                      one_line_error, settings_options, show_traceback, unexpected_error)
+from .plans import LBFGS_MAX_ITER, default_size_of, fast_levers, plan_run
 from .provenance import check_replay_inputs, replay_config
 
 
@@ -25,13 +28,30 @@ ALPHA_FORMATS = ("PNG", "WEBP", "TIFF")  # output formats that keep --keep-alpha
 
 
 def show_config(config: StyleConfig) -> None:
-    """The resolved settings, one ``name: value`` per line, on stdout."""
-    for name, value in vars(config).items():
+    """The resolved settings, one ``name: value`` per line, on stdout: the preset filled in, the speed
+    settings --fast turns on, and the plan (``plans.plan_run``: the sizes and the evaluations that run)."""
+    resolved: dict[str, Any] = {**vars(config), **fast_levers(config)}
+    if config.fast and config.precision == "fp32" and config.device != "cpu":  # speed_from_config's rule
+        resolved["precision"] = "fp32 on a CPU, bf16 on a GPU with native bf16"
+    devices = ["cpu"] if config.device == "cpu" else ["cuda"] if config.device.startswith("cuda") else ["cpu", "cuda"]
+    plans = {device: plan_run(config, config.size or default_size_of(device)) for device in devices}
+    plan = plans[devices[-1]]
+    if len(plan.sizes) > 1 and not config.scale_steps and len({p.budgets for p in plans.values()}) == 1:
+        resolved["scale_steps"] = plan.budgets  # the split of --steps each size gets
+    for name, value in resolved.items():
         if isinstance(value, tuple):
             value = ",".join(str(v) for v in value)
         if name == "preprocess" and value is None:  # a weights file not found yet: the run names the problem
             value = "auto (from the weights)"
         click.echo(f"{name}: {'auto' if value is None and name in ('size', 'lr') else value}")
+    where = {"cpu": " on a CPU", "cuda": " on a GPU"} if config.size is None else {"cpu": "", "cuda": ""}
+    sizes = [",".join(map(str, p.sizes)) + where[d] for d, p in plans.items()]
+    click.echo(f"sizes: {'; '.join(dict.fromkeys(sizes))}")
+    runs = {d: f"{p.total}" + (f" ({','.join(map(str, p.evaluations))})" if len(p.sizes) > 1 else "")
+            for d, p in plans.items()}
+    counts = [text + (where[d] if len(set(runs.values())) > 1 else "") for d, text in runs.items()]
+    steps = f", in whole LBFGS steps of {LBFGS_MAX_ITER}" if config.optimizer == "lbfgs" else ""
+    click.echo(f"evaluations: {'; '.join(dict.fromkeys(counts))}{steps}")
 
 
 @click.command(cls=OneLineCommand)
@@ -89,8 +109,12 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
     """
     try:
         config = config_from_options(settings)
+        if replay is not None and resume is not None:
+            raise UsageFault("give --replay or --resume, not both")
         if replay is not None:
             config = _replay_config(replay, config.weights, config.device)
+        if resume is not None:
+            config = _resume_config(resume, config)
         if print_config:
             show_config(config)
             return
@@ -121,6 +145,7 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
     threads = config.threads or physical_cores()
     if threads != torch.get_num_threads():
         torch.set_num_threads(threads)  # the CLI owns the process; the library never sets this
+    checkpoint_before = _stamp(run_options.checkpoint)  # the summary names the checkpoint if this run wrote it
     run = Run(content, list(styles) if len(styles) > 1 else styles[0], config, run_options,
               download_progress=watch.on_download)
     watch.run = run
@@ -131,7 +156,8 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
         watch.finish(result)  # the result, its animation and plot; a Ctrl-C now stops the writing
     except RunStopped as exc:  # a second Ctrl-C, or a NaN loss: keep the last good image
         watch.close()
-        _keep_partial(exc, output, debug, watch.record(run, exc))
+        hint = _resume_hint(run_options.checkpoint, content, styles, output, config)
+        _keep_partial(exc, output, debug, watch.record(run, exc), hint)
     except (StyleTransferError, ValueError) as exc:  # ValueError: a setting only the model can check
         watch.close()
         one_line_error(exc, debug)
@@ -143,17 +169,21 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
         watch.close()
         unexpected_error(exc, debug)
     if result.stopped in EXIT_CODES:  # Ctrl-C, SIGTERM: the image so far was saved
-        click.echo(f"interrupted at step {result.evaluations}, saved {shown(output)}", err=True)
+        click.echo(f"interrupted at step {result.evaluations}, saved {shown(output)}; "
+                   f"{_resume_hint(run_options.checkpoint, content, styles, output, config)}", err=True)
         raise SystemExit(EXIT_CODES[result.stopped])
     if not quiet:
         if result.stopped == "converged":
             click.echo(f"LBFGS converged (gradient below its tolerance): stopped after {result.evaluations} of "
-                       f"{config.steps} evaluations; more would not change the image", err=True)
+                       f"{watch.planned or config.steps} evaluations; more would not change the image", err=True)
         elif result.stopped == "plateau":
             click.echo(f"stopped early: the loss improved by less than {config.min_improvement:g} over the last "
                        f"{config.patience} evaluations", err=True)
+        also = watch.written()
+        if run_options.checkpoint is not None and _stamp(run_options.checkpoint) != checkpoint_before:
+            also.append(f"checkpoint {shown(run_options.checkpoint)}")
         click.echo(f"wrote {shown(output)} ({result.image.width}x{result.image.height}, {result.evaluations} "
-                   f"evaluations)", err=True)
+                   f"evaluations)" + (f"; also {', '.join(also)}" if also else ""), err=True)
 
 
 for _key, _value in {"{formats}": INPUT_FORMATS_TEXT, "{min_side}": str(MIN_INPUT_SIDE),
@@ -171,8 +201,10 @@ def _check_inputs(paths: list[str], debug: bool) -> None:
             raise click.ClickException(str(exc)) from None
 
 
-def _keep_partial(exc: RunStopped, output: str, debug: bool, record: dict[str, Any] | None) -> NoReturn:
-    """Save the image a stopped run carries (atomically, with ``record``), say so in one line, exit 130 or 1."""
+def _keep_partial(exc: RunStopped, output: str, debug: bool, record: dict[str, Any] | None,
+                  resume_hint: str = "") -> NoReturn:
+    """Save the image a stopped run carries (atomically, with ``record``), say so in one line, exit 130 or 1;
+    an interrupted run's line ends with ``resume_hint`` (how to continue it)."""
     show_traceback(debug)
     if exc.image is None:
         message = f"{exc}; nothing written"
@@ -185,7 +217,7 @@ def _keep_partial(exc: RunStopped, output: str, debug: bool, record: dict[str, A
         except KeyboardInterrupt:
             message = f"{exc}; interrupted again while saving, {shown(output)} left as it was"
     if isinstance(exc, Interrupted):
-        click.echo(message, err=True)
+        click.echo(f"{message}; {resume_hint}" if resume_hint else message, err=True)
         raise SystemExit(130)
     raise click.ClickException(message)
 
@@ -204,6 +236,77 @@ def _replay_config(path: str, weights: str, device: str) -> StyleConfig:
                              device=device if explicit["device"] else None)
     except (ValueError, StyleTransferError) as exc:
         raise UsageFault(f"--replay {shown(path)}: {exc}") from None
+
+
+def _resume_config(path: str, config: StyleConfig) -> StyleConfig:
+    """--resume: the settings saved in the checkpoint; an option given that differs from them is refused
+    (naming the option and both values), one that agrees is accepted. --threads may be given anew."""
+    from click.core import ParameterSource
+
+    if not os.path.isfile(path):
+        raise UsageFault(f"--resume {shown(path)}: no such checkpoint file")
+    from .errors import CheckpointError
+    from .provenance import setting_text, weights_entry
+    from .run import checkpoint_settings  # imports torch: only a resumed run reads a file with it before its run
+
+    try:
+        saved = checkpoint_settings(path)
+    except CheckpointError as exc:
+        raise click.ClickException(str(exc)) from None
+    context = click.get_current_context()
+    given = [name for name in SETTINGS_FIELDS if name != "threads" and context.get_parameter_source(name) in
+             (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)]
+    where = f"--resume {shown(path)}"
+    recorded = saved["weights"]
+    if "weights" in given:
+        mine = weights_entry(config.weights)
+        if mine.get("kind") != recorded.get("kind"):
+            theirs = recorded.get("name") if recorded.get("kind") == "file" else recorded.get("kind")
+            raise UsageFault(f"{where}: --weights {shown(config.weights)} differs from the checkpoint's "
+                             f"{shown(str(theirs))}; drop --weights to continue the run as it was")
+        if mine.get("kind") == "file" and mine.get("sha256") != recorded.get("sha256"):
+            raise UsageFault(f"{where}: --weights {shown(config.weights)} is not the weights file the run was "
+                             f"made with ({shown(str(recorded.get('name')))}, SHA-256 differs)")
+    for name in given:
+        if name == "weights":
+            continue
+        ours, theirs = getattr(config, name), saved["settings"].get(name)
+        theirs = tuple(theirs) if isinstance(theirs, list) else theirs
+        if ours != theirs:
+            flag = "--" + name.replace("_", "-")
+            if isinstance(ours, bool):
+                raise UsageFault(f"{where}: {flag} was not given to the run the checkpoint holds; drop {flag} to "
+                                 f"continue the run as it was")
+            raise UsageFault(f"{where}: {flag} {setting_text(ours)} differs from the checkpoint's "
+                             f"{setting_text(theirs)}; drop {flag} to continue the run as it was")
+    try:
+        resumed = replay_config({"settings": saved["settings"], "weights": recorded},
+                                weights=config.weights if "weights" in given else None)
+    except ValueError as exc:
+        message = str(exc).replace("give it with --weights", "give it again with --weights FILE")
+        raise UsageFault(f"{where}: {message}") from None
+    return dataclasses.replace(resumed, threads=config.threads)
+
+
+def _resume_hint(checkpoint: str | None, content: str, styles: tuple[str, ...], output: str,
+                 config: StyleConfig) -> str:
+    """What an interrupted run's last line says about continuing it: the checkpoint and the command."""
+    if checkpoint is None or not os.path.isfile(checkpoint):
+        return "no checkpoint was asked for (--checkpoint FILE keeps a run's state to resume it)"
+    words = ["stylize", content, *styles, "-o", output, "--resume", checkpoint]
+    if config.weights not in ("imagenet", "random"):
+        words += ["--weights", config.weights]  # a checkpoint names a weights file, it cannot hold one
+    command = " ".join(shlex.quote(shown(word)) for word in words)
+    return f"the run's state is in {shown(checkpoint)}; continue it with: {command}"
+
+
+def _stamp(path: str | None) -> tuple[int, int] | None:
+    """A file's (inode, modification time in ns), None when there is none: tells whether a run rewrote it."""
+    try:
+        info = os.stat(path) if path is not None else None
+    except OSError:
+        return None
+    return (info.st_ino, info.st_mtime_ns) if info is not None else None
 
 
 def _run_options(watch: Watch, checkpoint: str | None, checkpoint_every: int, resume: str | None) -> RunOptions:

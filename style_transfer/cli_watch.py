@@ -58,6 +58,7 @@ class Watch:
         self.log = recorders.LossLog(log_path) if log_path is not None else None  # opened now: checks the path
         self.rows: list[dict[str, Any]] = []  # the loss curves, for --plot
         self.bars: dict[str, tqdm] = {}  # made on first use, so an early error prints one line only
+        self.planned = 0  # the evaluations the run plans (StepInfo.total), known from its first event
         self.preview_every = recorders.preview_interval(save_every or None,
                                                         self.animation.every if self.animation else None) or 0
 
@@ -87,6 +88,7 @@ class Watch:
         from tqdm import tqdm
 
         if "steps" not in self.bars:
+            self.planned = info.total
             self.bars["steps"] = tqdm(total=info.total, unit="step", file=sys.stderr, disable=self.quiet,
                                       dynamic_ncols=True)
         bar = self.bars["steps"]
@@ -120,6 +122,17 @@ class Watch:
             self.animation.close(result.image, record=record)
         if self.plot is not None:
             recorders.plot_losses(self.rows, self.plot, record=record)
+
+    def written(self) -> list[str]:
+        """The files the run wrote besides the result (after ``finish``), as the summary line names them."""
+        files = [shown(path) for path in (self.animation.path if self.animation is not None else None, self.plot,
+                                          self.log.path if self.log is not None else None) if path is not None]
+        frames = self.frames.written if self.frames is not None else []
+        if frames:
+            folder = shown(frames[0].parent)
+            files.append(f"{len(frames)} frame{'s' if len(frames) > 1 else ''} in {folder}/ ({frames[0].name}"
+                         + (f" to {frames[-1].name})" if len(frames) > 1 else ")"))
+        return files
 
     def close(self) -> None:
         for bar in self.bars.values():

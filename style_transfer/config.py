@@ -133,7 +133,7 @@ class StyleConfig:
 
 PRECISIONS = ("fp32", "bf16")
 # --fast's coarse-to-fine sizes when scales and min_size are not given: 128, 256, 512 px for --size 512.
-# Its budgets per size are fast.FAST_SCALE_SHARES of --steps (chosen by benchmarks/fast_budgets.py).
+# Its budgets per size are plans.FAST_SCALE_SHARES of --steps (chosen by benchmarks/fast_budgets.py).
 FAST_SCALES = 3
 
 

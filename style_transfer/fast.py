@@ -7,7 +7,6 @@ computes. Each option trades something, stated on its ``StyleConfig`` field and 
 from __future__ import annotations
 
 import copy
-import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,9 +17,10 @@ from torch import nn
 
 from .config import StyleConfig
 from .losses import ContentLoss, StyleLoss
+# What a run plans, worked out without torch (plans.py); imported here for the names' old home.
+from .plans import FAST_HISTORY_SIZE, FAST_SCALE_SHARES, LBFGS_MAX_ITER, fast_levers, scale_budgets, scale_sizes  # noqa: F401
 
 TORCH_LBFGS_HISTORY = 100  # torch.optim.LBFGS's default history_size, the tutorial's
-LBFGS_MAX_ITER = 20  # torch.optim.LBFGS's default max_iter: evaluations per optimizer.step()
 
 
 class _Gram(torch.autograd.Function):
@@ -205,11 +205,7 @@ def speed_from_config(config: StyleConfig, device: torch.device) -> Speed:
         # rounding cost the quality target (docs/speed.md); --precision bf16 still asks for it there.
         if precision == "fp32" and device.type == "cuda" and bf16_supported(device):
             precision = "bf16"
-        return Speed(precision, True, True, min(config.history_size, FAST_HISTORY_SIZE))
-    return Speed(precision, config.channels_last, config.fused_gram, config.history_size)
-
-
-FAST_HISTORY_SIZE = 20  # --fast's LBFGS history: see README, "Speed"
+    return Speed(precision, **fast_levers(config))  # type: ignore[arg-type]
 
 
 def bf16_supported(device: torch.device) -> bool:
@@ -373,49 +369,6 @@ def _recast(module: nn.Module, cls: type) -> nn.Module:
     new.__dict__.update(module.__dict__)
     new._buffers = dict(module._buffers)  # its own buffer dict: a new target leaves the old module alone
     return new
-
-
-def scale_sizes(size: int, scales: int = 1, min_size: int | None = None) -> list[int]:
-    """The working sizes of a coarse-to-fine run, smallest first, ending at ``size``.
-
-    ``scales`` sizes spaced by a factor of 2 (``size/2^(scales-1)``, ..., ``size``); or, with
-    ``min_size``, sizes from ``min_size`` up to ``size`` spaced by at most a factor of 2.
-    No size is below 16 px.
-    """
-    if min_size is not None and min_size < size:
-        count = math.ceil(math.log2(size / min_size)) + 1
-        ratio = (size / min_size) ** (1 / (count - 1))
-        sizes = [round(min_size * ratio**k) for k in range(count - 1)] + [size]
-    else:
-        sizes = [round(size / 2**k) for k in range(scales - 1, 0, -1)] + [size]
-    return [max(16, s) for s in sizes]
-
-
-# --fast's evaluations per size as shares of --steps, smallest size first, for its FAST_SCALES (3) sizes:
-# 300 steps give 100, 60 and 100 evaluations at 128, 256 and 512 px (benchmarks/fast_budgets.py; docs/speed.md).
-FAST_SCALE_SHARES = (1 / 3, 1 / 5, 1 / 3)
-
-
-def scale_budgets(total_steps: int, count: int, scale_steps: Sequence[int] | None = None,
-                  shares: Sequence[float] | None = None) -> list[int]:
-    """Evaluations per scale, smallest first: ``scale_steps`` when given, else split ``total_steps``.
-
-    ``shares`` (one fraction of ``total_steps`` per size, used when it has ``count`` entries: --fast's
-    ``FAST_SCALE_SHARES``) gives each size ``round(share * total_steps)``, at least one. Otherwise the
-    split gives the final size a quarter of the evaluations (at least one) and the rest to the
-    coarser sizes in equal parts: coarse evaluations are 4x cheaper per halving.
-    """
-    if scale_steps:
-        if len(scale_steps) != count:
-            raise ValueError(f"scale_steps has {len(scale_steps)} entries for {count} sizes; give one per size")
-        return list(scale_steps)
-    if count == 1:
-        return [total_steps]
-    if shares is not None and len(shares) == count:
-        return [max(1, round(share * total_steps)) for share in shares]
-    final = max(1, total_steps // 4)
-    coarse = max(1, (total_steps - final) // (count - 1))
-    return [coarse] * (count - 1) + [final]
 
 
 def physical_cores() -> int:

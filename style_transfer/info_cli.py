@@ -13,7 +13,8 @@ import click
 from .errors import StyleTransferError
 from .files import shown
 from .options import OneLineCommand
-from .provenance import read_record, record_field
+from .config import StyleConfig
+from .provenance import RECORD_KEY, read_record, record_field, setting_text, settings_dict
 
 
 def format_value(value: Any, *, compact: bool, bare_strings: bool = False) -> str:
@@ -32,14 +33,15 @@ def format_value(value: Any, *, compact: bool, bare_strings: bool = False) -> st
 @click.argument("files", nargs=-1, required=True, metavar="FILE...", type=click.Path(path_type=str))
 @click.option("--field", "field", metavar="NAME",
               help="Print one value, by its dotted name: settings.size, weights.kind, inputs.styles.0.sha256.")
-@click.option("--json", "compact", is_flag=True, help="Print compact JSON, one line per file.")
+@click.option("--json", "compact", is_flag=True, help="Print the whole record as compact JSON, one line per file.")
 def main(files: tuple[str, ...], field: str | None, compact: bool) -> None:
-    """Print how each image FILE was made: the record stylize embeds in its outputs.
+    """Print how each image FILE was made, from the record stylize embeds in its outputs.
 
-    The record holds the settings, the seed, the SHA-256 of each input image (names without
-    folders), the weights, the versions, the device, and the run's evaluations, losses and time.
-    With several files, each is named before its record. Exit 1 when a file is missing, is not
-    an image, or holds no record (the others are still printed).
+    By default a short summary: the inputs, the network and its weights, the settings that differ
+    from the defaults, the run's evaluations, losses and time, and the machine (device, versions).
+    --json prints the whole record: every setting, the SHA-256 of each input image (names without
+    folders), the weights, the versions. With several files, each is named before its record. Exit
+    1 when a file is missing, is not an image, or holds no record (the others are still printed).
     """
     several = len(files) > 1
     failed = False
@@ -53,6 +55,9 @@ def main(files: tuple[str, ...], field: str | None, compact: bool) -> None:
         if record is None:
             _fail(f"{shown(name)}: no style_transfer record")
             failed = True
+            continue
+        if field is None and not compact:
+            click.echo(summary(name, record))
             continue
         value: Any = record
         if field is not None:
@@ -73,6 +78,64 @@ def main(files: tuple[str, ...], field: str | None, compact: bool) -> None:
             click.echo(text)
     if failed:
         click.get_current_context().exit(1)
+
+
+def summary(name: str, record: dict[str, Any]) -> str:
+    """A record in a few lines a person reads: inputs, network and weights, the settings that differ
+    from the defaults, the run, and the machine (``--json`` prints all of it)."""
+    settings = record.get("settings") or {}
+    inputs = record.get("inputs") or {}
+    styles = [_input_text(entry) for entry in inputs.get("styles") or []]
+    lines = [f"{shown(name)}: made by style_transfer {record.get(RECORD_KEY, '?')} on {record.get('created', '?')}",
+             f"  inputs:   content {_input_text(inputs.get('content') or {})}; "
+             f"style{'s' if len(styles) > 1 else ''} {', '.join(styles) or '?'}"
+             + (f"; start image {_input_text(inputs['init'])}" if isinstance(inputs.get("init"), dict) else ""),
+             f"  network:  {str(settings.get('model', 'vgg19')).upper()}, {_weights_text(record.get('weights') or {})}"]
+    defaults = settings_dict(StyleConfig())
+    shown_above = ("weights", "init") if isinstance(inputs.get("init"), dict) else ("weights",)
+    changed = [f"{key} {setting_text(value)}" for key, value in settings.items()
+               if key not in shown_above and _listed(defaults.get(key, ...)) != value]
+    lines.append(f"  settings: {', '.join(changed) if changed else 'the defaults'}")
+    losses = record.get("losses") or {}
+    terms = ", ".join(f"{key} {_number_text(losses[key])}" for key in ("style", "content", "tv")
+                      if key in losses and losses[key] not in (0, 0.0))
+    seconds = record.get("seconds")
+    lines.append(f"  run:      {record.get('evaluations', '?')} evaluations, {record.get('stopped', '?')}"
+                 + (f", {seconds:.1f} s" if isinstance(seconds, (int, float)) else "")
+                 + (f"; loss {terms}" if terms else ""))
+    versions = record.get("versions") or {}
+    names = (("torch", "torch"), ("torchvision", "torchvision"), ("pillow", "Pillow"), ("python", "Python"))
+    lines.append(f"  machine:  {record.get('device', '?')}; "
+                 + ", ".join(f"{label} {versions[key]}" for key, label in names if versions.get(key)))
+    return "\n".join(lines)
+
+
+def _listed(value: Any) -> Any:
+    """A setting as a record holds it (tuples as lists)."""
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _input_text(entry: dict[str, Any]) -> str:
+    name = shown(entry["name"]) if entry.get("name") else "(an image in memory)"
+    digest = entry.get("sha256")
+    return f"{name} (sha256 {digest[:12]})" if isinstance(digest, str) else name
+
+
+def _weights_text(entry: dict[str, Any]) -> str:
+    kind = entry.get("kind")
+    digest = entry.get("sha256")
+    hashed = f", sha256 {digest[:12]}" if isinstance(digest, str) else ""
+    if kind == "random":
+        return f"seeded random weights (seed {entry.get('seed', '?')}: no artistic result)"
+    if kind == "imagenet":
+        return f"ImageNet weights ({entry.get('name', '?')}{hashed})"
+    if kind == "file":
+        return f"weights file {shown(str(entry.get('name', '?')))}{hashed and ' (' + hashed[2:] + ')'}"
+    return f"weights {setting_text(entry) if entry else '?'}"
+
+
+def _number_text(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
 
 
 def _fail(message: str) -> None:

@@ -331,13 +331,15 @@ def download_imagenet_weights(path: Path, *, model: str = "vgg19", progress: Dow
             message names the cache path and ``--weights FILE`` as the way out.
     """
     url = IMAGENET_WEIGHTS[model].url
-    fix = f"put the file {path.name} in {path.parent} or pass --weights FILE"
+    fix = (f"put the file {path.name} in {path.parent} or pass --weights FILE; to check the install without the "
+           f"download, run with --weights random (seeded random weights: no artistic result)")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".download-", dir=path.parent)
     except OSError as exc:
         raise WeightsError(f"cannot write the weights cache {path.parent} ({exc.strerror}); "
-                           f"set TORCH_HOME to a writable folder or pass --weights FILE") from None
+                           f"set TORCH_HOME to a writable folder or pass --weights FILE (or, to check the install "
+                           f"without the download, --weights random)") from None
     digest = hashlib.sha256()
     try:
         with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as response:

@@ -70,7 +70,7 @@ SECTION_OF = {
 SHORT_HELP = {
     "output": "Output file; the format follows the extension.",
     "size": "Long side of the working image in px (default 512 GPU, 448 CPU).",
-    "steps": "Closure evaluations (forward + backward passes).",
+    "steps": "Evaluations, in whole LBFGS steps of 20: ends with the step that passes N.",
     "style_weight": "Weight of the style losses (default: the preset's, 1e6).",
     "content_weight": "Weight of the content losses (default: the preset's, 1).",
     "init": "Start image: content, noise, style or an image FILE.",
@@ -210,8 +210,10 @@ SETTINGS: list[Callable[[F], F]] = [
                  help=f"Long side of the working image in px (aspect kept). Default: {GPU_DEFAULT_SIZE} on a GPU, "
                        f"{CPU_DEFAULT_SIZE} on a CPU (the default 300 steps take 2.5 to 3.5 minutes on 2 cores)."),
     click.option("--steps", type=int, default=DEFAULTS.steps, show_default=True,
-                 help="Closure evaluations (forward+backward passes); the run ends with the LBFGS step that passes "
-                      "this, as in the tutorial."),
+                 help="Evaluations (forward+backward passes), in whole LBFGS steps of 20: the run ends with the step "
+                      "that passes N, as in the tutorial (300 runs 320, 20 runs 40; adam: N+1). Coarse-to-fine "
+                      "sizes (--fast, --scales) round each size's share up the same way: --fast --steps 30 runs 60; "
+                      "stylize --print-config shows the number."),
     click.option("--style-weight", type=float, default=None,
                  help=f"Weight of the style losses. Default: the preset's (tutorial {TUTORIAL['style_weight']:g}, "
                        f"paper {PAPER['style_weight']:g})."),
@@ -321,8 +323,8 @@ SETTINGS: list[Callable[[F], F]] = [
     click.option("--min-size", type=int, default=None,
                  help="Speed: coarse-to-fine from this size up to --size (sizes at most 2x apart)."),
     click.option("--scale-steps", default="",
-                 help="Evaluations per coarse-to-fine size, smallest first, e.g. 100,100,40. "
-                      "Default: --steps split, a quarter at the final size."),
+                 help="Evaluations per coarse-to-fine size, smallest first, e.g. 100,100,40, each rounded up to whole "
+                      "LBFGS steps of 20. Default: --steps split, a quarter at the final size."),
     click.option("--threads", type=int, default=None,
                  help="CPU threads. Default: the physical cores."),
     click.option("--tile", type=click.IntRange(min=16), default=DEFAULTS.tile, metavar="PX", show_default="auto",

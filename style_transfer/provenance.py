@@ -265,6 +265,17 @@ def settings_dict(settings: Any) -> dict[str, Any]:
     raise TypeError(f"settings must be a dataclass or a mapping, got {type(settings).__name__}")
 
 
+def setting_text(value: Any) -> str:
+    """A setting's value as a command line gives it: ``conv_1,conv_2``, ``1e+06``, ``none`` for None."""
+    if isinstance(value, (list, tuple)):
+        return ",".join(setting_text(v) for v in value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    if value is None:
+        return "none"
+    return shown(str(value)) if isinstance(value, str) else str(value)
+
+
 def _number(value: Any) -> Any:
     if hasattr(value, "item"):  # a 0-d tensor or a NumPy scalar
         value = value.item()

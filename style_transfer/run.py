@@ -27,13 +27,14 @@ from PIL import Image
 from . import colors, provenance, tiling
 from .config import RunOptions, StyleConfig
 from .errors import CheckpointError, Interrupted, NonFiniteLoss
-from .fast import FAST_SCALE_SHARES, scale_budgets, scale_sizes, speed_from_config
+from .fast import speed_from_config
 from .files import atomic_output, shown
 from .guards import RunStats, out_of_memory
 from .images import ImageSource, load_image, tensor_to_pil
 from .loss_terms import normalized_blend
 from .models import IMAGENET_MEAN, IMAGENET_STD, DownloadProgress, Network, load_network
-from .transfer import (Resume, StepInfo, fit_to, working_sizes, default_size, initial_image, planned_evaluations,
+from .plans import plan_run
+from .transfer import (Resume, StepInfo, fit_to, working_sizes, default_size, initial_image,
                        prepare_colors, resolve_device, run_style_transfer, style_size)
 
 EventCallback = Callable[[StepInfo], None]
@@ -139,12 +140,8 @@ class Run:
         device = self._device = resolve_device(config.device)
         size = config.size or default_size(device)
         speed = speed_from_config(config, device)  # checks bf16 support before any work
-        sizes = scale_sizes(size, config.scales, config.min_size)  # [size] unless coarse-to-fine
-        budgets = scale_budgets(config.steps, len(sizes), config.scale_steps,
-                                FAST_SCALE_SHARES if config.fast else None)
-        # The tutorial's loop for one size runs `steps`; coarse-to-fine sizes get their budget - 1 so that each
-        # runs its budget rounded up to whole LBFGS steps (the loop ends with the step that passes `steps`).
-        steps = [config.steps] if len(sizes) == 1 else [budget - 1 for budget in budgets]
+        plan = plan_run(config, size)  # the sizes, and what each runs in whole LBFGS steps (plans.py)
+        sizes, steps = list(plan.sizes), list(plan.loop_steps)
         normalized_blend(config.style_blend, len(self.styles))  # a blend that does not fit fails before any work
         # Images are read before the model loads, so a bad image fails fast.
         final = _Inputs(self.content, self.styles, config, size, device)
@@ -163,7 +160,7 @@ class Run:
         cnn = network.features.to(device)
         normalization = network.normalization()
 
-        total = sum(planned_evaluations(n, config.optimizer) for n in steps)
+        total = plan.total
         clock = _Clock(saved.seconds if saved else 0.0)
         done = saved.evaluations if saved else 0
         stats.evaluations = done
@@ -333,6 +330,55 @@ def style_targets_key(config: StyleConfig, content: ImageSource, styles: Sequenc
             provenance.input_entry(content)["sha256"] if config.preserve_colors != "none" else None)
 
 
+def checkpoint_settings(path: str) -> dict[str, Any]:
+    """What a checkpoint says about the run it holds, read before any model loads: ``{"settings": the
+    settings (``provenance.settings_dict`` of its ``StyleConfig``, threads aside), "weights": the weights
+    entry (``provenance.weights_entry``), "evaluations": evaluations done}``.
+
+    ``provenance.replay_config`` turns it into the ``StyleConfig`` to resume with.
+
+    Raises:
+        CheckpointError: missing, unreadable, damaged or not ours (one line naming the file).
+    """
+    data = _read_checkpoint(path)
+    fingerprint = data.get("fingerprint")
+    if not isinstance(fingerprint, dict) or not isinstance(fingerprint.get("settings"), dict):
+        raise CheckpointError(f"{shown(path)}: damaged checkpoint (no settings)")
+    return {"settings": dict(fingerprint["settings"]), "weights": dict(fingerprint.get("weights") or {}),
+            "evaluations": data.get("evaluations")}
+
+
+def _read_checkpoint(path: str) -> dict[str, Any]:
+    """A checkpoint file's contents, checked to be a style_transfer checkpoint of this version.
+
+    Raises:
+        CheckpointError: one line naming the file.
+    """
+    name = shown(path)
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise CheckpointError(f"{name}: no such checkpoint file") from None
+    except Exception as exc:  # pickle errors, zip errors, an unsafe global refused by weights_only
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+        raise CheckpointError(f"{name}: not a readable checkpoint ({first})") from None
+    if not isinstance(data, dict) or data.get("format") != "style_transfer checkpoint":
+        raise CheckpointError(f"{name}: not a style_transfer checkpoint")
+    if data.get("version") != CHECKPOINT_VERSION:
+        raise CheckpointError(f"{name}: checkpoint version {data.get('version')!r}, this version reads "
+                              f"{CHECKPOINT_VERSION}")
+    return data
+
+
+def _same_weights(entry: dict[str, Any]) -> dict[str, Any]:
+    """What makes two weights entries the same weights: a file's hash, not the name it was given by."""
+    return {k: v for k, v in entry.items() if k != "name"} if entry.get("kind") == "file" else entry
+
+
+def _weights_text(entry: dict[str, Any]) -> str:
+    return f"the file {entry.get('name')}" if entry.get("kind") == "file" else str(entry.get("kind"))
+
+
 def _fingerprint(config: StyleConfig, content: ImageSource, styles: Sequence[ImageSource]) -> dict[str, Any]:
     """What a checkpoint must match to be resumed: the settings (threads aside) and the inputs' hashes."""
     settings = provenance.settings_dict(config)
@@ -364,27 +410,23 @@ class _Checkpoints:
             CheckpointError: unreadable, damaged, or made by another run (named in one line).
         """
         name = shown(self.resume)
-        try:
-            data = torch.load(self.resume, map_location="cpu", weights_only=True)
-        except FileNotFoundError:
-            raise CheckpointError(f"{name}: no such checkpoint file") from None
-        except Exception as exc:  # pickle errors, zip errors, an unsafe global refused by weights_only
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
-            raise CheckpointError(f"{name}: not a readable checkpoint ({first})") from None
-        if not isinstance(data, dict) or data.get("format") != "style_transfer checkpoint":
-            raise CheckpointError(f"{name}: not a style_transfer checkpoint")
-        if data.get("version") != CHECKPOINT_VERSION:
-            raise CheckpointError(f"{name}: checkpoint version {data.get('version')!r}, this version reads "
-                                  f"{CHECKPOINT_VERSION}")
+        data = _read_checkpoint(self.resume)
         theirs = data.get("fingerprint", {})
-        for key, what in (("content", "content image"), ("styles", "style image(s)"), ("weights", "weights")):
+        for key, what in (("content", "another content image"), ("styles", "other style image(s)")):
             if theirs.get(key) != self.fingerprint[key]:
-                raise CheckpointError(f"{name}: made with another {what}; resume with the inputs it was made from")
-        if theirs.get("settings") != self.fingerprint["settings"]:
-            ours, other = self.fingerprint["settings"], theirs.get("settings") or {}
+                raise CheckpointError(f"{name}: made with {what}; resume with the inputs it was made from")
+        if _same_weights(theirs.get("weights") or {}) != _same_weights(self.fingerprint["weights"]):
+            raise CheckpointError(f"{name}: made with other weights ({_weights_text(theirs.get('weights') or {})}); "
+                                  f"resume with the weights it was made with")
+        # The weights are compared by their entry above (a file by its hash), not by the path they were given as.
+        ours = {k: v for k, v in self.fingerprint["settings"].items() if k != "weights"}
+        other = {k: v for k, v in (theirs.get("settings") or {}).items() if k != "weights"}
+        if ours != other:
             differ = sorted(k for k in set(ours) | set(other) if ours.get(k) != other.get(k))
-            raise CheckpointError(f"{name}: made with other settings ({', '.join(differ)}); resume with the same "
-                                  f"options")
+            shown_values = "; ".join(f"{k}: {provenance.setting_text(other.get(k))} in the checkpoint, "
+                                     f"{provenance.setting_text(ours.get(k))} here" for k in differ[:3])
+            raise CheckpointError(f"{name}: made with other settings ({shown_values}); resume with the checkpoint's "
+                                  f"settings")
         try:
             return _Saved(int(data["scale"]), int(data["evaluations_in_scale"]), int(data["evaluations"]),
                           float(data["seconds"]), data["image"].float(), data["optimizer"],
@@ -432,4 +474,4 @@ class _Checkpoints:
             self.save()
 
 
-__all__ = ["Run", "RunOptions", "RunResult", "STOP_REASONS"]
+__all__ = ["Run", "RunOptions", "RunResult", "STOP_REASONS", "checkpoint_settings"]

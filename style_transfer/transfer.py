@@ -15,15 +15,16 @@ from PIL import Image
 from torch import nn, optim
 
 from .backward import check_backward, per_module_backward, weighted_scores
-from .config import CPU_DEFAULT_SIZE, GPU_DEFAULT_SIZE, TUTORIAL_CONTENT_LAYERS, TUTORIAL_STYLE_LAYERS, StyleConfig
+from .config import TUTORIAL_CONTENT_LAYERS, TUTORIAL_STYLE_LAYERS, StyleConfig
 from . import colors, tiling
-from .fast import LBFGS_MAX_ITER, TORCH_LBFGS_HISTORY, Speed, accelerate
+from .fast import TORCH_LBFGS_HISTORY, Speed, accelerate
 from .guards import RunStats, SizeFn, keeps_image_on_interrupt
 from .images import MIN_SIDE, ImageSource, load_image, working_size
 from .layers import resolve_layers, swap_pooling
 from .loss_terms import TotalVariationLoss, make_content_loss, make_style_loss, normalized_blend
 from .losses import ContentLoss, StyleLoss
 from .models import DownloadProgress, Normalization
+from .plans import LBFGS_MAX_ITER, default_size_of, planned_evaluations  # noqa: F401  (without torch: plans.py)
 
 
 @dataclass(frozen=True)
@@ -45,18 +46,6 @@ class StepInfo:
     @property
     def loss(self) -> float:
         return self.style_loss + self.content_loss + self.tv_loss
-
-
-def planned_evaluations(num_steps: int, optimizer_name: str = "lbfgs") -> int:
-    """The evaluations the tutorial's loop runs for ``num_steps`` when every LBFGS step runs in full.
-
-    The loop calls ``optimizer.step`` while at most ``num_steps`` evaluations ran, and each LBFGS step
-    runs up to ``LBFGS_MAX_ITER`` (20): 300 steps run 320. A step that ends early (its loss stops
-    changing) makes the run end sooner or, rarely, one step later. Adam: one evaluation a step.
-    """
-    if optimizer_name == "adam":
-        return num_steps + 1
-    return LBFGS_MAX_ITER * (num_steps // LBFGS_MAX_ITER + 1)
 
 
 ProgressCallback = Callable[[StepInfo], None]
@@ -87,7 +76,7 @@ def resolve_device(name: str = "auto") -> torch.device:
 
 def default_size(device: torch.device) -> int:
     """The working size when none is given: 512 px on a GPU, ``CPU_DEFAULT_SIZE`` on a CPU."""
-    return CPU_DEFAULT_SIZE if device.type == "cpu" else GPU_DEFAULT_SIZE
+    return default_size_of(device.type)
 
 
 def _layer_name(layer: nn.Module, i: int) -> str:

@@ -309,9 +309,21 @@ class TestInfoCommand:
         save_image(noise_image(), path, metadata=record)
         return path
 
-    def test_prints_the_record(self, out: Path, record: dict[str, Any]) -> None:
-        result = invoke([str(out)], 0)
-        assert json.loads(result.stdout) == record and result.stdout.count("\n") > 10  # indented
+    def test_prints_a_summary_and_the_whole_record_with_json(self, out: Path, record: dict[str, Any],
+                                                             inputs: dict[str, Path]) -> None:
+        """Issue 24.5: a short readable summary by default (inputs, network and weights, the settings that
+        differ from the defaults, the run, the machine); the whole record with --json."""
+        lines = invoke([str(out)], 0).stdout.splitlines()
+        assert len(lines) == 6 and lines[0].startswith(f"{out}: made by style_transfer ")
+        fields = {key.strip(): value.strip() for key, value in (line.split(":", 1) for line in lines[1:])}
+        assert list(fields) == ["inputs", "network", "settings", "run", "machine"]
+        digest = record["inputs"]["content"]["sha256"][:12]
+        assert fields["inputs"].startswith(f"content {inputs['content'].name} (sha256 {digest}); styles ")
+        assert f"start image {inputs['init'].name}" in fields["inputs"]
+        assert fields["network"] == "VGG19, seeded random weights (seed 0: no artistic result)"
+        assert fields["settings"] == "size 32, steps 5, seed 7"  # only what differs from the defaults
+        assert fields["run"] == "6 evaluations, done, 1.5 s; loss style 12.5, content 3.25, tv NaN"
+        assert fields["machine"].startswith("cpu; torch ") and "Python " in fields["machine"]
         compact = invoke([str(out), "--json"], 0)
         assert compact.stdout.count("\n") == 1 and json.loads(compact.stdout) == record
 

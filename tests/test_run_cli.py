@@ -127,3 +127,86 @@ def test_sigterm_saves_image_and_checkpoint_and_resume_finishes_the_run(tmp_path
     invoke([*args, "-o", str(whole)])
     assert np.array_equal(pixels(out), pixels(whole))  # resumed = uninterrupted
     assert read_record(out)["evaluations"] == read_record(whole)["evaluations"] == 80
+
+
+def interrupt_at(monkeypatch: pytest.MonkeyPatch, step: int) -> None:
+    """Make the command's run stop at ``step`` as a Ctrl-C would (``Run.cancel("interrupted")``), in process."""
+    from style_transfer.cli_watch import Watch
+
+    on_event = Watch.on_event
+
+    def stop_there(self: Watch, info) -> None:
+        on_event(self, info)
+        if info.step == step:
+            self.run.cancel("interrupted")
+
+    monkeypatch.setattr(Watch, "on_event", stop_there)
+
+
+def test_a_bare_resume_continues_with_the_checkpoints_settings(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 24.3: `stylize photo.jpg style.jpg -o out.png --resume run.ckpt`, as the README shows it, continues
+    the run with the settings the checkpoint holds; an option that differs from them is refused by name."""
+    out, whole, checkpoint = tmp_path / "out.png", tmp_path / "whole.png", tmp_path / "run.ckpt"
+    args = [*TINY, "--threads", "1", "--steps", "30", "--style-weight", "1e9", "--content-weight", "1e3"]
+    with monkeypatch.context() as patch:
+        interrupt_at(patch, 25)
+        stopped = invoke([CONTENT, STYLE, "-o", str(out), *args, "--checkpoint", str(checkpoint)], 130)
+    command = f"stylize {CONTENT} {STYLE} -o {out} --resume {checkpoint}"
+    assert f"the run's state is in {checkpoint}; continue it with: {command}" in stopped.stderr
+    before = out.read_bytes()
+    for option, message in [(["--steps", "60"], "--steps 60 differs from the checkpoint's 30; drop --steps"),
+                            (["--weights", "imagenet"], "--weights imagenet differs from the checkpoint's random"),
+                            (["--style-weight", "1e6"], "--style-weight 1e+06 differs from the checkpoint's 1e+09"),
+                            (["--fast"], "--fast was not given to the run the checkpoint holds")]:
+        refused = invoke([CONTENT, STYLE, "-o", str(out), "--resume", str(checkpoint), *option], 2)
+        assert message in refused.stderr and f"--resume {checkpoint}" in refused.stderr
+    assert out.read_bytes() == before  # nothing written by a refused resume
+
+    invoke([CONTENT, STYLE, "-o", str(out), "--resume", str(checkpoint), "--threads", "1", "--steps", "30", "-q"])
+    invoke([CONTENT, STYLE, "-o", str(whole), *args])
+    assert read_record(out)["evaluations"] == read_record(whole)["evaluations"] == 40
+    assert read_record(out)["settings"] == read_record(whole)["settings"]
+    assert np.array_equal(pixels(out), pixels(whole))  # resumed = uninterrupted
+
+
+def test_resume_with_a_weights_file_needs_it_given_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkpoint names its weights file by name and hash: --weights gives it again, under any name."""
+    import torch
+
+    from style_transfer.models import random_vgg19_features
+
+    weights, other, copy = tmp_path / "vgg.pth", tmp_path / "other.pth", tmp_path / "moved.pth"
+    torch.save(random_vgg19_features(0).state_dict(), weights)
+    torch.save(random_vgg19_features(1).state_dict(), other)
+    copy.write_bytes(weights.read_bytes())
+    out, checkpoint = tmp_path / "out.png", tmp_path / "run.ckpt"
+    with monkeypatch.context() as patch:
+        interrupt_at(patch, 5)
+        stopped = invoke([CONTENT, STYLE, "-o", str(out), *TINY[2:], "--weights", str(weights), "--steps", "10",
+                          "--checkpoint", str(checkpoint)], 130)
+    assert f"--resume {checkpoint} --weights {weights}" in stopped.stderr
+    bare = invoke([CONTENT, STYLE, "-o", str(out), "--resume", str(checkpoint)], 2)
+    assert "the run used the weights file 'vgg.pth': give it again with --weights FILE" in bare.stderr
+    wrong = invoke([CONTENT, STYLE, "-o", str(out), "--resume", str(checkpoint), "--weights", str(other)], 2)
+    assert "is not the weights file the run was made with (vgg.pth, SHA-256 differs)" in wrong.stderr
+    invoke([CONTENT, STYLE, "-o", str(out), "--resume", str(checkpoint), "--weights", str(copy), "-q"])
+    assert read_record(out)["evaluations"] == 20 and read_record(out)["stopped"] == "done"
+
+
+def test_the_summary_line_names_every_file_the_run_wrote(tmp_path: Path) -> None:
+    """Issue 24.5: the last line lists the animation, the plot, the log, --save-every's frames and folder,
+    and the checkpoint, besides the result."""
+    out, frames, checkpoint = tmp_path / "out.png", tmp_path / "frames", tmp_path / "run.ckpt"
+    frames.mkdir()
+    result = invoke([CONTENT, STYLE, "-o", str(out), *TINY[:-1], "--steps", "30", "--save-every", "15",
+                     "--save-dir", str(frames), "--animate", str(tmp_path / "run.webp"), "--plot",
+                     str(tmp_path / "loss.png"), "--log", str(tmp_path / "run.jsonl"), "--checkpoint",
+                     str(checkpoint), "--checkpoint-every", "20"])
+    last = result.stderr.strip().splitlines()[-1]
+    assert last == (f"wrote {out} (32x21, 40 evaluations); also {tmp_path / 'run.webp'}, {tmp_path / 'loss.png'}, "
+                    f"{tmp_path / 'run.jsonl'}, 2 frames in {frames}/ (out.0015.png to out.0030.png), "
+                    f"checkpoint {checkpoint}")
+    assert sorted(p.name for p in frames.iterdir()) == ["out.0015.png", "out.0030.png"] and checkpoint.exists()
+    plain = invoke([CONTENT, STYLE, "-o", str(out), *TINY[:-1], "--steps", "1", "--checkpoint", str(checkpoint)])
+    assert plain.stderr.strip().splitlines()[-1] == f"wrote {out} (32x21, 20 evaluations)"  # it wrote no checkpoint

@@ -458,3 +458,45 @@ def test_a_token_guards_every_request_and_cross_site_writes_are_refused(tmp_path
     with TestClient(make_app(tmp_path / "data", allowed_hosts=("127.0.0.1", "localhost"))) as client:
         assert client.get("/api/options").status_code == 400  # Host: testserver (a rebinding name)
         assert client.get("/api/options", headers={"Host": "127.0.0.1:8000"}).status_code == 200
+
+
+def test_the_page_shows_the_evaluations_that_will_run_from_the_start(tmp_path: Path) -> None:
+    """Issue 24.4: 400 steps in the form run 420 evaluations (whole LBFGS steps of 20); the job says so when
+    it is made, before its first step, and the form's hint says how steps are counted."""
+    gate = Gate(at=0)
+    with TestClient(make_app(tmp_path / "data", run_factory=gate)) as client:
+        job = upload(client, steps=400).json()
+        assert job["planned"] == 420
+        assert upload(client, steps=30, fast="true").json()["planned"] == 60
+        client.post(f"/api/jobs/{job['id']}/cancel")
+        page = " ".join(client.get("/").text.split())
+        assert "evaluations, in whole LBFGS steps of 20: the run ends with the step that passes this number" in page
+        schema = client.get("/openapi.json").json()
+        steps = schema["paths"]["/api/jobs"]["post"]["requestBody"]["content"]["multipart/form-data"]["schema"]
+        assert "whole LBFGS steps of 20" in steps["properties"]["steps"]["description"]
+    script = (STATIC / "app.js").read_text("utf-8")
+    assert "job.planned" in script  # the page puts it on the bar when the job is made
+
+
+def test_a_missing_download_tells_the_browser_user_what_the_operator_sets(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 24.6: offline, a job with the server's imagenet weights fails with a message for a browser user:
+    what the server's operator sets (the cache, stylize-serve --weights FILE), no flag of the command line."""
+    import urllib.error
+
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
+
+    def offline(url: str, timeout: float | None = None) -> None:
+        raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
+
+    monkeypatch.setattr("urllib.request.urlopen", offline)
+    with TestClient(make_app(tmp_path / "data", weights="imagenet")) as client:
+        job = upload(client, weights="server").json()
+        name, final = events(client, job["id"])[-1]
+    error = final["error"]
+    assert name == "failed" and "\n" not in error
+    assert "cannot download VGG19 weights" in error and "Temporary failure in name resolution" in error
+    assert "server's operator" in error and "stylize-serve --weights FILE" in error and "vgg19-dcbb9e9d.pth" in error
+    assert "Weights: random in the form" in error
+    assert "pass --weights" not in error and "run with --weights" not in error  # flags a browser user cannot give
+    assert str(tmp_path) not in error  # no folder of the server's

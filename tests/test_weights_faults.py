@@ -153,3 +153,21 @@ def test_download_fails_in_one_line_with_timeout_and_silent_stdout(
     assert timeouts == [DOWNLOAD_TIMEOUT_S]
     assert capsys.readouterr().out == ""
     assert list((tmp_path / "hub" / "checkpoints").iterdir()) == []  # no partial file
+
+
+def test_offline_says_how_to_check_the_install_without_the_download(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 24.6: offline, the weights error also names --weights random (the install check without the
+    download), on the command line as in the library's message."""
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path))
+
+    def offline(url: str, timeout: float | None = None) -> None:
+        raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
+
+    monkeypatch.setattr("urllib.request.urlopen", offline)
+    result = invoke([str(IMAGES / "chelsea.png"), str(IMAGES / "ihc.png"), "-o", str(tmp_path / "out.png"),
+                     "--size", "32", "--device", "cpu"], 1)
+    line = one_error_line(result)
+    assert "cannot download VGG19 weights" in line and "--weights FILE" in line
+    assert "to check the install without the download, run with --weights random" in line
+    assert not (tmp_path / "out.png").exists()

@@ -41,10 +41,11 @@ from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
-from ..config import PRESERVE_COLORS, StyleConfig
+from ..config import CPU_DEFAULT_SIZE, PRESERVE_COLORS, StyleConfig
 from ..errors import StyleTransferError
 from ..files import shown
 from ..images import open_image
+from ..plans import LBFGS_MAX_ITER, plan_run, planned_evaluations
 from ..presets import PRESET_NAMES, preset_values
 from ..provenance import read_record, save_options
 from .gallery import Gallery, new_id
@@ -180,7 +181,9 @@ def _api(queue: JobQueue, gallery: Gallery, work: Path, weights: str, limits: Li
                 raise _Bad(503, str(exc)) from None
         finally:
             await form.close()
-        return JSONResponse({**job.summary(), "position": queue.position(job)}, status_code=201)
+        # The evaluations the run will make (whole LBFGS steps), for the page to show from the start.
+        planned = plan_run(config, config.size or CPU_DEFAULT_SIZE).total
+        return JSONResponse({**job.summary(), "position": queue.position(job), "planned": planned}, status_code=201)
 
     @router.get("/jobs", tags=["jobs"])
     def list_jobs() -> dict[str, Any]:
@@ -404,7 +407,10 @@ _UPLOAD_SCHEMA = {
             "style": {"type": "array", "items": {"type": "string", "format": "binary"},
                       "description": "one or more style images"},
             "size": {"type": "integer", "description": "long side in px (empty: 512 on a GPU, 448 on a CPU)"},
-            "steps": {"type": "integer", "description": "closure evaluations (default 300)"},
+            "steps": {"type": "integer", "description": f"evaluations, in whole LBFGS steps of {LBFGS_MAX_ITER}: "
+                                                      f"the run ends with the step that passes it (default 300 runs "
+                                                      f"{planned_evaluations(300)}); the job's 'planned' says how "
+                                                      f"many will run"},
             "style_weight": {"type": "number"}, "content_weight": {"type": "number"},
             "preset": {"type": "string", "enum": list(PRESET_NAMES)},
             "preserve_colors": {"type": "string", "enum": list(PRESERVE_COLORS)},

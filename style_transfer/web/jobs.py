@@ -26,7 +26,7 @@ from typing import Any
 from PIL import Image
 
 from ..config import RunOptions, StyleConfig
-from ..errors import RunStopped, StyleTransferError
+from ..errors import RunStopped, StyleTransferError, WeightsError
 from .gallery import Gallery, new_id
 
 FINAL_EVENTS = ("done", "cancelled", "failed")
@@ -319,6 +319,8 @@ class JobQueue:
             else:
                 entry = None
             self._finish(job, "failed", error=message, result=entry)
+        except WeightsError as exc:  # the server's weights, not the browser user's doing: say who can fix it
+            self._finish(job, "failed", error=weights_problem(exc))
         except (StyleTransferError, ValueError) as exc:
             self._finish(job, "failed", error=_first_line(exc))
         except MemoryError as exc:
@@ -360,6 +362,19 @@ def _device_name(device: str) -> str:
     from ..transfer import resolve_device  # torch loads with the first job, not with the server
 
     return str(resolve_device(device))
+
+
+def weights_problem(exc: WeightsError) -> str:
+    """A weights error as a browser user reads it: what went wrong, and what the server's operator sets.
+
+    The library's message ends with a command-line fix ("...; pass --weights FILE") that a browser user
+    cannot act on, so only its first part (what went wrong) is kept.
+    """
+    what = _first_line(exc).split("; ")[0]
+    return (f"the server cannot load its VGG19 weights ({what}). The server's operator can put "
+            f"torchvision's vgg19-dcbb9e9d.pth in the server's torch hub cache (TORCH_HOME/hub/checkpoints) or "
+            f"start the server with stylize-serve --weights FILE. Meanwhile, Weights: random in the form checks "
+            f"that the page works (no artistic result).")
 
 
 def _first_line(exc: BaseException) -> str:

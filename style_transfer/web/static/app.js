@@ -236,6 +236,8 @@ async function start(e) {
   try {
     const job = await api("/api/jobs", { method: "POST", body: formData() });
     $("status").textContent = queueText(job.position);
+    $("progress").max = job.planned;  // what will run, in whole LBFGS steps of 20, from the start
+    $("progress-text").textContent = `0 / ${job.planned} evaluations`;
     $("cancel").disabled = false;
     follow(job.id);
   } catch (err) {

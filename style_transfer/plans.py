@@ -1,0 +1,116 @@
+"""What a run will do, worked out before it starts and without torch: its sizes, the evaluations each
+size runs, and the settings ``--fast`` resolves to.
+
+``Run`` follows this plan, the progress bar and the web page show its total from the start, and
+``stylize --print-config`` prints it before any model loads (this module imports no torch).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .config import CPU_DEFAULT_SIZE, GPU_DEFAULT_SIZE, StyleConfig
+
+LBFGS_MAX_ITER = 20  # torch.optim.LBFGS's default max_iter: evaluations per optimizer.step()
+# --fast's evaluations per size as shares of --steps, smallest size first, for its FAST_SCALES (3) sizes:
+# 300 steps give 100, 60 and 100 evaluations at 128, 256 and 512 px (benchmarks/fast_budgets.py; docs/speed.md).
+FAST_SCALE_SHARES = (1 / 3, 1 / 5, 1 / 3)
+FAST_HISTORY_SIZE = 20  # --fast's LBFGS history: see README, "Speed"
+
+
+def planned_evaluations(num_steps: int, optimizer_name: str = "lbfgs") -> int:
+    """The evaluations the tutorial's loop runs for ``num_steps`` when every LBFGS step runs in full.
+
+    The loop calls ``optimizer.step`` while at most ``num_steps`` evaluations ran, and each LBFGS step
+    runs up to ``LBFGS_MAX_ITER`` (20): 300 steps run 320. A step that ends early (its loss stops
+    changing) makes the run end sooner or, rarely, one step later. Adam: one evaluation a step.
+    """
+    if optimizer_name == "adam":
+        return num_steps + 1
+    return LBFGS_MAX_ITER * (num_steps // LBFGS_MAX_ITER + 1)
+
+
+def scale_sizes(size: int, scales: int = 1, min_size: int | None = None) -> list[int]:
+    """The working sizes of a coarse-to-fine run, smallest first, ending at ``size``.
+
+    ``scales`` sizes spaced by a factor of 2 (``size/2^(scales-1)``, ..., ``size``); or, with
+    ``min_size``, sizes from ``min_size`` up to ``size`` spaced by at most a factor of 2.
+    No size is below 16 px.
+    """
+    if min_size is not None and min_size < size:
+        count = math.ceil(math.log2(size / min_size)) + 1
+        ratio = (size / min_size) ** (1 / (count - 1))
+        sizes = [round(min_size * ratio**k) for k in range(count - 1)] + [size]
+    else:
+        sizes = [round(size / 2**k) for k in range(scales - 1, 0, -1)] + [size]
+    return [max(16, s) for s in sizes]
+
+
+def scale_budgets(total_steps: int, count: int, scale_steps: Sequence[int] | None = None,
+                  shares: Sequence[float] | None = None) -> list[int]:
+    """Evaluations per scale, smallest first: ``scale_steps`` when given, else split ``total_steps``.
+
+    ``shares`` (one fraction of ``total_steps`` per size, used when it has ``count`` entries: --fast's
+    ``FAST_SCALE_SHARES``) gives each size ``round(share * total_steps)``, at least one. Otherwise the
+    split gives the final size a quarter of the evaluations (at least one) and the rest to the
+    coarser sizes in equal parts: coarse evaluations are 4x cheaper per halving.
+    """
+    if scale_steps:
+        if len(scale_steps) != count:
+            raise ValueError(f"scale_steps has {len(scale_steps)} entries for {count} sizes; give one per size")
+        return list(scale_steps)
+    if count == 1:
+        return [total_steps]
+    if shares is not None and len(shares) == count:
+        return [max(1, round(share * total_steps)) for share in shares]
+    final = max(1, total_steps // 4)
+    coarse = max(1, (total_steps - final) // (count - 1))
+    return [coarse] * (count - 1) + [final]
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """The sizes of a run and what each runs (smallest size first)."""
+
+    sizes: tuple[int, ...]  # working sizes (long side, px)
+    budgets: tuple[int, ...]  # evaluations asked for per size (--steps, or its coarse-to-fine split)
+    loop_steps: tuple[int, ...]  # num_steps handed to the tutorial's loop per size
+    evaluations: tuple[int, ...]  # what each size runs: its budget in whole LBFGS steps
+
+    @property
+    def total(self) -> int:
+        """The evaluations the whole run plans (``StepInfo.total``)."""
+        return sum(self.evaluations)
+
+
+def plan_run(config: StyleConfig, size: int) -> RunPlan:
+    """The plan of a run of ``config`` at ``size`` px (``config.size``, or the device's default).
+
+    Raises:
+        ValueError: ``scale_steps`` does not give one entry per size.
+    """
+    sizes = scale_sizes(size, config.scales, config.min_size)  # [size] unless coarse-to-fine
+    budgets = scale_budgets(config.steps, len(sizes), config.scale_steps,
+                            FAST_SCALE_SHARES if config.fast else None)
+    # The tutorial's loop for one size runs `steps`; coarse-to-fine sizes get their budget - 1 so that each
+    # runs its budget rounded up to whole LBFGS steps (the loop ends with the step that passes `steps`).
+    loop_steps = [config.steps] if len(sizes) == 1 else [budget - 1 for budget in budgets]
+    evaluations = [planned_evaluations(n, config.optimizer) for n in loop_steps]
+    return RunPlan(tuple(sizes), tuple(budgets), tuple(loop_steps), tuple(evaluations))
+
+
+def default_size_of(device_type: str) -> int:
+    """The working size when none is given, by device type: ``CPU_DEFAULT_SIZE`` on a CPU, else 512."""
+    return CPU_DEFAULT_SIZE if device_type == "cpu" else GPU_DEFAULT_SIZE
+
+
+def fast_levers(config: StyleConfig) -> dict[str, object]:
+    """The speed settings ``config`` runs with apart from the precision (``fast.speed_from_config`` adds
+    that, for the device): --fast turns on channels_last and fused_gram and caps the LBFGS history."""
+    if config.fast:
+        return {"channels_last": True, "fused_gram": True,
+                "history_size": min(config.history_size, FAST_HISTORY_SIZE)}
+    return {"channels_last": config.channels_last, "fused_gram": config.fused_gram,
+            "history_size": config.history_size}
