@@ -157,3 +157,36 @@ def test_the_model_builder_patch_is_reached_by_a_good_run(tmp_path: Path, no_mod
                                        str(tmp_path / "o.png"), *FAST])
     assert result.exit_code != 0 and no_model == [1]
     assert not (tmp_path / "o.png").exists()
+
+
+# --- an output that is an input (issue 24) ---
+
+@pytest.mark.parametrize("name", ["relative", "symlink", "hard link", "style", "init", "log"])
+def test_an_output_that_is_an_input_is_refused_before_any_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              name: str) -> None:
+    """-o (or a side output) that names CONTENT, a STYLE or --init FILE by any name: one line, exit 2, the
+    input as it was (it used to be replaced by the result, silently, exit 0)."""
+    from style_transfer import run
+
+    photo, style = tmp_path / "photo.png", tmp_path / "style.png"
+    photo.write_bytes((IMAGES / "chelsea.png").read_bytes())
+    style.write_bytes((IMAGES / "ihc.png").read_bytes())
+    before = photo.read_bytes(), style.read_bytes()
+    link = tmp_path / "link.png"
+    if name == "symlink":
+        link.symlink_to(photo)
+    elif name == "hard link":
+        os.link(photo, link)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(run, "load_vgg19_features", lambda *a, **k: pytest.fail("the run started"))
+    args, named = {"relative": (["-o", "./photo.png"], "-o ./photo.png: is the same file as CONTENT photo.png"),
+                   "symlink": (["-o", "link.png"], "-o link.png: is the same file as CONTENT photo.png"),
+                   "hard link": (["-o", "link.png"], "-o link.png: is the same file as CONTENT photo.png"),
+                   "style": (["-o", str(style)], f"-o {style}: is the same file as STYLE style.png"),
+                   "init": (["-o", "photo.png", "--init", str(photo)], "-o photo.png: is the same file as CONTENT"),
+                   "log": (["-o", "out.png", "--log", "style.png"], "--log style.png: is the same file as STYLE")}[name]
+    line = one_error_line(invoke(["photo.png", "style.png", *args, *FAST], 2))
+    assert line.startswith(f"Error: {named}") and line.endswith("give another output name"), line
+    assert (photo.read_bytes(), style.read_bytes()) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["photo.png", "style.png"] +
+                                                                 (["link.png"] if link.exists() else []))
