@@ -296,14 +296,15 @@ def test_size_100000_exits_at_once_in_one_line_and_little_memory(tmp_path: Path)
     """Issue 24: `--size 100000` grew to 22 GB and was killed. Now: one line, exit 1, under 1 GB peak RSS.
 
     The command runs in a child of a small Python parent that reads the child's peak RSS; the child's
-    address space is capped (8 GiB) so that a regression fails here instead of taking the machine."""
+    data (heap and anonymous maps, not the libraries) is capped at 4 GiB, so that a regression fails here
+    instead of taking the machine."""
     content = noise_png(tmp_path / "c.png", 60, 40)
     style = noise_png(tmp_path / "s.png", 50, 50)
     out = tmp_path / "o.png"
     parent = (
         "import resource, subprocess, sys\n"
         "def cap():\n"
-        "    resource.setrlimit(resource.RLIMIT_AS, (8 * 2**30, 8 * 2**30))\n"
+        "    resource.setrlimit(resource.RLIMIT_DATA, (4 * 2**30, 4 * 2**30))\n"
         "done = subprocess.run([sys.executable, '-m', 'style_transfer'] + sys.argv[1:], preexec_fn=cap,\n"
         "                      capture_output=True, text=True, timeout=60)\n"
         "sys.stderr.write(done.stderr)\n"
