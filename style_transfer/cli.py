@@ -13,7 +13,7 @@ from . import __version__
 from .cli_watch import EXIT_CODES, Signals, Watch, read_record
 from .config import RunOptions, StyleConfig
 from .errors import Interrupted, RunStopped, StyleTransferError
-from .files import check_writable, shown
+from .files import check_not_an_input, check_writable, shown
 from .images import INPUT_FORMATS_TEXT, MAX_PIXELS, MIN_INPUT_SIDE, check_output, open_image, save_image
 from .options import (RECORDED_FIELDS, SETTINGS_FIELDS, OneLineCommand, UsageFault, config_from_options,
                       one_line_error, settings_options, show_traceback, unexpected_error)
@@ -123,6 +123,7 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
         if output is None:
             raise UsageFault("Missing option '-o' / '--output'")
         fmt = check_output(output)
+        _check_not_inputs(content, styles, config, output, animate, log_path, plot, replay, checkpoint, resume)
         if config.keep_alpha and fmt not in ALPHA_FORMATS:
             raise UsageFault(f"--keep-alpha: {output} cannot store transparency; use .png, .webp or .tiff")
         watch = Watch(output, quiet=quiet, save_every=save_every, save_dir=save_dir, animate=animate,
@@ -199,6 +200,20 @@ def _check_inputs(paths: list[str], debug: bool) -> None:
         except StyleTransferError as exc:
             show_traceback(debug)
             raise click.ClickException(str(exc)) from None
+
+
+def _check_not_inputs(content: str, styles: tuple[str, ...], config: StyleConfig, output: str, animate: str | None,
+                      log_path: str | None, plot: str | None, replay: str | None, checkpoint: str | None,
+                      resume: str | None) -> None:
+    """Refuse, before any work (before --log is opened), a file this run writes that is one of its inputs
+    by any name (issue 24)."""
+    init = None if config.init in ("content", "noise", "style") else config.init
+    weights = None if config.weights in ("imagenet", "random") else config.weights
+    inputs = [("CONTENT", content), *(("STYLE", style) for style in styles), ("--init", init), ("--replay", replay),
+              ("--weights", weights)]
+    check_not_an_input([("-o", output), ("--animate", animate), ("--log", log_path), ("--plot", plot)],
+                       [*inputs, ("--resume", resume)])
+    check_not_an_input([("--checkpoint", checkpoint)], inputs)  # --resume keeps saving to its own file
 
 
 def _keep_partial(exc: RunStopped, output: str, debug: bool, record: dict[str, Any] | None,

@@ -1,4 +1,5 @@
-"""Input files checked before they are opened: regular, non-empty, readable; names printed safely."""
+"""Input files checked before they are opened (regular, non-empty, readable), outputs written atomically and
+never over an input; names printed safely."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import os
 import secrets
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
 from .errors import OutputError
@@ -153,3 +154,40 @@ def check_writable(path: str | os.PathLike, folder_word: str = "folder") -> None
         os.unlink(probe)
     except OSError as exc:
         raise OutputError(f"{shown(name)}: {folder_word} {shown(folder)} is not writable ({exc.strerror})") from None
+
+
+def file_identity(path: str | os.PathLike) -> tuple[int, int] | None:
+    """The existing file ``path`` names, whatever the name (relative, through symlinks, a hard link):
+    ``os.stat``'s (device, inode); None when nothing is there or it cannot be read."""
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError):  # ValueError: a NUL in a name
+        return None
+    return info.st_dev, info.st_ino
+
+
+def same_file(first: str | os.PathLike, second: str | os.PathLike) -> bool:
+    """Whether two paths name one existing file, by any name (``file_identity``)."""
+    one = file_identity(first)
+    return one is not None and one == file_identity(second)
+
+
+def check_not_an_input(outputs: Iterable[tuple[str, str | os.PathLike | None]],
+                       inputs: Iterable[tuple[str, str | os.PathLike | None]]) -> None:
+    """Refuse, before any work, an output that is the same file as an input (``same_file``), as ffmpeg does.
+
+    Args:
+        outputs, inputs: ``(label, path)`` pairs, labels as the user knows them ("-o", "CONTENT"); a path
+            of None is left out.
+
+    Raises:
+        OutputError: naming the output, the input it is and what to do.
+    """
+    inputs = [(label, path) for label, path in inputs if path is not None]
+    for label, output in outputs:
+        if output is None:
+            continue
+        for input_label, path in inputs:
+            if same_file(output, path):
+                raise OutputError(f"{label} {shown(output)}: is the same file as {input_label} {shown(path)}; "
+                                  f"writing it would destroy that input: give another output name")

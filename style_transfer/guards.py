@@ -173,24 +173,39 @@ def largest_fitting_size(content_hw: tuple[int, int], style_hw: tuple[int, int],
 
 
 def check_memory(content_hw: tuple[int, int], style_hw: tuple[int, int], device: torch.device,
-                 size: int, sizes: SizeFn, available: int | None = None, speed: Speed | None = None) -> None:
+                 size: int, sizes: SizeFn, available: int | None = None, speed: Speed | None = None,
+                 tiled: tuple[int, int] | None = None) -> None:
     """Refuse, before the model loads, a size whose run cannot fit in the free memory.
 
     The estimate follows ``speed`` (None: the default path; ``--fast`` keeps 20 LBFGS pairs, not
     100), so the largest size named is the one that fits with the options the run was given.
 
+    Args:
+        tiled: the largest size that fits in tiles and its tile (``tiling.largest_tiled_size``), named
+            too when larger than the largest untiled size; None: not named.
+
     Raises:
-        ResourceError: naming the size, the estimate, the free memory and the largest size that fits.
+        ResourceError: naming the size, the estimate, the free memory and the largest sizes that fit.
     """
     available = available_bytes(device) if available is None else available
     needed = estimate_bytes(content_hw, style_hw, speed)
     if available is None or needed <= available:
         return
     best = largest_fitting_size(content_hw, style_hw, available, sizes, speed)
-    advice = f"the largest size that fits is about {best} px (--size {best})" if best else \
-        "no size fits; free some memory or use another device"
     raise ResourceError(f"size {size} px needs about {needed / GIB:.1f} GiB but only {available / GIB:.1f} GiB "
-                        f"is free on {device}: {advice}")
+                        f"is free on {device}: {fitting_advice(best, tiled)}")
+
+
+def fitting_advice(untiled: int | None, tiled: tuple[int, int] | None) -> str:
+    """What a refusal suggests: the largest size that fits untiled and, when larger, in tiles (size, tile)."""
+    if tiled is not None and untiled is not None and tiled[0] <= untiled:
+        tiled = None
+    in_tiles = None if tiled is None else f"about {tiled[0]} px in tiles (--size {tiled[0]} --tile {tiled[1]})"
+    if untiled is None:
+        return f"the largest size that fits is {in_tiles}" if in_tiles else \
+            "no size fits; free some memory or use another device"
+    advice = f"the largest size that fits is about {untiled} px (--size {untiled})"
+    return f"{advice}, or {in_tiles}" if in_tiles else advice
 
 
 def out_of_memory(exc: BaseException, size: int, device: torch.device, tile: int | None = None) -> ResourceError | None:

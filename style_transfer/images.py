@@ -157,20 +157,7 @@ def open_image(path: str | os.PathLike) -> Image.Image:
     """
     name = os.fspath(path)
     with open_regular(name, ImageError) as handle, _quiet_pillow() as caught:
-        head = handle.read(512)
-        handle.seek(0)
-        try:
-            image = Image.open(handle, formats=INPUT_FORMATS)
-        except Image.DecompressionBombError as exc:  # over twice Pillow's own limit: refused in open()
-            pixels = re.search(r"\((\d+) pixels\)", str(exc))
-            declared = f"{int(pixels.group(1)):,} pixels" if pixels else "too many pixels"
-            raise ImageError(f"{shown(name)}: declares {declared}, over the cap of {MAX_PIXELS:,} "
-                             f"(a decompression bomb?)") from None
-        except Exception:  # UnidentifiedImageError, or a plugin choking on a broken header
-            raise ImageError(f"{shown(name)}: not a readable image: {_what_it_is(head)}") from None
-        with image:
-            _check_header(image, name, bomb=any(issubclass(w.category, Image.DecompressionBombWarning)
-                                                for w in caught))
+        with _open_header(handle, name, caught) as image:
             try:
                 if image.format == "PNG":  # Pillow checks PNG CRCs only in verify(), not while decoding
                     _verify_png(handle)
@@ -181,6 +168,52 @@ def open_image(path: str | os.PathLike) -> Image.Image:
                 reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
                 raise ImageError(f"{shown(name)}: not a readable image: corrupt or truncated "
                                  f"{image.format} data ({reason})") from None
+
+
+def header_size(source: ImageSource) -> tuple[int, int]:
+    """The (width, height) of an image source as declared, without decoding a pixel.
+
+    A file's header is read and checked as ``open_image`` checks it (format, ``MAX_PIXELS``,
+    ``MIN_INPUT_SIDE``); a Pillow image or a ``(1, 3, H, W)`` tensor gives its own size. An EXIF
+    orientation is not applied: a quarter turn only swaps the sides, which changes neither the
+    working area nor the long side (what the memory estimate reads, ``run.check_fits``).
+
+    Raises:
+        ImageError: the file cannot be read, or declares too many or too few pixels.
+        TypeError: ``source`` is none of these.
+    """
+    if is_tensor(source):
+        if source.dim() not in (3, 4):
+            raise ImageError(f"expected an image tensor of shape (1, 3, H, W), got {tuple(source.shape)}")
+        return int(source.shape[-1]), int(source.shape[-2])
+    if isinstance(source, Image.Image):
+        return source.size
+    if not isinstance(source, (str, os.PathLike)):
+        raise TypeError(f"expected a path, a PIL image or a tensor, got {type(source).__name__}")
+    name = os.fspath(source)
+    with open_regular(name, ImageError) as handle, _quiet_pillow() as caught:
+        with _open_header(handle, name, caught) as image:
+            return image.size
+
+
+@contextlib.contextmanager
+def _open_header(handle: BinaryIO, name: str, caught: list[warnings.WarningMessage]) -> Iterator[Image.Image]:
+    """The image in ``handle`` opened lazily (its header read and checked, ``_check_header``; no pixel decoded)."""
+    head = handle.read(512)
+    handle.seek(0)
+    try:
+        image = Image.open(handle, formats=INPUT_FORMATS)
+    except Image.DecompressionBombError as exc:  # over twice Pillow's own limit: refused in open()
+        pixels = re.search(r"\((\d+) pixels\)", str(exc))
+        declared = f"{int(pixels.group(1)):,} pixels" if pixels else "too many pixels"
+        raise ImageError(f"{shown(name)}: declares {declared}, over the cap of {MAX_PIXELS:,} "
+                         f"(a decompression bomb?)") from None
+    except Exception:  # UnidentifiedImageError, or a plugin choking on a broken header
+        raise ImageError(f"{shown(name)}: not a readable image: {_what_it_is(head)}") from None
+    with image:
+        _check_header(image, name, bomb=any(issubclass(w.category, Image.DecompressionBombWarning)
+                                            for w in caught))
+        yield image
 
 
 def _verify_png(handle: BinaryIO) -> None:

@@ -29,13 +29,13 @@ from .config import RunOptions, StyleConfig
 from .errors import CheckpointError, Interrupted, NonFiniteLoss
 from .fast import speed_from_config
 from .files import atomic_output, shown
-from .guards import RunStats, out_of_memory
-from .images import ImageSource, load_image, tensor_to_pil
+from .guards import RunStats, SizeFn, out_of_memory
+from .images import ImageSource, header_size, load_image, tensor_to_pil
 from .loss_terms import normalized_blend
 from .models import IMAGENET_MEAN, IMAGENET_STD, DownloadProgress, Network, load_network
 from .plans import plan_run
-from .transfer import (Resume, StepInfo, fit_to, working_sizes, default_size, initial_image,
-                       prepare_colors, resolve_device, run_style_transfer, style_size)
+from .transfer import (Resume, StepInfo, fit_to, default_size, initial_image, prepare_colors, resolve_device,
+                       run_style_transfer, sizes_from, style_size)
 
 EventCallback = Callable[[StepInfo], None]
 CHECKPOINT_VERSION = 1
@@ -143,12 +143,12 @@ class Run:
         plan = plan_run(config, size)  # the sizes, and what each runs in whole LBFGS steps (plans.py)
         sizes, steps = list(plan.sizes), list(plan.loop_steps)
         normalized_blend(config.style_blend, len(self.styles))  # a blend that does not fit fails before any work
+        # Each size's tile (None: untiled): config.tile, or chosen where a size does not fit untiled (issue 16).
+        # From the headers' sizes, before any image is read at a working size: a size that cannot fit is
+        # refused in a moment, not after its images were upscaled (issue 24).
+        tiles = tiling.plan_tiles(sizes, _header_sizes(self.content, self.styles, config), config, speed, device)
         # Images are read before the model loads, so a bad image fails fast.
         final = _Inputs(self.content, self.styles, config, size, device)
-        largest_style = max(final.styles, key=lambda image: image.shape[-1] * image.shape[-2])
-        # Each size's tile (None: untiled): config.tile, or chosen where a size does not fit untiled (issue 16).
-        tiles = tiling.plan_tiles(sizes, working_sizes(final.content, largest_style, config.style_scale), config,
-                                  speed, device)
         alpha = colors.content_alpha(self.content, size) if config.keep_alpha else None
         keeper = _Checkpoints(options, _fingerprint(config, self.content, self.styles))
         saved = keeper.load() if options.resume else None  # a checkpoint that does not fit fails before the model
@@ -240,6 +240,41 @@ class Run:
                 seconds: float) -> RunResult:
         return RunResult(image, evaluations, stopped, dict(losses), seconds,
                          self.record(evaluations, stopped, losses, seconds))
+
+
+def check_fits(content: ImageSource | tuple[int, int], style: ImageSource | Sequence[ImageSource],
+               config: StyleConfig | None = None, *, available: int | None = None) -> list[int | None]:
+    """Refuse, from the images' declared sizes alone, a run that cannot fit in its device's free memory.
+
+    What ``Run.execute`` checks first, for front ends to check before they start work (a batch before its
+    first item, the web app when a job is submitted). Only headers are read (``images.header_size``): no
+    image is decoded or upscaled, so an impossible size is refused in a moment and in little memory.
+
+    Args:
+        content: an image source, or its (width, height) (a video's frames).
+        available: bytes free for the run; None: ``guards.available_bytes`` of ``config.device`` (where it
+            cannot be known, nothing is refused).
+
+    Returns:
+        The tile of each working size (None: untiled), as the run will choose them.
+
+    Raises:
+        ResourceError: naming the size, the estimate, the free memory and the largest size that fits,
+            untiled and in tiles. ImageError: an input that cannot be read. ValueError: bad settings.
+    """
+    config = config or StyleConfig()
+    styles = list(style) if isinstance(style, (list, tuple)) else [style]
+    device = resolve_device(config.device)
+    speed = speed_from_config(config, device)
+    sizes = scale_sizes(config.size or default_size(device), config.scales, config.min_size)
+    return tiling.plan_tiles(sizes, _header_sizes(content, styles, config), config, speed, device, available)
+
+
+def _header_sizes(content: ImageSource | tuple[int, int], styles: Sequence[ImageSource],
+                  config: StyleConfig) -> SizeFn:
+    """The working sizes of a run's images at any long side, by arithmetic on their declared sizes."""
+    content_wh = content if isinstance(content, tuple) else header_size(content)
+    return sizes_from(*content_wh, [header_size(s) for s in styles], config.style_scale)
 
 
 class _Stopped(KeyboardInterrupt):
@@ -474,4 +509,4 @@ class _Checkpoints:
             self.save()
 
 
-__all__ = ["Run", "RunOptions", "RunResult", "STOP_REASONS", "checkpoint_settings"]
+__all__ = ["Run", "RunOptions", "RunResult", "STOP_REASONS", "check_fits", "checkpoint_settings"]

@@ -359,10 +359,14 @@ def plan_tiles(sizes: Sequence[int], size_fn: guards.SizeFn, config: StyleConfig
     whose untiled estimate (``guards.estimate_bytes``) does not fit in the free memory gets the largest
     tile, a multiple of ``TILE_STEP``, whose ``tiled_estimate_bytes`` fits; the others run untiled.
 
+    Arithmetic on the sizes ``size_fn`` gives: ``run.check_fits`` calls it with the sizes the images'
+    headers declare, before any image is read at a working size.
+
     Raises:
         ValueError: ``config.tile`` is too small for the layers used (naming the minimum).
-        ResourceError: a size fits neither untiled nor tiled (``guards.check_memory``'s message, saying why
-            tiling could not help), or not in the tile given.
+        ResourceError: a size fits neither untiled nor tiled (``guards.check_memory``'s message, naming the
+            largest size that fits untiled and in tiles, or saying why tiling could not help), or not in
+            the tile given.
     """
     available = guards.available_bytes(device) if available is None else available
     names = model_layer_names(config.model)
@@ -371,19 +375,25 @@ def plan_tiles(sizes: Sequence[int], size_fn: guards.SizeFn, config: StyleConfig
     geometry = vgg19_geometry(tuple(content_layers) + tuple(style_layers), config.model)
     targets = vgg19_target_bytes(content_layers, config.model)
     tiles: list[int | None] = []
+
+    def in_tiles(size: int) -> tuple[int, int] | None:
+        return largest_tiled_size(size, size_fn, available, speed, targets, geometry.minimum_tile)
+
     for size in sizes:
         content_hw, style_hw = size_fn(size)
         if config.tile is not None:
             tiles.append(config.tile)
             if not needs_tiles(*content_hw, config.tile):
-                guards.check_memory(content_hw, style_hw, device, size, size_fn, available, speed)
+                if available is not None and guards.estimate_bytes(content_hw, style_hw, speed) > available:
+                    guards.check_memory(content_hw, style_hw, device, size, size_fn, available, speed, in_tiles(size))
                 continue
             check_tile(config.tile, geometry)
             needed = tiled_estimate_bytes(content_hw, style_hw, config.tile, tiled_speed(speed), targets)
             if available is not None and needed > available:
+                untiled = guards.largest_fitting_size(content_hw, style_hw, available, size_fn, speed)
                 raise ResourceError(f"size {size} px needs about {needed / guards.GIB:.1f} GiB in tiles of "
                                     f"{config.tile} px but only {available / guards.GIB:.1f} GiB is free on "
-                                    f"{device}: lower --size or --tile")
+                                    f"{device}: {guards.fitting_advice(untiled, in_tiles(size))}")
             continue
         if available is None or guards.estimate_bytes(content_hw, style_hw, speed) <= available:
             tiles.append(None)
@@ -393,7 +403,8 @@ def plan_tiles(sizes: Sequence[int], size_fn: guards.SizeFn, config: StyleConfig
                "precision bf16, channels_last or fused_gram" if speed.changes_model and not config.fast else None)
         if tile is None or why is not None:
             try:
-                guards.check_memory(content_hw, style_hw, device, size, size_fn, available, speed)
+                guards.check_memory(content_hw, style_hw, device, size, size_fn, available, speed,
+                                    in_tiles(size) if why is None else None)
             except ResourceError as exc:
                 if tile is None:
                     raise
@@ -401,6 +412,40 @@ def plan_tiles(sizes: Sequence[int], size_fn: guards.SizeFn, config: StyleConfig
                     from None
         tiles.append(tile)
     return tiles
+
+
+ADVICE_TILE = 512  # the largest tile a refusal suggests: larger crops save little time (docs/print-size.md)
+
+
+def advice_tile(available: int, minimum: int) -> int:
+    """The tile a refusal suggests: the largest multiple of ``TILE_STEP`` up to ``ADVICE_TILE`` whose crop's
+    activations take at most a tenth of ``available``, else the smallest the layers allow."""
+    smallest = -(-minimum // TILE_STEP) * TILE_STEP
+    tile = max(ADVICE_TILE, smallest)
+    while tile > smallest and tile * tile * guards.ACTIVATION_BYTES_PER_PIXEL > available // 10:
+        tile -= TILE_STEP
+    return tile
+
+
+def largest_tiled_size(size: int, size_fn: guards.SizeFn, available: int | None, speed: Speed, targets: float,
+                       minimum: int) -> tuple[int, int] | None:
+    """The largest long side up to ``size`` (a multiple of 16) whose run fits in ``available`` in tiles of
+    ``advice_tile``, with that tile; None when none fits or the free memory is unknown.
+
+    Tiles bound only the activations: the image, its gradient, the content targets and LBFGS's history
+    still grow with the picture (``tiled_estimate_bytes``), so a size can be too large for any tile.
+    """
+    if available is None:
+        return None
+    tile = advice_tile(available, minimum)
+    best, low, high = None, 1, size // 16  # in units of 16 px
+    while low <= high:
+        mid = (low + high) // 2
+        if tiled_estimate_bytes(*size_fn(16 * mid), tile, tiled_speed(speed), targets) <= available:
+            best, low = 16 * mid, mid + 1
+        else:
+            high = mid - 1
+    return None if best is None else (best, tile)
 
 
 def _largest_tile(content_hw: tuple[int, int], style_hw: tuple[int, int], available: int, speed: Speed,

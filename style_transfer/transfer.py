@@ -516,5 +516,14 @@ def fit_to(image: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
 def working_sizes(content_img: torch.Tensor, style_img: torch.Tensor, style_scale: float) -> SizeFn:
     """For ``check_memory``: the (height, width) of the working images at another long side."""
     (content_h, content_w), (style_h, style_w) = content_img.shape[-2:], style_img.shape[-2:]
-    return lambda size: (working_size(content_w, content_h, size)[::-1],
-                         working_size(style_w, style_h, style_size(size, style_scale))[::-1])
+    return sizes_from(content_w, content_h, [(style_w, style_h)], style_scale)
+
+
+def sizes_from(content_w: int, content_h: int, styles_wh: Sequence[tuple[int, int]], style_scale: float) -> SizeFn:
+    """For ``check_memory``, from the inputs' own (width, height) (``header_size``: nothing decoded): the
+    (height, width) of the working content and of the largest working style at a long side, by arithmetic."""
+    def sizes(size: int) -> tuple[tuple[int, int], tuple[int, int]]:
+        styles = [working_size(w, h, style_size(size, style_scale))[::-1] for w, h in styles_wh]
+        return working_size(content_w, content_h, size)[::-1], max(styles, key=lambda hw: hw[0] * hw[1])
+
+    return sizes

@@ -297,14 +297,14 @@ def test_leading_dash_after_double_dash(tmp_path: Path, monkeypatch: pytest.Monk
 
 # --- output ---
 
-def test_output_equal_to_input(tmp_path: Path) -> None:
+def test_output_equal_to_input_is_refused(tmp_path: Path) -> None:
+    """Issue 24: it replaced the photo with the result, exit 0; now refused in one line (test_cli.py: by any name)."""
     content = tmp_path / "photo.png"
     content.write_bytes(encoded(noise(40, 30), "PNG"))
     before = content.read_bytes()
-    invoke([str(content), STYLE, "-o", str(content), "-q", *FAST], 0)
-    assert content.read_bytes() != before
-    with Image.open(content) as image:
-        assert image.size == (32, 24)
+    result = invoke([str(content), STYLE, "-o", str(content), "-q", *FAST], 2)
+    assert "is the same file as CONTENT" in result.output and len(result.output.strip().splitlines()) == 1
+    assert content.read_bytes() == before
     assert os.listdir(tmp_path) == ["photo.png"]
 
 

@@ -17,7 +17,7 @@ from PIL import Image
 
 from style_transfer.batch import LocalEngine, Worker, cross_items, read_manifest, read_report, run_batch, unique_names
 from style_transfer.batch.cli import main
-from style_transfer.batch.items import default_options
+from style_transfer.batch.items import Item, default_options
 from style_transfer.config import StyleConfig
 
 from .conftest import small_image
@@ -247,3 +247,43 @@ def test_manifest_through_the_command_row_settings_reach_the_record(inputs: dict
         assert max(image.size) == 24
     assert record["settings"]["size"] == 24 and record["settings"]["weights"] == "random"
     assert record["inputs"]["content"]["name"] == "cat.png"
+
+
+# Safety (issue 24): refused before the first item.
+
+def test_a_size_that_cannot_fit_refuses_the_batch_before_the_first_item(inputs: dict[str, Path], tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from style_transfer import guards
+
+    monkeypatch.setattr(guards, "available_bytes", lambda device: 380_000_000)  # test_faults.py's hand numbers
+    monkeypatch.setattr(Worker, "make", lambda *a, **k: pytest.fail("an item was run"))
+    out = tmp_path / "out"
+    result = invoke([inputs["cat"], inputs["coffee"], "--style", inputs["ihc"], "-o", out, *TINY, "--size", "16384"], 1)
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: cat__ihc.png: size 16384 px needs about "), result.output
+    assert "fits is about 160 px (--size 160), or about " in lines[0] and lines[0].endswith(" --tile 64); no item was run")
+    assert not (out / "batch.jsonl").exists() and not list(out.glob("*.png"))
+
+
+def test_an_output_that_is_an_input_refuses_the_batch_before_the_first_item(inputs: dict[str, Path],
+                                                                            tmp_path: Path) -> None:
+    """A manifest's output naming a content (through a symlinked folder, or a hard link) or a style: exit 2."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (tmp_path / "same").symlink_to(inputs["cat"].parent)
+    os.link(inputs["ihc"], out / "stain.png")
+    before = {name: path.read_bytes() for name, path in inputs.items()}
+    for output, named in ((str(tmp_path / "same" / "cat.png"), "cat.png"), ("stain.png", "ihc.png")):
+        manifest = tmp_path / "list.jsonl"
+        manifest.write_text(json.dumps({"content": str(inputs["coffee"]), "style": str(inputs["ihc"])}) + "\n" +
+                            json.dumps({"content": str(inputs["cat"]), "style": str(inputs["brick"]),
+                                        "output": output}) + "\n")
+        result = invoke(["--manifest", manifest, "-o", out, *TINY], 2)
+        lines = result.output.strip().splitlines()
+        assert len(lines) == 1 and "is the same file as" in lines[0] and named in lines[0], result.output
+        assert "an input of the batch" in lines[0]
+    assert {name: path.read_bytes() for name, path in inputs.items()} == before
+    assert sorted(p.name for p in out.iterdir()) == ["stain.png"]  # no report, no result
+    item = Item(str(inputs["cat"]), (str(inputs["ihc"]),), str(tmp_path / "same" / "ihc.png"), CONFIG)
+    with pytest.raises(ValueError, match="is the same file as .*ihc.png"):  # the library's batch refuses too
+        next(run_batch([item], LocalEngine()))

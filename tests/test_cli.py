@@ -191,3 +191,36 @@ def test_print_config_shows_what_fast_resolves_to() -> None:
     plain = dict(line.split(": ", 1) for line in invoke(["--print-config"], 0).stdout.splitlines())
     assert (plain["channels_last"], plain["history_size"], plain["scale_steps"]) == ("False", "100", "")
     assert plain["sizes"] == "448 on a CPU; 512 on a GPU" and plain["evaluations"].startswith("320,")
+
+
+# --- an output that is an input (issue 24) ---
+
+@pytest.mark.parametrize("name", ["relative", "symlink", "hard link", "style", "init", "log"])
+def test_an_output_that_is_an_input_is_refused_before_any_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              name: str) -> None:
+    """-o (or a side output) that names CONTENT, a STYLE or --init FILE by any name: one line, exit 2, the
+    input as it was (it used to be replaced by the result, silently, exit 0)."""
+    from style_transfer import run
+
+    photo, style = tmp_path / "photo.png", tmp_path / "style.png"
+    photo.write_bytes((IMAGES / "chelsea.png").read_bytes())
+    style.write_bytes((IMAGES / "ihc.png").read_bytes())
+    before = photo.read_bytes(), style.read_bytes()
+    link = tmp_path / "link.png"
+    if name == "symlink":
+        link.symlink_to(photo)
+    elif name == "hard link":
+        os.link(photo, link)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(run, "load_network", lambda *a, **k: pytest.fail("the run started"))
+    args, named = {"relative": (["-o", "./photo.png"], "-o ./photo.png: is the same file as CONTENT photo.png"),
+                   "symlink": (["-o", "link.png"], "-o link.png: is the same file as CONTENT photo.png"),
+                   "hard link": (["-o", "link.png"], "-o link.png: is the same file as CONTENT photo.png"),
+                   "style": (["-o", str(style)], f"-o {style}: is the same file as STYLE style.png"),
+                   "init": (["-o", "photo.png", "--init", str(photo)], "-o photo.png: is the same file as CONTENT"),
+                   "log": (["-o", "out.png", "--log", "style.png"], "--log style.png: is the same file as STYLE")}[name]
+    line = one_error_line(invoke(["photo.png", "style.png", *args, *FAST], 2))
+    assert line.startswith(f"Error: {named}") and line.endswith("give another output name"), line
+    assert (photo.read_bytes(), style.read_bytes()) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["photo.png", "style.png"] +
+                                                                 (["link.png"] if link.exists() else []))

@@ -120,7 +120,7 @@ def test_interrupt_before_the_first_step_leaves_output(tmp_path: Path, monkeypat
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(run_module, "load_vgg19_features", interrupted)
+    monkeypatch.setattr(run_module, "load_network", interrupted)
     out = tmp_path / "o.png"
     out.write_bytes(b"precious")
     result = invoke([CONTENT, STYLE, "-o", str(out), *FAST], 130)
@@ -257,14 +257,67 @@ def test_size_that_cannot_fit_is_refused_before_the_model_loads(tmp_path: Path,
     # By hand, with guards' constants (test_estimate_by_hand): 256 MiB + content px x (3072 + 2400) B +
     # style px x 512 B. At 1024 px: 1024x683 and 1024x1024 px, 4_632_379_392 B (4.3 GiB). At 160 px
     # (160x107, 160x160): 375_223_296 B; at 176 px (176x117, 176x176): 396_974_592 B.
-    free = 380_000_000  # 0.35 GiB: room for 160 px, not for 176
+    # In tiles (tiling.tiled_estimate_bytes, the tile whose crop takes at most a tenth of the free memory:
+    # 64 px, 12_582_912 B; 128 px would take 50 MB): 256 MiB + 12_582_912 B + content px x (10 LBFGS pairs x
+    # 24 B + 120 B + 128 B of conv_4 targets) + style px x 12 B. At 528 px (528x352, 528x528): 375_061_504 B;
+    # at 544 px (544x363, 544x544): 380_935_936 B.
+    free = 380_000_000  # 0.35 GiB: room for 160 px, not for 176; 528 px in tiles, not 544
     monkeypatch.setattr(guards, "available_bytes", lambda device: free)
-    monkeypatch.setattr(run_module, "load_vgg19_features", lambda *a, **k: pytest.fail("the model was loaded"))
+    monkeypatch.setattr(run_module, "load_network", lambda *a, **k: pytest.fail("the model was loaded"))
     out = tmp_path / "o.png"
     line = one_error_line(invoke([content, style, "-o", str(out), "--weights", "random", "--size", "1024",
                                   "--device", "cpu"], 1))
     assert line == ("Error: size 1024 px needs about 4.3 GiB but only 0.4 GiB is free on cpu: the largest size "
-                    "that fits is about 160 px (--size 160)")
+                    "that fits is about 160 px (--size 160), or about 528 px in tiles (--size 528 --tile 64)")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("extra", [[], ["--tile", "512"]], ids=["untiled", "tile"])
+def test_an_impossible_size_is_refused_from_the_headers_before_any_image_is_upscaled(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra: list[str]) -> None:
+    """Issue 24: the estimate comes from the sizes the headers declare; no image is read at the working size
+    (load_image, which upscales, is never called) and the line names the largest size, untiled and in tiles."""
+    content = noise_png(tmp_path / "c.png", 60, 40)
+    style = noise_png(tmp_path / "s.png", 50, 50)
+    monkeypatch.setattr(guards, "available_bytes", lambda device: 380_000_000)  # as above
+    monkeypatch.setattr(run_module, "load_image", lambda *a, **k: pytest.fail("an image was loaded at the size"))
+    monkeypatch.setattr(transfer, "load_image", lambda *a, **k: pytest.fail("an image was loaded at the size"))
+    out = tmp_path / "o.png"
+    line = one_error_line(invoke([content, style, "-o", str(out), "--weights", "random", "--size", "16384",
+                                  "--device", "cpu", *extra], 1))
+    needs = "GiB in tiles of 512 px but" if extra else "GiB but"
+    assert line.startswith(f"Error: size 16384 px needs about ") and needs in line
+    assert line.endswith("the largest size that fits is about 160 px (--size 160), or about 528 px in tiles "
+                         "(--size 528 --tile 64)")
+    assert not out.exists()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the free memory is read from Linux's /proc")
+def test_size_100000_exits_at_once_in_one_line_and_little_memory(tmp_path: Path) -> None:
+    """Issue 24: `--size 100000` grew to 22 GB and was killed. Now: one line, exit 1, under 1 GB peak RSS.
+
+    The command runs in a child of a small Python parent that reads the child's peak RSS; the child's
+    data (heap and anonymous maps, not the libraries) is capped at 4 GiB, so that a regression fails here
+    instead of taking the machine."""
+    content = noise_png(tmp_path / "c.png", 60, 40)
+    style = noise_png(tmp_path / "s.png", 50, 50)
+    out = tmp_path / "o.png"
+    parent = (
+        "import resource, subprocess, sys\n"
+        "def cap():\n"
+        "    resource.setrlimit(resource.RLIMIT_DATA, (4 * 2**30, 4 * 2**30))\n"
+        "done = subprocess.run([sys.executable, '-m', 'style_transfer'] + sys.argv[1:], preexec_fn=cap,\n"
+        "                      capture_output=True, text=True, timeout=60)\n"
+        "sys.stderr.write(done.stderr)\n"
+        "print(done.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
+    done = subprocess.run([sys.executable, "-c", parent, content, style, "-o", str(out), "--size", "100000",
+                           "--weights", "random", "--device", "cpu"], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    code, peak_kib = (int(word) for word in done.stdout.split())
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert code == 1 and len(lines) == 1, done.stderr
+    assert lines[0].startswith("Error: size 100000 px needs about ") and "--tile" in lines[0], lines[0]
+    assert peak_kib < 2**20, f"peak RSS {peak_kib / 2**20:.2f} GiB"  # ru_maxrss is in KiB on Linux
     assert not out.exists()
 
 
@@ -276,10 +329,10 @@ def test_fast_estimate_names_the_size_that_fits_with_fast(tmp_path: Path, monkey
     # 374_603_776 B; at 208 px (208x139, 208x208): 393_282_048 B. The default path fits only 160 px.
     free = 380_000_000
     monkeypatch.setattr(guards, "available_bytes", lambda device: free)
-    monkeypatch.setattr(run_module, "load_vgg19_features", lambda *a, **k: pytest.fail("the model was loaded"))
+    monkeypatch.setattr(run_module, "load_network", lambda *a, **k: pytest.fail("the model was loaded"))
     line = one_error_line(invoke([content, style, "-o", str(tmp_path / "o.png"), "--weights", "random",
                                   "--size", "1024", "--device", "cpu", "--fast"], 1))
-    assert line.endswith("the largest size that fits is about 192 px (--size 192)")
+    assert "the largest size that fits is about 192 px (--size 192), or about" in line
 
 
 def test_estimate_by_hand() -> None:

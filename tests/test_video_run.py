@@ -6,6 +6,7 @@ video and its report, and refuses bad input in one line."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -108,6 +109,39 @@ def test_the_command_refuses_bad_input_in_one_line(style: Path, tmp_path: Path) 
     assert len(result.output.strip().splitlines()) == 1
     result = runner.invoke(main, [str(text), str(style), "-o", str(out), "--temporal-weight", "-1"])
     assert result.exit_code == 2 and "--temporal-weight must be >= 0" in result.output
+
+
+def test_the_command_refuses_a_size_that_cannot_fit_before_any_frame_is_read(
+        clip: Path, style: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 24: from the clip's and the style's sizes (run.check_fits), before a frame is read at the size."""
+    from style_transfer import guards
+    from style_transfer.video import runner
+
+    monkeypatch.setattr(guards, "available_bytes", lambda device: 380_000_000)  # test_faults.py's hand numbers
+    monkeypatch.setattr(runner, "frames", lambda *a, **k: pytest.fail("a frame was read"))
+    out = tmp_path / "out.mp4"
+    result = CliRunner().invoke(main, [str(clip), str(style), "-o", str(out), "--weights", "random",
+                                       "--size", "16384"])
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 1 and len(lines) == 1, result.output
+    assert lines[0].startswith("Error: size 16384 px needs about ") and "--tile" in lines[0]
+    assert not out.exists() and not (tmp_path / "out.mp4.frames").exists()
+
+
+def test_the_command_refuses_an_output_that_is_an_input(style: Path, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 24: -o naming IN (here by a relative path) or a STYLE (a hard link): one line, exit 2, IN kept."""
+    source = tmp_path / "clip.mp4"
+    source.write_bytes(b"a video of the user's" * 10)
+    os.link(style, tmp_path / "style.gif")
+    monkeypatch.chdir(tmp_path)
+    for args, named in ((["clip.mp4", str(style), "-o", "./clip.mp4"], "-o ./clip.mp4: is the same file as IN"),
+                        (["clip.mp4", str(style), "-o", "style.gif"], "-o style.gif: is the same file as STYLE")):
+        result = CliRunner().invoke(main, [*args, "--weights", "random"])
+        lines = result.output.strip().splitlines()
+        assert result.exit_code == 2 and len(lines) == 1 and lines[0].startswith(f"Error: {named}"), result.output
+    assert source.read_bytes() == b"a video of the user's" * 10
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["clip.mp4", "style.gif"]
 
 
 def test_the_command_default_is_the_library_default() -> None:

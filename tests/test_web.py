@@ -311,6 +311,23 @@ def test_bad_uploads_are_refused_in_one_line_and_nothing_is_kept(tmp_path: Path,
         assert client.get("/api/options").status_code == 200  # still serving
 
 
+def test_a_size_that_cannot_fit_is_refused_when_submitted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 24: refused at submission with run.check_fits's one line (422), before the job is queued; the
+    uploads' headers only are read (no run is made)."""
+    from style_transfer import guards
+
+    monkeypatch.setattr(guards, "available_bytes", lambda device: 380_000_000)  # test_faults.py's hand numbers
+    gate = Gate(at=0)
+    with TestClient(make_app(tmp_path / "data", limits=Limits(max_size=100_000), run_factory=gate)) as client:
+        response = upload(client, size=16384)
+        assert response.status_code == 422, response.text
+        detail = response.json()["detail"]
+        assert detail.startswith("size 16384 px needs about ") and "the largest size that fits is about" in detail
+        assert "\n" not in detail and str(tmp_path) not in detail
+        assert client.get("/api/jobs").json()["jobs"] == [] and gate.runs == []
+        assert list((tmp_path / "data" / "jobs").iterdir()) == []  # the upload was not kept
+
+
 def test_unknown_ids_answer_404_and_touch_no_file(tmp_path: Path) -> None:
     with TestClient(make_app(tmp_path / "data")) as client:
         for path in ("/api/jobs/nope", "/api/jobs/nope/events", "/api/jobs/nope/preview", "/api/results/nope",

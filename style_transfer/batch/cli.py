@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from .. import __version__
-from ..files import check_writable, shown
+from ..files import check_not_an_input, check_writable, shown
 from ..options import OneLineCommand, UsageFault, config_from_options, settings_options, unexpected_error
 from .items import OUTPUT_EXTENSIONS, check_outputs, cross_items, expand_contents, read_manifest
 
@@ -117,6 +117,8 @@ def main(contents: tuple[str, ...], styles: tuple[str, ...], output_dir: str | N
         os.makedirs(output_dir, exist_ok=True)
         report_path = report_path or os.path.join(output_dir, "batch.jsonl")
         check_writable(report_path)
+        check_not_an_input([("--report", report_path)], [("an input", path) for item in items
+                                                          for path in (item.content, *item.styles)])
     except (ValueError, OSError) as exc:
         raise UsageFault(str(exc) if not isinstance(exc, OSError) else f"-o {shown(output_dir)}: {exc.strerror}") from None
 
@@ -126,6 +128,9 @@ def main(contents: tuple[str, ...], styles: tuple[str, ...], output_dir: str | N
 
     try:
         runner = _engine(engine, workers, address, gpus_per_item, cpus_per_item, max_retries, max_pending)
+        # A size that cannot fit is refused now, before the report and the bar (run_batch checks again,
+        # with the items it will really run: those not done already).
+        runner.check([item for item in items if force or not os.path.exists(item.output)])
     except StyleTransferError as exc:
         raise click.ClickException(str(exc)) from None
     if engine == "local" and workers == 1:

@@ -41,6 +41,14 @@ class Engine(abc.ABC):
     def cancel(self) -> None:
         """Also end the items under way; they come back ``interrupted`` (the second Ctrl-C)."""
 
+    def check(self, items: Sequence[Item]) -> None:
+        """Refuse, before the first item runs, items that cannot fit where this engine runs them.
+
+        Raises:
+            ResourceError: naming the item (``run.check_fits``'s message). The default checks nothing
+                (where the machines are not known here, each run still refuses its own size at once).
+        """
+
     def close(self) -> None:
         """Release what the engine holds (processes, a cluster connection)."""
 
@@ -54,16 +62,18 @@ def run_batch(items: Sequence[Item], engine: Engine, *, force: bool = False,
     Items the engine never started (it was stopped) end as ``not-run``.
 
     Raises:
-        ValueError: two items write the same file (before anything runs).
+        ValueError: two items write the same file, or an output is an input (before anything runs).
+        ResourceError: an item to run cannot fit in the memory of the engine's machine (``Engine.check``,
+            before anything runs).
     """
     check_outputs(items)
     hashes = _Hashes()
-    todo: list[Item] = []
-    for item in items:
-        if not force and is_done(item, hashes):
+    done = [not force and is_done(item, hashes) for item in items]
+    todo = [item for item, skip in zip(items, done) if not skip]
+    engine.check(todo)
+    for item, skip in zip(items, done):
+        if skip:
             yield _reported(Outcome(item, "skipped"), report)
-        else:
-            todo.append(item)
     ended: set[int] = set()
     by_id = {id(item): item for item in todo}
     for item, made in engine.run(todo):

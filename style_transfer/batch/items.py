@@ -22,7 +22,7 @@ from typing import Any
 import click
 
 from ..config import StyleConfig
-from ..files import shown
+from ..files import file_identity, shown
 from ..options import SETTINGS_FIELDS, config_from_options, settings_options
 
 # Files a folder or a glob contributes (by extension; the loader checks what they really are).
@@ -264,9 +264,15 @@ def _convert(param: click.Option, value: Any, where: str) -> Any:
 
 
 def check_outputs(items: Sequence[Item]) -> None:
-    """Raise ``ValueError`` when two items would write the same file, or an output has no record format."""
+    """Raise ``ValueError`` when two items would write the same file, an output has no record format, or an
+    output is one of the batch's inputs by any name (``files.file_identity``: path, symlink, hard link)."""
+    inputs = _input_files(items)
     seen: dict[str, Item] = {}
     for item in items:
+        identity = file_identity(item.output)
+        if identity is not None and identity in inputs:
+            raise ValueError(f"{shown(item.output)}: is the same file as {inputs[identity]}, an input of the batch "
+                             f"({_describe(item)} would destroy it); give the output another name or folder")
         key = os.path.normcase(os.path.abspath(item.output))
         if key in seen:
             raise ValueError(f"two items write {shown(item.output)} ({_describe(seen[key])} and {_describe(item)})")
@@ -275,6 +281,18 @@ def check_outputs(items: Sequence[Item]) -> None:
         if ext not in OUTPUT_EXTENSIONS + ("jpeg", "tif"):
             raise ValueError(f"{shown(item.output)}: a batch writes {', '.join(OUTPUT_EXTENSIONS)} "
                              f"(formats that hold the record resuming needs)")
+
+
+def _input_files(items: Sequence[Item]) -> dict[tuple[int, int], str]:
+    """Every existing input file of the items (contents, styles, start images) by (device, inode): its name."""
+    found: dict[tuple[int, int], str] = {}
+    for item in items:
+        init = () if item.config.init in ("content", "noise", "style") else (item.config.init,)
+        for path in (item.content, *item.styles, *init):
+            identity = file_identity(path)
+            if identity is not None:
+                found.setdefault(identity, shown(path))
+    return found
 
 
 def _describe(item: Item) -> str:

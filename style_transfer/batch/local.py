@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import threading
@@ -9,6 +10,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any
 
+from ..files import shown
 from .engine import Engine
 from .items import Item
 from .worker import Made, Worker
@@ -81,6 +83,27 @@ class LocalEngine(Engine):
                     return
         finally:
             self._shutdown()
+
+    def check(self, items: Sequence[Item]) -> None:
+        """Each item's size against this machine's free memory (``run.check_fits``: headers only), before the
+        first item. Not with several GPU workers: a CUDA context made here would take memory from theirs."""
+        from ..errors import ResourceError
+        from ..run import check_fits
+        from ..transfer import resolve_device
+
+        device = self.worker.device if self.workers == 1 else (self.devices or _default_devices(self.workers))[0]
+        for item in items:
+            config = item.config if device is None or item.config.device != "auto" else \
+                dataclasses.replace(item.config, device=device)
+            if self.workers > 1 and resolve_device(config.device).type == "cuda":
+                continue
+            try:
+                check_fits(item.content, list(item.styles), config)
+            except ResourceError as exc:
+                raise ResourceError(f"{shown(item.name)}{f' ({item.origin})' if item.origin else ''}: {exc}; "
+                                    f"no item was run") from None
+            except (ValueError, OSError, RuntimeError):  # a bad input or setting fails in its own item
+                continue
 
     def stop(self) -> None:
         self._stopped.set()

@@ -17,7 +17,7 @@ import click
 
 from .. import __version__
 from ..errors import Interrupted, RunStopped, StyleTransferError
-from ..files import atomic_output, check_writable, shown
+from ..files import atomic_output, check_not_an_input, check_writable, shown
 from ..options import (OneLineCommand, UsageFault, config_from_options, one_line_error, settings_options,
                        show_traceback)
 from . import EXTRA, MissingExtra, VideoError
@@ -107,6 +107,9 @@ def main(source: str, styles: tuple[str, ...], output: str, temporal_weight: flo
             work_dir = output + ".frames"
         if os.path.exists(work_dir) and not os.path.isdir(work_dir):
             raise UsageFault(f"--work-dir {shown(work_dir)}: is a file")
+        init = None if config.init in ("content", "noise", "style") else config.init
+        check_not_an_input([("-o", output), ("--report", report)],
+                           [("IN", source), *(("STYLE", style) for style in styles), ("--init", init)])
     except (ValueError, StyleTransferError) as exc:
         raise UsageFault(str(exc)) from None
     from ..images import open_image

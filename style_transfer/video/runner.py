@@ -157,18 +157,20 @@ class VideoRun:
         """Stylise the frames not yet finished; ``on_event(frame index, StepInfo)`` after every evaluation.
 
         Raises:
-            VideoError: the work folder holds another run's frames. The run API's errors (ImageError,
-                WeightsError, ResourceError, NonFiniteLoss, ...) as they come.
+            ResourceError: the size cannot fit (``run.check_fits``, from the clip's and the styles' sizes, before
+                any frame is read). VideoError: the work folder holds another run's frames. The run API's
+                errors (ImageError, WeightsError, NonFiniteLoss, ...) as they come.
         """
         from ..images import load_image, pil_to_tensor
         from ..models import load_network
-        from ..run import Run
+        from ..run import Run, check_fits
         from ..transfer import resolve_device, default_size
         from .temporal import TemporalLoss, frame_start
 
         began = time.perf_counter()
-        done = self._open_work()
         config, settings = self.config, self.settings
+        check_fits((self.clip.width, self.clip.height), self.styles, config)  # before a frame is read at the size
+        done = self._open_work()
         device = resolve_device(config.device)
         size = config.size or default_size(device)
         result = VideoResult("done", done, self.clip.count)

@@ -42,7 +42,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
 from ..config import CPU_DEFAULT_SIZE, PRESERVE_COLORS, StyleConfig
-from ..errors import StyleTransferError
+from ..errors import ResourceError, StyleTransferError
 from ..files import shown
 from ..images import open_image
 from ..plans import LBFGS_MAX_ITER, plan_run, planned_evaluations
@@ -144,7 +144,8 @@ def _api(queue: JobQueue, gallery: Gallery, work: Path, weights: str, limits: Li
     @router.post("/jobs", status_code=201, tags=["jobs"], openapi_extra={"requestBody": _UPLOAD_SCHEMA},
                  responses={400: {"description": "an input is not a usable image"},
                             413: {"description": "the upload is too large"},
-                            422: {"description": "a field is missing or a setting is bad"},
+                            422: {"description": "a field is missing, a setting is bad, or the size cannot fit "
+                                                 "in the server's free memory"},
                             429: {"description": "the queue is full"}})
     async def create_job(request: Request) -> JSONResponse:
         """Start a job from a multipart upload: ``content``, one or more ``style`` files, and settings."""
@@ -173,6 +174,11 @@ def _api(queue: JobQueue, gallery: Gallery, work: Path, weights: str, limits: Li
             names = {"content": _name(content), "styles": [_name(s) for s in styles]}
             job = queue.new_job(config, folder, folder / "content", [folder / f"style-{i + 1}" for i in
                                                                       range(len(styles))], names, job_id)
+            try:
+                await run_in_threadpool(queue.check_fits, job)  # a size that cannot fit: refused now, in one line
+            except ResourceError as exc:
+                shutil.rmtree(folder, ignore_errors=True)
+                raise _Bad(422, str(exc)) from None
             try:
                 queue.submit(job)
             except QueueFull as exc:

@@ -134,6 +134,7 @@ class JobQueue:
         self._lock = threading.Condition()
         self._workers: list[threading.Thread] = []
         self._idle = 0  # workers waiting for a job: the first jobs in line are theirs, not waiting
+        self._busy: set[str] = set()  # devices running a job now
         self._stopping = False
 
     # The server's side -------------------------------------------------------------------------------
@@ -190,6 +191,32 @@ class JobQueue:
             job.emit({"type": "queued", "position": self._place(len(self._waiting) - 1)})
             self._forget_old()
             self._lock.notify_all()
+
+    def check_fits(self, job: Job) -> None:
+        """Refuse a job that fits on none of the queue's devices (``run.check_fits``: the uploads' headers only).
+
+        A device running a job now passes: what that job holds is freed before this one starts, and the
+        run checks its size itself then (the job fails at once with the same message).
+
+        Raises:
+            ResourceError: the size cannot fit on any device (the first device's message).
+        """
+        from ..errors import ResourceError
+        from ..run import check_fits
+
+        refusal = None
+        for device in self.devices:
+            with self._lock:
+                if device in self._busy:
+                    return
+            try:
+                check_fits(str(job.content), [str(path) for path in job.styles],
+                           dataclasses.replace(job.config, device=device))
+                return
+            except ResourceError as exc:
+                refusal = refusal or exc
+        if refusal is not None:
+            raise refusal
 
     def get(self, job_id: str) -> Job | None:
         with self._lock:
@@ -275,12 +302,16 @@ class JobQueue:
             job = self._next()
             if job is None:
                 return
+            with self._lock:
+                self._busy.add(device)
             try:
                 self._run(job, device)
             except BaseException as exc:  # noqa: BLE001 - a worker must survive any job
                 if not job.finished:
                     self._finish(job, "failed", error=f"unexpected {type(exc).__name__}: {_first_line(exc)}")
             finally:
+                with self._lock:
+                    self._busy.discard(device)
                 shutil.rmtree(job.folder, ignore_errors=True)
 
     def _run(self, job: Job, device: str) -> None:
