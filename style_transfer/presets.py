@@ -22,7 +22,7 @@ TUTORIAL_CONTENT_LAYERS: tuple[str, ...] = ("conv_4",)
 TUTORIAL_STYLE_LAYERS: tuple[str, ...] = ("conv_1", "conv_2", "conv_3", "conv_4", "conv_5")
 
 # The tutorial preset's style weight at Caffe's 0-255 input scale (CAFFE_WEIGHTS below).
-CAFFE_TUTORIAL_STYLE_WEIGHT = 10.0
+CAFFE_TUTORIAL_STYLE_WEIGHT = 100.0
 
 PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
     "tutorial": MappingProxyType({
