@@ -50,6 +50,7 @@ def upload(client: TestClient, *, content: tuple[str, bytes] = ("cat.png", CAT),
     files = [("content", (content[0], content[1], "image/png"))]
     files += [("style", (name, data, "image/png")) for name, data in (styles or [("stain.png", STAIN)])]
     data = {"size": "48", "steps": "8", "weights": "random", **{k: str(v) for k, v in fields.items()}}
+    data = {k: v for k, v in data.items() if v != "None"}  # weights=None: the field left out
     return client.post("/api/jobs", files=files, data=data)
 
 
@@ -270,6 +271,8 @@ def test_failures_show_one_line_and_the_server_keeps_serving(tmp_path: Path) -> 
     ("steps zero", 422, "steps must be a positive integer, got 0"),
     ("size over the limit", 422, "size must be at most 64 px on this server, got 65"),
     ("weights file", 422, "weights must be one of imagenet, random or server, got '/etc/passwd'"),
+    ("unknown model", 422, "model must be one of vgg19, vgg16, got 'vgg11'"),
+    ("preprocess from the client", 422, "preprocess is the server's setting, not a job's"),
     ("blend does not fit", 422, "style_blend has 2 weight(s) for 1 style image(s)"),
     ("too many styles", 422, "3 style images, at most 2"),
     ("too large", 413, "over the limit of 60,000 bytes"),
@@ -296,6 +299,10 @@ def test_bad_uploads_are_refused_in_one_line_and_nothing_is_kept(tmp_path: Path,
             response = upload(client, size=65)
         elif case == "weights file":
             response = upload(client, weights="/etc/passwd")
+        elif case == "unknown model":
+            response = upload(client, model="vgg11")
+        elif case == "preprocess from the client":
+            response = upload(client, preprocess="caffe")
         elif case == "blend does not fit":
             response = upload(client, style_blend="1,2")
         elif case == "too many styles":
@@ -517,3 +524,64 @@ def test_a_missing_download_tells_the_browser_user_what_the_operator_sets(tmp_pa
     assert "Weights: random in the form" in error
     assert "pass --weights" not in error and "run with --weights" not in error  # flags a browser user cannot give
     assert str(tmp_path) not in error  # no folder of the server's
+
+
+def test_the_form_offers_every_network_with_built_in_weights(tmp_path: Path) -> None:
+    """``/api/options`` lists the networks and the server's as the default; a job with ``model=vgg16`` and
+    random weights runs VGG16, and its record and gallery entry say so; a job that names no model runs the
+    server's."""
+    with TestClient(make_app(tmp_path / "data")) as client:
+        options = client.get("/api/options").json()
+        assert options["models"] == ["vgg19", "vgg16"]
+        assert options["defaults"]["model"] == "vgg19" and options["weights"] == ["imagenet", "random"]
+        result = events(client, upload(client, steps=2, model="vgg16").json()["id"])[-1][1]["result"]
+        record = read_record(saved(tmp_path, client.get(f"/api/results/{result['id']}/image").content, "16.png"))
+        assert record["settings"]["model"] == "vgg16" and record["settings"]["weights"] == "random"
+        assert record["settings"]["preprocess"] == "torchvision"  # what random weights tell
+        assert client.get(f"/api/results/{result['id']}").json()["settings"]["model"] == "vgg16"
+    with TestClient(make_app(tmp_path / "data", model="vgg16")) as client:
+        assert client.get("/api/options").json()["defaults"]["model"] == "vgg16"
+        job = upload(client, steps=1).json()
+        assert client.app.state.queue.get(job["id"]).config.model == "vgg16"  # the server's network
+        result = events(client, job["id"])[-1][1]["result"]
+        assert client.get(f"/api/results/{result['id']}").json()["settings"]["model"] == "vgg16"
+
+
+def test_the_servers_weights_file_comes_with_its_network_and_no_other(tmp_path: Path) -> None:
+    """With a weights file the form's ``server`` is the server's file, model and preprocessing: a job that
+    names another model is refused in one line naming the server's network; imagenet and random still run
+    on any network."""
+    import torch
+
+    from style_transfer.models import random_vgg_features
+
+    weights = tmp_path / "server-vgg16.pth"
+    torch.save(random_vgg_features("vgg16", seed=1).state_dict(), weights)
+    gate = Gate(at=0)
+    app = make_app(tmp_path / "data", weights=str(weights), model="vgg16", preprocess="torchvision",
+                   run_factory=gate)
+    with TestClient(app) as client:
+        options = client.get("/api/options").json()
+        assert options["defaults"]["weights"] == "server" and options["defaults"]["model"] == "vgg16"
+        assert "server" in options["weights"] and str(tmp_path) not in json.dumps(options)
+        for fields in ({"weights": "server", "model": "vgg19"}, {"weights": None, "model": "vgg19"}):
+            refused = upload(client, **fields)
+            assert refused.status_code == 422, refused.text
+            detail = refused.json()["detail"]
+            assert "the server's weights are a vgg16" in detail and "got 'vgg19'" in detail and "\n" not in detail
+            assert str(tmp_path) not in detail
+        assert client.get("/api/jobs").json()["jobs"] == []
+        assert upload(client, weights="/etc/passwd", model="vgg16").status_code == 422  # never a client's file
+
+        queue = client.app.state.queue
+        server = upload(client, weights="server", model="vgg16", steps=1).json()
+        assert gate.reached.wait(60)
+        assert (queue.get(server["id"]).config.weights, queue.get(server["id"]).config.model,
+                queue.get(server["id"]).config.preprocess) == (str(weights), "vgg16", "torchvision")
+        other = queue.get(upload(client, weights="random", model="vgg19").json()["id"]).config
+        assert (other.weights, other.model, other.preprocess) == ("random", "vgg19", "torchvision")
+        gate.release.set()
+        result = events(client, server["id"])[-1][1]["result"]
+        record = read_record(saved(tmp_path, client.get(f"/api/results/{result['id']}/image").content, "s.png"))
+        assert record["settings"]["model"] == "vgg16" and record["settings"]["weights"] == "server-vgg16.pth"
+        assert record["weights"]["kind"] == "file" and record["settings"]["preprocess"] == "torchvision"

@@ -122,9 +122,13 @@ def test_a_person_uploads_watches_cancels_and_downloads(tmp_path: Path, browser:
         assert not browser.find_element(By.ID, "error").is_displayed()
         wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#gallery-list li")) == 1, "the gallery entry")
 
-        # A second, long job: watched mid-run, then cancelled; its image so far is kept.
+        # A second, long job, on the other network: watched mid-run, then cancelled; its image so far is kept.
         fill(browser, "size", "96" if screenshot_to else "48")
         fill(browser, "steps", "10000")
+        network = Select(browser.find_element(By.ID, "model"))
+        assert [o.get_attribute("value") for o in network.options] == ["vgg19", "vgg16"]
+        assert network.first_selected_option.get_attribute("value") == "vgg19"  # the server's
+        network.select_by_value("vgg16")
         browser.find_element(By.ID, "start").click()
         previews = 12 if screenshot_to else 2  # the docs' screenshot: a few more evaluations into the run
         wait(browser, lambda d: number(d, "document.getElementById('preview').dataset.updates") >= previews
@@ -137,6 +141,7 @@ def test_a_person_uploads_watches_cancels_and_downloads(tmp_path: Path, browser:
         wait(browser, lambda d: d.find_element(By.ID, "status").text.startswith("Cancelled"), "the cancel")
         wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#gallery-list li")) == 2, "two gallery entries")
         assert browser.find_element(By.ID, "result").is_displayed()
+        assert "vgg16, weights random" in browser.find_element(By.CSS_SELECTOR, "#gallery-list li .meta").text
 
         # "Use as content": the result becomes the next content image.
         browser.find_element(By.ID, "use-as-content").click()
@@ -156,6 +161,7 @@ def test_a_person_uploads_watches_cancels_and_downloads(tmp_path: Path, browser:
         record = read_record(files[0])
         assert record is not None and record["stopped"] == "cancelled"
         assert record["inputs"]["content"]["name"] == "cat.png" and record["weights"]["kind"] == "random"
+        assert record["settings"]["model"] == "vgg16"  # the page's Network choice reached the run
     finally:
         server.stop()
 

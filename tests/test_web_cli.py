@@ -38,6 +38,8 @@ def run_serve(*args: str, code: str | None = None) -> subprocess.CompletedProces
     (["--device", "gpu"], "device must be auto, cpu, cuda, cuda:N or mps, got 'gpu'"),
     (["--weights", "no-such-weights.pth"], "--weights no-such-weights.pth: no such file"),
     (["--queue-limit", "-1"], "-1 is not in the range"),
+    (["--model", "vgg11"], "'vgg11' is not one of 'vgg19', 'vgg16'"),
+    (["--preprocess", "bgr"], "'bgr' is not one of 'torchvision', 'caffe', 'caffe256'"),
 ])
 def test_usage_errors_exit_2_in_one_line(args: list[str], message: str, tmp_path: Path) -> None:
     done = run_serve(*args, "--data-dir", str(tmp_path / "data"))
@@ -56,6 +58,21 @@ def test_without_the_web_extra_one_line_names_it(tmp_path: Path) -> None:
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, done.stderr
     assert "pip install 'style_transfer[web]'" in lines[0] and "fastapi" in lines[0]
+    assert not (tmp_path / "data").exists()
+
+
+def test_a_weights_file_of_another_network_fails_at_start_in_one_line(tmp_path: Path) -> None:
+    """The server's file is checked before serving: a VGG16 file (13 convolutions; tiny ones, so the file is
+    small) under the default --model vgg19 names the --model to pass, and no data folder is made."""
+    pytest.importorskip("fastapi", reason="the web extra is not installed")
+    import torch
+
+    weights = tmp_path / "vgg16-tiny.pth"
+    torch.save({f"{i}.weight": torch.zeros(1, 1, 1, 1) for i in range(13)}, weights)
+    done = run_serve("--weights", str(weights), "--data-dir", str(tmp_path / "data"))
+    assert done.returncode == 1, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "holds a VGG16" in lines[0] and "pass --model vgg16" in lines[0], done.stderr
     assert not (tmp_path / "data").exists()
 
 
@@ -168,6 +185,30 @@ def test_ctrl_c_stops_the_server_and_keeps_the_running_image(tmp_path: Path) -> 
     entries = [json.loads(path.read_text()) for path in (tmp_path / "data" / "results").glob("*.json")]
     assert len(entries) == 1 and entries[0]["stopped"] == "terminated" and entries[0]["evaluations"] >= 1
     assert (tmp_path / "data" / "results" / f"{entries[0]['id']}.png").is_file()
+
+
+def test_model_vgg16_with_random_weights_serves_vgg16_by_default(tmp_path: Path) -> None:
+    httpx = pytest.importorskip("httpx")
+    pytest.importorskip("fastapi", reason="the web extra is not installed")
+    cat, stain = io.BytesIO(), io.BytesIO()
+    small_image("chelsea.png", (48, 32)).save(cat, format="PNG")
+    small_image("ihc.png", (40, 40)).save(stain, format="PNG")
+    server = Server(tmp_path / "data", "--model", "vgg16")  # Server passes --weights random
+    try:
+        with httpx.Client(base_url=server.url, timeout=60) as client:
+            options = client.get("/api/options").json()
+            assert options["defaults"]["model"] == "vgg16" and options["defaults"]["weights"] == "random"
+            created = client.post("/api/jobs", files=[("content", ("cat.png", cat.getvalue(), "image/png")),
+                                                      ("style", ("stain.png", stain.getvalue(), "image/png"))],
+                                  data={"size": "32", "steps": "1"})  # no weights, no model: the server's
+            assert created.status_code == 201, created.text
+            with client.stream("GET", f"/api/jobs/{created.json()['id']}/events") as stream:
+                final = [line for line in stream.iter_lines() if line.startswith("data:")][-1]
+            result = json.loads(final[5:])["result"]
+            settings = client.get(f"/api/results/{result['id']}").json()["settings"]
+            assert (settings["model"], settings["weights"]) == ("vgg16", "random")
+    finally:
+        assert server.stop(signal.SIGINT) == 0, "".join(server.stderr)
 
 
 IN_LOOPBACK_NAMESPACE = "STYLE_TRANSFER_TEST_IN_LOOPBACK_NAMESPACE"

@@ -45,6 +45,7 @@ from ..config import CPU_DEFAULT_SIZE, PRESERVE_COLORS, StyleConfig
 from ..errors import ResourceError, StyleTransferError
 from ..files import shown
 from ..images import open_image
+from ..layers import MODELS
 from ..plans import LBFGS_MAX_ITER, plan_run, planned_evaluations
 from ..presets import PRESET_NAMES, preset_values
 from ..provenance import read_record, save_options
@@ -57,7 +58,7 @@ SAMPLES = STATIC / "samples"
 # The page's own files only: no script, style or image from another host (it works offline).
 CSP = ("default-src 'self'; img-src 'self' blob: data:; style-src 'self'; script-src 'self'; "
        "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
-WEIGHTS_CHOICES = ("imagenet", "random")
+WEIGHTS_CHOICES = ("imagenet", "random")  # the built-in weights a job may choose, for any network of MODELS
 SSE_POLL_S = 0.05  # how often an event stream looks for new events
 SSE_KEEPALIVE_S = 10.0  # a comment line after this long without events, so proxies keep the stream open
 
@@ -72,22 +73,49 @@ class Limits:
     max_steps: int = 10_000  # --steps
 
 
-def create_app(data_dir: str | os.PathLike, *, weights: str = "imagenet", devices: Sequence[str] = ("auto",),
-               queue_limit: int = 8, preview_every: int = 5, token: str | None = None,
+@dataclass(frozen=True)
+class ServerNetwork:
+    """The server's network: its weights (a built-in word or a file only the server names), the model they
+    are, and the preprocessing they expect (None: what they tell)."""
+
+    weights: str = "imagenet"
+    model: str = "vgg19"
+    preprocess: str | None = None
+
+    def __post_init__(self) -> None:
+        StyleConfig(weights=self.weights, model=self.model, preprocess=self.preprocess)  # ValueError when bad
+
+    @property
+    def is_file(self) -> bool:
+        return self.weights not in WEIGHTS_CHOICES
+
+
+def create_app(data_dir: str | os.PathLike, *, weights: str = "imagenet", model: str = "vgg19",
+               preprocess: str | None = None, devices: Sequence[str] = ("auto",), queue_limit: int = 8,
+               preview_every: int = 5, token: str | None = None,
                allowed_hosts: Sequence[str] | None = None, limits: Limits = Limits(),
                run_factory: RunFactory | None = None) -> FastAPI:
     """The web app, keeping its results under ``data_dir`` (created when missing).
 
     Args:
-        weights: the VGG19 weights of jobs that do not choose (``StyleConfig.weights``); a file here is
-            the server's choice, never the client's.
+        weights: the server's weights, for jobs that do not choose (``StyleConfig.weights``); a file here is
+            the server's choice, never the client's (a job takes it as weights ``server``).
+        model: the network of the server's weights (``StyleConfig.model``), and the default of jobs that
+            choose built-in weights (``imagenet``, ``random``) without a model.
+        preprocess: what the server's weights expect (``StyleConfig.preprocess``; None: what they tell);
+            never the client's.
         devices: one worker per device.
         queue_limit: jobs that may wait; one more gets 429.
         preview_every: a preview every this many evaluations.
         token: when set, every request must carry it (guard.py).
         allowed_hosts: the host names a request's ``Host`` may name (None: any).
         run_factory: makes each job's run (tests pass a gated one); ``run.Run`` by default.
+
+    Raises:
+        ValueError: a bad ``model`` or ``preprocess`` (the weights file itself is read by each job; stylize-serve
+            loads it once at start).
     """
+    network = ServerNetwork(weights, model, preprocess)
     data = Path(data_dir)
     gallery = Gallery(data / "results")
     work = data / "jobs"
@@ -110,7 +138,7 @@ def create_app(data_dir: str | os.PathLike, *, weights: str = "imagenet", device
                   lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.queue, app.state.gallery, app.state.limits = queue, gallery, limits
     app.add_middleware(Guard, token=token, allowed_hosts=allowed_hosts, max_body=limits.max_body)
-    app.include_router(_api(queue, gallery, work, weights, limits), prefix="/api")
+    app.include_router(_api(queue, gallery, work, network, limits), prefix="/api")
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
     @app.get("/", include_in_schema=False)
@@ -121,7 +149,7 @@ def create_app(data_dir: str | os.PathLike, *, weights: str = "imagenet", device
     return app
 
 
-def _api(queue: JobQueue, gallery: Gallery, work: Path, weights: str, limits: Limits) -> APIRouter:
+def _api(queue: JobQueue, gallery: Gallery, work: Path, network: ServerNetwork, limits: Limits) -> APIRouter:
     router = APIRouter()
 
     @router.get("/options", tags=["form"])
@@ -130,12 +158,13 @@ def _api(queue: JobQueue, gallery: Gallery, work: Path, weights: str, limits: Li
         defaults = StyleConfig()
         return {
             "defaults": {"steps": defaults.steps, "seed": defaults.seed, "preset": defaults.preset,
-                         "preserve_colors": defaults.preserve_colors, "weights": weights if weights in
-                         WEIGHTS_CHOICES else "server"},
+                         "preserve_colors": defaults.preserve_colors,
+                         "weights": "server" if network.is_file else network.weights, "model": network.model},
             "presets": {name: {"style_weight": preset_values(name)["style_weight"],
                                "content_weight": preset_values(name)["content_weight"]} for name in PRESET_NAMES},
             "preserve_colors": list(PRESERVE_COLORS),
-            "weights": list(WEIGHTS_CHOICES) + ([] if weights in WEIGHTS_CHOICES else ["server"]),
+            "weights": list(WEIGHTS_CHOICES) + (["server"] if network.is_file else []),
+            "models": list(MODELS),
             "limits": {"max_body": limits.max_body, "max_styles": limits.max_styles, "max_size": limits.max_size,
                        "max_steps": limits.max_steps, "queue": queue.limit},
             "samples": sorted(path.name for path in SAMPLES.glob("*.jpg")),
@@ -159,7 +188,7 @@ def _api(queue: JobQueue, gallery: Gallery, work: Path, weights: str, limits: Li
                 raise _Bad(422, "missing the style image (one or more files in the field 'style')")
             if len(styles) > limits.max_styles:
                 raise _Bad(422, f"{len(styles)} style images, at most {limits.max_styles}")
-            config = _config(form, weights, limits, len(styles))
+            config = _config(form, network, limits, len(styles))
             job_id = new_id()
             folder = work / job_id
             folder.mkdir()
@@ -336,7 +365,7 @@ def _store(upload: UploadFile, path: Path, label: str) -> None:
         raise _Bad(400, str(exc).replace(shown(str(path)), shown_as)) from None
 
 
-def _config(form: Any, weights: str, limits: Limits, styles: int) -> StyleConfig:
+def _config(form: Any, network: ServerNetwork, limits: Limits, styles: int) -> StyleConfig:
     """The job's settings from the form's fields; a bad one answers 422 naming it."""
     def field(name: str) -> str | None:
         value = form.get(name)
@@ -380,14 +409,36 @@ def _config(form: Any, weights: str, limits: Limits, styles: int) -> StyleConfig
         if fast.lower() not in ("true", "on", "1", "false", "off", "0"):
             raise _Bad(422, f"fast must be true or false, got {fast[:40]!r}")
         values["fast"] = fast.lower() in ("true", "on", "1")
-    chosen = field("weights")
-    if chosen is not None and chosen not in (*WEIGHTS_CHOICES, "server"):
-        raise _Bad(422, f"weights must be one of {', '.join(WEIGHTS_CHOICES)} or server, got {chosen[:40]!r}")
-    values["weights"] = weights if chosen in (None, "server") else chosen
+    values.update(_network(field("weights"), field("model"), network))
+    if field("preprocess") is not None:
+        raise _Bad(422, "preprocess is the server's setting, not a job's: imagenet and random weights take "
+                        "torchvision's, the server's weights what the server says")
     try:
         return StyleConfig(**values)
     except ValueError as exc:
         raise _Bad(422, str(exc)) from None
+
+
+def _network(chosen: str | None, model: str | None, server: ServerNetwork) -> dict[str, Any]:
+    """The job's weights, model and preprocessing from the form's ``weights`` and ``model`` fields.
+
+    ``server`` (or no choice on a server with a weights file) is the server's network: its file, model and
+    preprocessing, and a different model is refused. ``imagenet`` and ``random`` run on the form's model
+    (default: the server's); they are the server's network, preprocessing included, when they name its
+    weights and model, and otherwise take what their weights tell (torchvision's).
+    """
+    if chosen is not None and chosen not in (*WEIGHTS_CHOICES, "server"):
+        raise _Bad(422, f"weights must be one of {', '.join(WEIGHTS_CHOICES)} or server, got {chosen[:40]!r}")
+    if model is not None and model not in MODELS:
+        raise _Bad(422, f"model must be one of {', '.join(MODELS)}, got {model[:40]!r}")
+    if chosen == "server" or (chosen is None and server.is_file):
+        if model not in (None, server.model):
+            raise _Bad(422, f"the server's weights are a {server.model}: with weights server the model is "
+                            f"{server.model} (or left out), got {model!r}; choose imagenet or random for {model}")
+        return {"weights": server.weights, "model": server.model, "preprocess": server.preprocess}
+    weights, model = chosen or server.weights, model or server.model
+    same = (weights, model) == (server.weights, server.model)
+    return {"weights": weights, "model": model, "preprocess": server.preprocess if same else None}
 
 
 def _as_jpeg(path: Path) -> bytes:
@@ -422,6 +473,10 @@ _UPLOAD_SCHEMA = {
             "preserve_colors": {"type": "string", "enum": list(PRESERVE_COLORS)},
             "style_blend": {"type": "string", "description": "one weight per style image, comma separated"},
             "fast": {"type": "boolean"}, "seed": {"type": "integer"},
-            "weights": {"type": "string", "enum": [*WEIGHTS_CHOICES, "server"]},
+            "weights": {"type": "string", "enum": [*WEIGHTS_CHOICES, "server"],
+                        "description": "server: the server's network (its file, model and preprocessing)"},
+            "model": {"type": "string", "enum": list(MODELS),
+                      "description": "the network of imagenet or random weights (default: the server's); "
+                                     "with server weights only the server's"},
         }}}},
 }

@@ -15,8 +15,10 @@ from typing import Any
 
 import click
 
+from ..config import PREPROCESSINGS
 from ..files import shown
-from ..options import OneLineCommand
+from ..layers import MODELS
+from ..options import DEFAULTS, OneLineCommand
 
 EXTRA_HINT = "pip install 'style_transfer[web]'"
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
@@ -42,7 +44,9 @@ SERVER = {name: "Server" for name in ("host", "port", "data_dir", "devices", "qu
 SHORT = {
     "host": "Address to listen on; anything but loopback needs a token.",
     "data_dir": "Folder of the gallery (default: ~/.local/share/style_transfer).",
-    "weights": "VGG19 weights of jobs that do not choose: imagenet, random or a FILE.",
+    "model": "The network of the server's weights: vgg19 or vgg16.",
+    "weights": "The server's weights: imagenet, random or a FILE (.pth, .onnx).",
+    "preprocess": "What the server's weights expect: torchvision, caffe or caffe256.",
     "devices": "auto, cpu, cuda, cuda:N or mps; repeat for one worker per device.",
     "token": "Require this token on every request (made up off loopback).",
 }
@@ -55,8 +59,16 @@ SHORT = {
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder of the gallery (results survive restarts). Default: $XDG_DATA_HOME/style_transfer "
                    "or ~/.local/share/style_transfer.")
-@click.option("--weights", default="imagenet", show_default=True,
-              help="VGG19 weights of jobs that do not choose: imagenet, random, or a file (never sent by the page).")
+@click.option("--model", type=click.Choice(MODELS), default=DEFAULTS.model, show_default=True,
+              help="The network of the server's weights, and of jobs that choose imagenet or random weights "
+                   "without naming one (the page offers every network with those).")
+@click.option("--weights", default=DEFAULTS.weights, show_default=True,
+              help="The server's weights, for jobs that do not choose: imagenet, random, or a file (a .pth or "
+                   ".onnx of a --model network, as stylize takes; the page offers it as 'server', never sends a "
+                   "file, and a file is checked at start).")
+@click.option("--preprocess", type=click.Choice(PREPROCESSINGS), default=None,
+              help="What the server's weights expect (as stylize --preprocess): torchvision, caffe or caffe256. "
+                   "Default: what the weights tell. A job never chooses it.")
 @click.option("--device", "devices", multiple=True, metavar="DEVICE",
               help="auto, cpu, cuda, cuda:N or mps; repeat for one worker per device. Default: auto.")
 @click.option("--queue-limit", type=click.IntRange(0), default=8, show_default=True,
@@ -67,8 +79,9 @@ SHORT = {
                                              "loopback and none is given).")
 @click.option("--max-upload-mb", type=click.IntRange(1), default=50, show_default=True,
               help="Largest upload (all files of one job), MB.")
-def main(host: str, port: int, data_dir: Path | None, weights: str, devices: tuple[str, ...], queue_limit: int,
-         preview_every: int, token: str | None, max_upload_mb: int) -> None:
+def main(host: str, port: int, data_dir: Path | None, model: str, weights: str, preprocess: str | None,
+         devices: tuple[str, ...], queue_limit: int, preview_every: int, token: str | None,
+         max_upload_mb: int) -> None:
     """Serve the style transfer web page: upload, watch the picture form, cancel, download.
 
     Open the address it prints. Stop it with Ctrl-C: a running job ends at its next evaluation and
@@ -91,14 +104,16 @@ def main(host: str, port: int, data_dir: Path | None, weights: str, devices: tup
     except ImportError as exc:
         raise click.ClickException(f"stylize-serve needs the web extra ({exc.name or exc} is missing): "
                                    f"{EXTRA_HINT}") from None
+    if weights not in ("imagenet", "random"):
+        _check_weights(model, weights, preprocess)
     loopback = is_loopback(host)
     if token is None and not loopback:
         token = secrets.token_urlsafe(24)
     folder = data_dir if data_dir is not None else default_data_dir()
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        app = create_app(folder, weights=weights, devices=devices, queue_limit=queue_limit,
-                         preview_every=preview_every, token=token,
+        app = create_app(folder, weights=weights, model=model, preprocess=preprocess, devices=devices,
+                         queue_limit=queue_limit, preview_every=preview_every, token=token,
                          allowed_hosts=("localhost", "127.0.0.1", "::1") if loopback and token is None else None,
                          limits=Limits(max_body=max_upload_mb * 1_000_000))
     except OSError as exc:
@@ -115,6 +130,18 @@ def main(host: str, port: int, data_dir: Path | None, weights: str, devices: tup
     except SystemExit as exc:  # uvicorn exits 1 after logging why (a bind lost to a race since the check)
         if exc.code:
             raise click.ClickException(f"the server stopped: cannot serve on {host}:{port}") from None
+
+
+def _check_weights(model: str, weights: str, preprocess: str | None) -> None:
+    """Load the server's weights file once, so a file that does not fit ``--model`` (or cannot tell its
+    preprocessing) fails at start in one line, not in every job."""
+    from ..errors import StyleTransferError
+    from ..models import load_network
+
+    try:
+        load_network(model, weights, preprocess=preprocess)
+    except StyleTransferError as exc:
+        raise click.ClickException(str(exc).strip().splitlines()[0]) from None
 
 
 def _check_bind(host: str, port: int) -> None:

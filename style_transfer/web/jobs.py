@@ -351,7 +351,7 @@ class JobQueue:
                 entry = None
             self._finish(job, "failed", error=message, result=entry)
         except WeightsError as exc:  # the server's weights, not the browser user's doing: say who can fix it
-            self._finish(job, "failed", error=weights_problem(exc))
+            self._finish(job, "failed", error=weights_problem(exc, job.config.model))
         except (StyleTransferError, ValueError) as exc:
             self._finish(job, "failed", error=_first_line(exc))
         except MemoryError as exc:
@@ -395,15 +395,17 @@ def _device_name(device: str) -> str:
     return str(resolve_device(device))
 
 
-def weights_problem(exc: WeightsError) -> str:
+def weights_problem(exc: WeightsError, model: str = "vgg19") -> str:
     """A weights error as a browser user reads it: what went wrong, and what the server's operator sets.
 
     The library's message ends with a command-line fix ("...; pass --weights FILE") that a browser user
     cannot act on, so only its first part (what went wrong) is kept.
     """
+    from ..provenance import IMAGENET_WEIGHTS_OF
+
     what = _first_line(exc).split("; ")[0]
-    return (f"the server cannot load its VGG19 weights ({what}). The server's operator can put "
-            f"torchvision's vgg19-dcbb9e9d.pth in the server's torch hub cache (TORCH_HOME/hub/checkpoints) or "
+    return (f"the server cannot load its {model.upper()} weights ({what}). The server's operator can put "
+            f"torchvision's {IMAGENET_WEIGHTS_OF[model][1]} in the server's torch hub cache (TORCH_HOME/hub/checkpoints) or "
             f"start the server with stylize-serve --weights FILE. Meanwhile, Weights: random in the form checks "
             f"that the page works (no artistic result).")
 

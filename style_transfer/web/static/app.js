@@ -83,11 +83,20 @@ function fillSelect(select, values, chosen) {
   select.replaceChildren(...values.map((v) => { const o = document.createElement("option"); o.value = v; o.textContent = v; o.selected = v === chosen; return o; }));
 }
 
+function fitNetwork() {  // the server's weights come with the server's network: its model is not the form's choice
+  const server = $("weights").value === "server";
+  if (server) $("model").value = state.options.defaults.model;
+  $("model").disabled = server;
+  $("model").title = server ? "the network of the server's weights" : "";
+}
+
 async function loadOptions() {
   const options = state.options = await api("/api/options");
   fillSelect($("preset"), Object.keys(options.presets), options.defaults.preset);
   fillSelect($("preserve-colors"), options.preserve_colors, options.defaults.preserve_colors);
   fillSelect($("weights"), options.weights, options.defaults.weights);
+  fillSelect($("model"), options.models, options.defaults.model);
+  fitNetwork();
   $("steps").value = options.defaults.steps;
   $("steps").max = options.limits.max_steps;
   $("size").max = options.limits.max_size;
@@ -116,7 +125,8 @@ function formData() {
   data.append("content", state.content, state.content.name);
   for (const style of state.styles) data.append("style", style, style.name);
   for (const [name, id] of [["size", "size"], ["steps", "steps"], ["content_weight", "content-weight"], ["preset", "preset"],
-                            ["preserve_colors", "preserve-colors"], ["style_blend", "style-blend"], ["seed", "seed"], ["weights", "weights"]]) {
+                            ["preserve_colors", "preserve-colors"], ["style_blend", "style-blend"], ["seed", "seed"], ["weights", "weights"],
+                            ["model", "model"]]) {
     const value = $(id).value.trim();
     if (value !== "") data.append(name, value);
   }
@@ -258,8 +268,9 @@ async function cancel() {
 function settingsText(entry) {
   const s = entry.settings || {};
   const parts = [`${entry.width}x${entry.height}`, `${entry.evaluations} evaluations`, `style weight ${weightText(s.style_weight)}`,
-                 `content weight ${s.content_weight}`, `preset ${s.preset}`, `seed ${s.seed}`, `weights ${s.weights}`];
+                 `content weight ${s.content_weight}`, `preset ${s.preset}`, `seed ${s.seed}`, `${s.model || "vgg19"}, weights ${s.weights}`];
   if (s.preserve_colors && s.preserve_colors !== "none") parts.push(`colours: ${s.preserve_colors}`);
+  if (s.preprocess && s.preprocess !== "torchvision") parts.push(`${s.preprocess} preprocessing`);
   if (s.fast) parts.push("fast");
   if (entry.stopped !== "done") parts.push(entry.stopped);
   const names = entry.names || {};
@@ -294,6 +305,7 @@ function init() {
   $("preview").addEventListener("load", (e) => { e.target.dataset.updates = String(Number(e.target.dataset.updates) + 1); });
   $("style-weight-exp").addEventListener("input", () => { $("style-weight-value").textContent = weightText(styleWeight()); });
   $("preset").addEventListener("change", (e) => applyPreset(e.target.value));
+  $("weights").addEventListener("change", fitNetwork);
   $("options").addEventListener("submit", start);
   $("cancel").addEventListener("click", cancel);
   $("use-as-content").addEventListener("click", async () => {
