@@ -40,8 +40,8 @@ STYLES = {"stain": "ihc.png", "deep-field": "hubble_deep_field.jpg"}
 RUNS: dict[str, tuple[str, list[str], list[str]]] = {
     f"{photo}__{style}": (PHOTOS[photo], [STYLES[style]], []) for photo in PHOTOS for style in STYLES}
 RUNS.update({
-    # The style-weight sweep around the preset's 100 (presets.CAFFE_TUTORIAL_STYLE_WEIGHT); cat__stain is 100.
-    **{f"sweep-{w}": ("chelsea.png", ["ihc.png"], ["--style-weight", w]) for w in ("10", "1000", "10000")},
+    # The style-weight sweep around the preset's 300 (presets.CAFFE_TUTORIAL_STYLE_WEIGHT); cat__stain is 300.
+    **{f"sweep-{w}": ("chelsea.png", ["ihc.png"], ["--style-weight", w]) for w in ("30", "3000")},
     "colors-luminance": ("chelsea.png", ["hubble_deep_field.jpg"], ["--preserve-colors", "luminance"]),
     "colors-histogram": ("chelsea.png", ["hubble_deep_field.jpg"], ["--preserve-colors", "histogram"]),
     "blend": ("chelsea.png", ["ihc.png", "hubble_deep_field.jpg"], ["--style-blend", "0.5,0.5"]),

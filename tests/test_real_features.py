@@ -141,7 +141,7 @@ def test_lbfgs_keeps_curvature_from_its_first_step_and_the_style_loss_falls(vgg1
 def test_a_higher_style_weight_gives_less_style_loss_and_more_content_loss(vgg16_onnx: Path, vgg16, images) -> None:
     content, style = images
     finals = {}
-    for weight in (1.0, 100.0):  # Caffe's input scale: the tutorial preset's 100 is the higher (presets.py)
+    for weight in (1.0, 100.0):  # Caffe's input scale: the tutorial preset's is 300 (presets.py)
         result = Run(content, style, config(vgg16_onnx, style_weight=weight), cnn=vgg16).execute()
         finals[weight] = (result.losses["style"] / weight, result.losses["content"])
     (style_low, content_low), (style_high, content_high) = finals[1.0], finals[100.0]
