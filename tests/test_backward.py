@@ -102,7 +102,7 @@ def spy(monkeypatch: pytest.MonkeyPatch, cnn) -> list[int]:
         return per_module_backward(*args, **kwargs)
 
     monkeypatch.setattr("style_transfer.transfer.per_module_backward", counting)
-    monkeypatch.setattr("style_transfer.run.load_vgg19_features", lambda *args, **kwargs: cnn)
+    monkeypatch.setattr("style_transfer.run.load_network", lambda *args, **kwargs: cnn)
     return calls
 
 
