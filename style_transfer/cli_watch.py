@@ -60,7 +60,7 @@ class Watch:
         self.bars: dict[str, tqdm] = {}  # made on first use, so an early error prints one line only
         self.planned = 0  # the evaluations the run plans (StepInfo.total), known from its first event
         self.preview_every = recorders.preview_interval(save_every or None,
-                                                        self.animation.every if self.animation else None) or 0
+                                                        self.animation.every if self.animation is not None else None) or 0
 
     def on_download(self, done: int, total: int) -> None:
         if self.quiet:

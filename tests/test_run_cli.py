@@ -82,6 +82,15 @@ def test_frames_animation_log_and_plot(tmp_path: Path) -> None:
         assert plot.format == "PNG" and plot.width > 300
 
 
+def test_animate_alone_keeps_a_frame_every_ten_evaluations(tmp_path: Path) -> None:
+    """--animate without --save-every: a frame every ANIMATION_EVERY (10) evaluations, then the final image.
+    (It used to keep the final image only: an Animation with no frames yet is falsy, so no preview was asked.)"""
+    invoke([CONTENT, STYLE, "-o", str(tmp_path / "out.png"), *TINY, "--steps", "30", "--animate",
+            str(tmp_path / "run.gif")])
+    with Image.open(tmp_path / "run.gif") as animation:
+        assert animation.n_frames >= 4  # 40 evaluations: frames at 10, 20, 30 (40 may equal the final) and the end
+
+
 def test_run_options_fail_before_any_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     base = [CONTENT, STYLE, "-o", str(tmp_path / "out.png"), *TINY]
     assert "animation" in invoke([*base, "--animate", str(tmp_path / "a.mp4")], 2).stderr
