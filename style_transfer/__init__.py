@@ -17,7 +17,7 @@ _EXPORTS = {
     "RunStats": "guards",
     "load_image": "images", "save_image": "images",
     "ContentLoss": "losses", "StyleLoss": "losses", "gram_matrix": "losses",
-    "Normalization": "models", "load_vgg19_features": "models",
+    "Network": "models", "Normalization": "models", "load_network": "models", "load_vgg19_features": "models",
     "StepInfo": "transfer", "get_input_optimizer": "transfer", "get_style_model_and_losses": "transfer",
     "run_style_transfer": "transfer", "stylize": "transfer",
 }
@@ -45,5 +45,5 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
     from .guards import RunStats
     from .images import load_image, save_image
     from .losses import ContentLoss, StyleLoss, gram_matrix
-    from .models import Normalization, load_vgg19_features
+    from .models import Network, Normalization, load_network, load_vgg19_features
     from .transfer import StepInfo, get_input_optimizer, get_style_model_and_losses, run_style_transfer, stylize
