@@ -121,8 +121,10 @@ def test_batch_writes_each_output_once_skips_on_resume_and_a_bad_file_fails_alon
     result = invoke(args, 1)
     made = sorted(p.name for p in out.iterdir())
     assert made == ["batch.jsonl", "cat__ihc.png", "coffee__ihc.png"]  # no temp files, nothing for the bad one
-    failures = [line for line in result.output.splitlines() if line.startswith("failed: broken__ihc.png")]
-    assert len(failures) == 2 and "broken.png" in failures[-1]  # once under the bar, once in the summary
+    failures = [line for line in result.output.splitlines() if "broken__ihc.png" in line]
+    assert len(failures) == 1, result.output  # named once, as it happened, not again at the end
+    assert failures[0].startswith("failed: broken__ihc.png (broken.png in ihc.png): ")
+    assert "broken.png: not a readable image: corrupt PNG header" in failures[0]
     report = read_report(str(out / "batch.jsonl"))
     assert [(Path(r["output"]).name, r["status"]) for r in report] == [
         ("cat__ihc.png", "done"), ("broken__ihc.png", "failed"), ("coffee__ihc.png", "done")]
@@ -142,6 +144,43 @@ def test_batch_writes_each_output_once_skips_on_resume_and_a_bad_file_fails_alon
     assert os.stat(out / "cat__ihc.png").st_mtime_ns != stamp
     assert [r["status"] for r in read_report(str(out / "batch.jsonl"))] == ["done"]
     np.testing.assert_array_equal(pixels(out / "cat__ihc.png"), again)
+
+
+@pytest.mark.parametrize("kind", ["missing", "corrupt", "download refused"])
+def test_weights_that_cannot_be_had_fail_the_batch_once_before_the_first_item(
+        inputs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    from style_transfer import models
+    from style_transfer.errors import WeightsError
+
+    weights = tmp_path / "vgg.pth"
+    if kind == "corrupt":
+        weights.write_bytes(b"not a checkpoint\n" * 8)
+    tries = []
+    if kind == "download refused":
+        monkeypatch.setenv("TORCH_HOME", str(tmp_path / "empty-torch-home"))
+
+        def refused(*args: object, **kwargs: object) -> None:
+            tries.append(args)
+            raise WeightsError("cannot download VGG19 weights from https://example.invalid (offline)")
+
+        monkeypatch.setattr(models, "download_imagenet_weights", refused)
+    out = tmp_path / "out"
+    args = [inputs["cat"], inputs["coffee"], "--style", inputs["ihc"], "-o", out, "--size", "32", "--steps", "5",
+            "--weights", "imagenet" if kind == "download refused" else weights]
+    result = invoke(args, 1)
+    wanted = {"missing": f"Error: {weights}: no such file; expected a VGG19 state dict (.pth)",
+              "corrupt": f"Error: {weights}: cannot load weights (corrupt: not a PyTorch file); expected a VGG19 "
+                         f"state dict (.pth)",
+              "download refused": "Error: cannot download VGG19 weights from https://example.invalid (offline)"}
+    assert result.output.strip() == wanted[kind]  # one line: no item started, no bar, no summary
+    assert not out.exists()  # the folder it made is taken back: no report, no outputs
+    assert len(tries) == (kind == "download refused")
+    items = cross_items([str(inputs["cat"]), str(inputs["coffee"])], [str(inputs["ihc"])], str(out),
+                        StyleConfig(size=32, steps=5, weights=str(weights)))
+    for engine in (LocalEngine(), LocalEngine(2)):  # several workers: checked here, before any process starts
+        with pytest.raises(WeightsError):
+            next(run_batch(items, engine))
+        assert engine._pool is None
 
 
 def test_targets_computed_once_per_style_and_reused_bit_for_bit(inputs: dict[str, Path], tmp_path: Path,

@@ -29,6 +29,29 @@ COMPLETE = ("done", "converged", "plateau")  # RunResult.stopped of a finished o
 class Engine(abc.ABC):
     """Runs items somewhere and yields ``(item, Made)`` as each finishes, in any order."""
 
+    def __init__(self) -> None:
+        self._checked_weights: set[str] = set()
+
+    def prepare(self, items: Sequence[Item]) -> None:
+        """Check, before the first item starts, that the weights every item names can be had.
+
+        Weights that cannot be had (a missing or corrupt file, a refused download) would fail every
+        item the same way; they fail the batch once, here. Each weights is checked once per engine.
+        This one loads them in this process and lets them go (its workers load their own); the local
+        engine keeps them for its worker, the Ray engine checks them on the cluster.
+
+        Raises:
+            WeightsError: one line naming the weights and the fix.
+        """
+        for weights in self._unchecked_weights(items):
+            from ..models import load_vgg19_features
+
+            load_vgg19_features(weights)
+            self._checked_weights.add(weights)
+
+    def _unchecked_weights(self, items: Sequence[Item]) -> list[str]:
+        return [w for w in dict.fromkeys(item.config.weights for item in items) if w not in self._checked_weights]
+
     @abc.abstractmethod
     def run(self, items: Sequence[Item]) -> Iterator[tuple[Item, Made]]:
         """Run ``items``; an item not yielded when the iterator ends was never started (``stop``)."""
@@ -50,20 +73,25 @@ def run_batch(items: Sequence[Item], engine: Engine, *, force: bool = False,
     """Run a batch: yield every item's ``Outcome`` as it ends, skipped items first.
 
     An item whose output exists with a matching record (``is_done``) is skipped unless ``force``.
-    Each result is written atomically by this function; a failure is an outcome, never an exception.
-    Items the engine never started (it was stopped) end as ``not-run``.
+    Each result is written atomically by this function; an item's failure is an outcome, never an
+    exception. Before anything is yielded, ``engine.prepare`` checks the weights of the items to make:
+    weights that cannot be had fail the batch once, not every item. Items the engine never started
+    (it was stopped) end as ``not-run``.
 
     Raises:
         ValueError: two items write the same file (before anything runs).
+        WeightsError: the weights cannot be had (before anything runs or is reported).
     """
     check_outputs(items)
     hashes = _Hashes()
+    skipped: list[Item] = []
     todo: list[Item] = []
     for item in items:
-        if not force and is_done(item, hashes):
-            yield _reported(Outcome(item, "skipped"), report)
-        else:
-            todo.append(item)
+        (skipped if not force and is_done(item, hashes) else todo).append(item)
+    if todo:
+        engine.prepare(todo)
+    for item in skipped:
+        yield _reported(Outcome(item, "skipped"), report)
     ended: set[int] = set()
     by_id = {id(item): item for item in todo}
     for item, made in engine.run(todo):

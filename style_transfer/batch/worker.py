@@ -70,20 +70,35 @@ class Worker:
     def __init__(self, device: str | None = None) -> None:
         self.device = device
         self.networks: dict[tuple[str, str], Any] = {}
+        self._unplaced: dict[str, Any] = {}  # loaded by prepare, not yet moved to an item's device
         self.targets = TargetCache()
         self.loads = 0  # networks loaded (one per weights and device)
         self._run: Any = None
         self._lock = threading.Lock()
         self._cancelled = False
 
+    def prepare(self, weights: str) -> None:
+        """Load ``weights`` now, before the first item that needs them (no-op when loaded).
+
+        Raises:
+            WeightsError: they cannot be had (the batch fails once instead of every item).
+        """
+        if weights not in self._unplaced and not any(w == weights for w, _ in self.networks):
+            self._unplaced[weights] = self._load(weights)
+
     def network(self, weights: str, device: Any) -> Any:
         key = (weights, str(device))
         if key not in self.networks:
-            from ..models import load_vgg19_features
-
-            self.networks[key] = load_vgg19_features(weights).to(device)
-            self.loads += 1
+            loaded = self._unplaced.pop(weights, None)
+            self.networks[key] = (loaded if loaded is not None else self._load(weights)).to(device)
         return self.networks[key]
+
+    def _load(self, weights: str) -> Any:
+        from ..models import load_vgg19_features
+
+        network = load_vgg19_features(weights)
+        self.loads += 1
+        return network
 
     def make(self, item: Item, *, content: str | None = None, styles: tuple[str, ...] | None = None,
              on_event: Callable[[Any], None] | None = None) -> Made:
