@@ -101,13 +101,57 @@ def test_the_command_refuses_bad_input_in_one_line(style: Path, tmp_path: Path) 
     runner = CliRunner()
     result = runner.invoke(main, [str(text), str(style), "-o", str(out), "--weights", "random"])
     lines = result.output.strip().splitlines()
-    assert result.exit_code == 1 and len(lines) == 1 and lines[0].startswith(f"Error: {text}: not a readable video")
-    assert not out.exists()
+    assert result.exit_code == 1 and lines == [f"Error: {text}: not a readable video (Invalid data found when "
+                                               f"processing input)"]  # FFmpeg's words, no "[Errno N]"
+    assert not out.exists() and not (tmp_path / "out.mp4.frames").exists()
+    notes = tmp_path / "notes.txt"
+    notes.write_text("a text file given as the video\n")
+    result = runner.invoke(main, [str(notes), str(style), "-o", str(out), "--weights", "random"])
+    assert result.exit_code == 1 and "Errno" not in result.output, result.output
+    assert result.output.strip().splitlines() == [f"Error: {notes}: not a readable video (Invalid data found "
+                                                  f"when processing input)"]
     result = runner.invoke(main, [str(text), str(style), "-o", str(tmp_path / "out.png")])
     assert result.exit_code == 2 and "unknown video extension '.png'" in result.output
     assert len(result.output.strip().splitlines()) == 1
     result = runner.invoke(main, [str(text), str(style), "-o", str(out), "--temporal-weight", "-1"])
     assert result.exit_code == 2 and "--temporal-weight must be >= 0" in result.output
+
+
+def test_a_failed_run_takes_back_its_work_folder_unless_it_holds_finished_frames(clip: Path, style: Path,
+                                                                                   tmp_path: Path) -> None:
+    weights = tmp_path / "vgg.pth"
+    weights.write_bytes(b"not a checkpoint\n" * 8)
+    out = tmp_path / "out.mp4"
+    result = CliRunner().invoke(main, [str(clip), str(style), "-o", str(out), "--size", "32", "--steps", "4",
+                                       "--weights", str(weights), "-q"])
+    assert result.exit_code == 1 and result.output.strip().splitlines() == [
+        f"Error: {weights}: cannot load weights (corrupt: not a PyTorch file); expected a VGG19 state dict (.pth)"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["vgg.pth"]  # no out.mp4.frames, no work.json
+
+    def failing(error: Exception, after_frame: int | None = None):  # a callback that raises, as a failure would
+        def callback(*args: object) -> None:
+            if after_frame is None or args[0].index == after_frame:
+                raise error
+        return callback
+
+    config = StyleConfig(size=32, steps=4, weights="random")
+    work = tmp_path / "work"
+    settings = VideoSettings(first_frame_steps=4, work_dir=str(work))
+    with pytest.raises(MemoryError):  # a failure in the first frame: nothing to continue from
+        VideoRun(clip, [style], config, settings).execute(on_event=failing(MemoryError()))
+    assert not work.exists()
+    with pytest.raises(RuntimeError):  # a failure after the first frame: it and work.json stay
+        VideoRun(clip, [style], config, settings).execute(on_frame=failing(RuntimeError("disk"), 1))
+    assert sorted(p.name for p in work.iterdir()) == ["frame_000000.png", "frame_000001.png", "work.json"]
+    seen = []
+    assert VideoRun(clip, [style], config, settings).execute(on_frame=seen.append).stopped == "done"
+    assert [f.resumed for f in seen] == [True, True, False, False]  # the same run continued from them
+    mine = tmp_path / "mine"
+    mine.mkdir()  # a folder the user made: a failed run leaves it (empty, as it was)
+    with pytest.raises(RuntimeError):
+        VideoRun(clip, [style], config, VideoSettings(work_dir=str(mine))).execute(
+            on_event=failing(RuntimeError("boom")))
+    assert mine.is_dir() and list(mine.iterdir()) == []
 
 
 def test_the_command_default_is_the_library_default() -> None:
