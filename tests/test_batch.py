@@ -183,6 +183,7 @@ def test_weights_that_cannot_be_had_fail_the_batch_once_before_the_first_item(
         assert engine._pool is None
 
 
+@pytest.mark.slow
 def test_targets_computed_once_per_style_and_reused_bit_for_bit(inputs: dict[str, Path], tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     from style_transfer import models
@@ -218,6 +219,7 @@ def test_stop_finishes_the_item_under_way_and_starts_no_more(inputs: dict[str, P
     assert os.path.isfile(items[0].output) and not os.path.exists(items[1].output)
 
 
+@pytest.mark.slow
 def test_two_worker_processes_share_the_items_and_make_the_same_images(inputs: dict[str, Path],
                                                                       tmp_path: Path) -> None:
     import torch
@@ -253,6 +255,7 @@ def test_the_command_imports_neither_torch_nor_ray() -> None:
     assert done.stdout.strip() == "[]"
 
 
+@pytest.mark.slow
 def test_ctrl_c_finishes_the_item_under_way_keeps_it_and_exits_130(inputs: dict[str, Path], tmp_path: Path) -> None:
     import signal
     import subprocess
@@ -266,7 +269,7 @@ def test_ctrl_c_finishes_the_item_under_way_keeps_it_and_exits_130(inputs: dict[
     deadline = time.monotonic() + 60
     while not (out / "batch.jsonl").exists() and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
-    process.send_signal(signal.SIGINT)  # the first item has not finished: it still loads the network
+    process.send_signal(signal.SIGINT)  # the report appears once the network is loaded: the first item is under way
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 130, stderr
     assert "Traceback" not in stderr and "interrupted: items under way were finished" in stderr

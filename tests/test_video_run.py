@@ -40,6 +40,8 @@ def style(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.mark.slow
+@pytest.mark.video
 def test_consistent_mode_flickers_at_most_half_as_much_as_independent(clip: Path, style: Path) -> None:
     independent = VideoRun(clip, [style], CONFIG, VideoSettings(independent=True))
     assert independent.execute().stopped == "done"
@@ -52,6 +54,8 @@ def test_consistent_mode_flickers_at_most_half_as_much_as_independent(clip: Path
     assert ours <= 0.5 * control, (ours, control)
 
 
+@pytest.mark.slow
+@pytest.mark.video
 def test_a_stopped_run_continues_to_the_uninterrupted_frames(clip: Path, style: Path, tmp_path: Path) -> None:
     settings = VideoSettings(temporal_weight=1e6, first_frame_steps=STEPS, work_dir=str(tmp_path / "whole"))
     whole = VideoRun(clip, [style], CONFIG, settings)
@@ -73,6 +77,8 @@ def test_a_stopped_run_continues_to_the_uninterrupted_frames(clip: Path, style: 
         VideoRun(clip, [style], CONFIG, other).execute()
 
 
+@pytest.mark.slow
+@pytest.mark.video
 def test_the_command_writes_the_video_and_the_report(clip: Path, style: Path, tmp_path: Path) -> None:
     out, report = tmp_path / "out.mp4", tmp_path / "report.json"
     result = CliRunner().invoke(main, [str(clip), str(style), "-o", str(out), "--size", "32", "--steps", "4",
@@ -160,6 +166,8 @@ def test_the_command_default_is_the_library_default() -> None:
     assert cli.DEFAULT_TEMPORAL_WEIGHT == runner.DEFAULT_TEMPORAL_WEIGHT == VideoSettings().temporal_weight
 
 
+@pytest.mark.slow
+@pytest.mark.video
 def test_ctrl_c_keeps_the_finished_frames_and_the_same_command_continues(clip: Path, style: Path,
                                                                           tmp_path: Path) -> None:
     import signal
@@ -194,6 +202,8 @@ def test_ctrl_c_keeps_the_finished_frames_and_the_same_command_continues(clip: P
     assert kept and len(kept) < FRAMES  # it did stop part-way
 
 
+@pytest.mark.slow
+@pytest.mark.video
 @pytest.mark.parametrize("fields", [{"preserve_colors": "luminance"}, {"scales": 2}])
 def test_luminance_and_coarse_to_fine_frames_take_the_warp(clip: Path, style: Path, fields: dict) -> None:
     # luminance: the run optimises a gray image, so the warp and target become gray; coarse-to-fine: the
