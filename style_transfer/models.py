@@ -310,6 +310,8 @@ def load_state_file(path: Path, *, hint: str) -> Mapping[str, torch.Tensor]:
             reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
             if "central directory" in reason or isinstance(exc, EOFError):
                 reason = f"truncated or corrupt: {reason}"
+            elif not head.startswith((b"PK\x03\x04", b"\x80")):  # torch.save writes a zip, or else a pickle
+                reason = "corrupt: not a PyTorch file"
             raise WeightsError(f"{shown(path)}: cannot load weights ({reason}); {hint}") from None
     if not isinstance(state, Mapping) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise WeightsError(f"{shown(path)}: not a state dict of tensors; {hint}")

@@ -14,6 +14,8 @@ from PIL import Image
 
 from style_transfer.models import random_vgg19_features, freeze
 
+from .interrupts import pytest_runtest_call, pytest_runtest_setup, pytest_runtest_teardown  # noqa: F401 (hooks)
+
 IMAGES = Path(__file__).resolve().parent.parent / "images"
 
 

@@ -121,8 +121,10 @@ def test_batch_writes_each_output_once_skips_on_resume_and_a_bad_file_fails_alon
     result = invoke(args, 1)
     made = sorted(p.name for p in out.iterdir())
     assert made == ["batch.jsonl", "cat__ihc.png", "coffee__ihc.png"]  # no temp files, nothing for the bad one
-    failures = [line for line in result.output.splitlines() if line.startswith("failed: broken__ihc.png")]
-    assert len(failures) == 2 and "broken.png" in failures[-1]  # once under the bar, once in the summary
+    failures = [line for line in result.output.splitlines() if "broken__ihc.png" in line]
+    assert len(failures) == 1, result.output  # named once, as it happened, not again at the end
+    assert failures[0].startswith("failed: broken__ihc.png (broken.png in ihc.png): ")
+    assert "broken.png: not a readable image: corrupt PNG header" in failures[0]
     report = read_report(str(out / "batch.jsonl"))
     assert [(Path(r["output"]).name, r["status"]) for r in report] == [
         ("cat__ihc.png", "done"), ("broken__ihc.png", "failed"), ("coffee__ihc.png", "done")]
@@ -144,6 +146,44 @@ def test_batch_writes_each_output_once_skips_on_resume_and_a_bad_file_fails_alon
     np.testing.assert_array_equal(pixels(out / "cat__ihc.png"), again)
 
 
+@pytest.mark.parametrize("kind", ["missing", "corrupt", "download refused"])
+def test_weights_that_cannot_be_had_fail_the_batch_once_before_the_first_item(
+        inputs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    from style_transfer import models
+    from style_transfer.errors import WeightsError
+
+    weights = tmp_path / "vgg.pth"
+    if kind == "corrupt":
+        weights.write_bytes(b"not a checkpoint\n" * 8)
+    tries = []
+    if kind == "download refused":
+        monkeypatch.setenv("TORCH_HOME", str(tmp_path / "empty-torch-home"))
+
+        def refused(*args: object, **kwargs: object) -> None:
+            tries.append(args)
+            raise WeightsError("cannot download VGG19 weights from https://example.invalid (offline)")
+
+        monkeypatch.setattr(models, "download_imagenet_weights", refused)
+    out = tmp_path / "out"
+    args = [inputs["cat"], inputs["coffee"], "--style", inputs["ihc"], "-o", out, "--size", "32", "--steps", "5",
+            "--weights", "imagenet" if kind == "download refused" else weights]
+    result = invoke(args, 1)
+    wanted = {"missing": f"Error: {weights}: no such file; expected a VGG19 state dict (.pth)",
+              "corrupt": f"Error: {weights}: cannot load weights (corrupt: not a PyTorch file); expected a VGG19 "
+                         f"state dict (.pth)",
+              "download refused": "Error: cannot download VGG19 weights from https://example.invalid (offline)"}
+    assert result.output.strip() == wanted[kind]  # one line: no item started, no bar, no summary
+    assert not out.exists()  # the folder it made is taken back: no report, no outputs
+    assert len(tries) == (kind == "download refused")
+    items = cross_items([str(inputs["cat"]), str(inputs["coffee"])], [str(inputs["ihc"])], str(out),
+                        StyleConfig(size=32, steps=5, weights=str(weights)))
+    for engine in (LocalEngine(), LocalEngine(2)):  # several workers: checked here, before any process starts
+        with pytest.raises(WeightsError):
+            next(run_batch(items, engine))
+        assert engine._pool is None
+
+
+@pytest.mark.slow
 def test_targets_computed_once_per_style_and_reused_bit_for_bit(inputs: dict[str, Path], tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     from style_transfer import models
@@ -179,6 +219,7 @@ def test_stop_finishes_the_item_under_way_and_starts_no_more(inputs: dict[str, P
     assert os.path.isfile(items[0].output) and not os.path.exists(items[1].output)
 
 
+@pytest.mark.slow
 def test_two_worker_processes_share_the_items_and_make_the_same_images(inputs: dict[str, Path],
                                                                       tmp_path: Path) -> None:
     import torch
@@ -214,6 +255,7 @@ def test_the_command_imports_neither_torch_nor_ray() -> None:
     assert done.stdout.strip() == "[]"
 
 
+@pytest.mark.slow
 def test_ctrl_c_finishes_the_item_under_way_keeps_it_and_exits_130(inputs: dict[str, Path], tmp_path: Path) -> None:
     import signal
     import subprocess
@@ -227,7 +269,7 @@ def test_ctrl_c_finishes_the_item_under_way_keeps_it_and_exits_130(inputs: dict[
     deadline = time.monotonic() + 60
     while not (out / "batch.jsonl").exists() and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
-    process.send_signal(signal.SIGINT)  # the first item has not finished: it still loads the network
+    process.send_signal(signal.SIGINT)  # the report appears once the network is loaded: the first item is under way
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 130, stderr
     assert "Traceback" not in stderr and "interrupted: items under way were finished" in stderr

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = [pytest.mark.slow, pytest.mark.ray]
+
 ROOT = Path(__file__).resolve().parent.parent
 NAMESPACES = ["unshare", "--net", "--pid", "--fork", "--mount-proc"]
 PORT = 6390

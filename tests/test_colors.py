@@ -61,6 +61,8 @@ def test_keep_content_chroma_is_exact_and_in_range() -> None:
     torch.testing.assert_close(y_out[inside], y_style[inside], rtol=0, atol=1e-12)
 
 
+@pytest.mark.slow
+@pytest.mark.real_features
 def test_luminance_mode_keeps_the_contents_chroma(content_32, style_32) -> None:
     config = StyleConfig(size=32, steps=1, weights="random", device="cpu", preserve_colors="luminance",
                          style_weight=1e9, content_weight=1e3)
@@ -152,6 +154,7 @@ def test_keep_alpha_without_alpha_gives_rgb(content_32, style_32) -> None:
     assert image.mode == "RGB"
 
 
+@pytest.mark.slow
 def test_luminance_keeps_chroma_of_real_file(tmp_path: Path) -> None:
     """Through the CLI and a PNG file: the written image's chroma is the content's."""
     out = tmp_path / "out.png"

@@ -248,6 +248,8 @@ def test_each_fast_option_lowers_the_loss(cnn, content_32, style_32, speed: Spee
     assert after < 0.1 * before
 
 
+@pytest.mark.slow
+@pytest.mark.real_features
 def test_fast_reaches_the_defaults_quality(cnn) -> None:
     """docs/speed.md: --fast reaches the default's quality. Smoke-sized: 64 px, ``steps=39`` (the default runs
     two LBFGS steps, 40 evaluations; --fast whatever it resolves to), both images judged by the default
@@ -271,6 +273,7 @@ def test_fast_reaches_the_defaults_quality(cnn) -> None:
     assert fast <= default * (1.10 + 3 * spread)
 
 
+@pytest.mark.slow
 @needs_bf16
 def test_bf16_gives_a_float32_image_in_range(cnn, content_32, style_32) -> None:
     out, infos = run(cnn, content_32, style_32, Speed(precision="bf16", channels_last=True))
@@ -280,6 +283,7 @@ def test_bf16_gives_a_float32_image_in_range(cnn, content_32, style_32) -> None:
     assert all(isinstance(i.loss, float) for i in infos)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("extra", [{"scales": 2}, {"min_size": 16, "scale_steps": (1, 1)}])
 def test_coarse_to_fine_returns_the_requested_size(cnn, content_32, style_32, extra) -> None:
     infos = []
@@ -415,6 +419,7 @@ def test_cli_fast_coarse_to_fine(tmp_path: Path, restore_threads: int) -> None:
         assert image.size == (32, 21)
 
 
+@pytest.mark.slow
 def test_benchmark_smoke(tmp_path: Path) -> None:
     """The benchmark runs end to end in its smoke mode and writes a sane report."""
     out = tmp_path / "bench.json"
@@ -458,6 +463,7 @@ def test_benchmark_smoke(tmp_path: Path) -> None:
     assert "speedup" in done.stdout or "ratio" in done.stdout
 
 
+@pytest.mark.slow
 def test_benchmark_names_a_weights_file_that_is_missing(tmp_path: Path) -> None:
     """--weights FILE (for a run with pretrained weights) fails in one line, before any measurement."""
     missing = tmp_path / "vgg19.pth"
@@ -474,6 +480,8 @@ def test_benchmark_names_a_weights_file_that_is_missing(tmp_path: Path) -> None:
     {"preset": "paper", "tv_weight": 1.0},  # weighted paper-form losses and a TV term stay as they are
     {"backward": "per-module", "style_layer_weights": (1, 2, 1, 1, 1), **SCALED},
 ])
+@pytest.mark.slow
+@pytest.mark.real_features
 def test_fast_path_with_other_settings(cnn, content_32, style_32, extra) -> None:
     """The fast path swaps only the tutorial's own loss classes; others run unchanged, in float32."""
     infos = []

@@ -56,6 +56,7 @@ def read_until(stream: int, pattern: str, timeout: float) -> str:
     return text
 
 
+@pytest.mark.slow
 def test_sigint_saves_current_image_and_exits_130(tmp_path: Path) -> None:
     content = noise_png(tmp_path / "c.png", 48, 32)
     out_dir = tmp_path / "out"
@@ -414,6 +415,8 @@ def test_lbfgs_early_stop_is_reported(content_32, style_32) -> None:
     assert (stats.evaluations, stats.converged) == (20, False)
 
 
+@pytest.mark.slow
+@pytest.mark.real_features
 def test_tolerance_change_exit_continues_like_the_tutorial(cnn, content_32, style_32,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """A step that ends early on tolerance_change is called again, as the tutorial's loop does."""

@@ -31,6 +31,8 @@ def test_first_evaluation_matches_golden() -> None:
     torch.testing.assert_close(grad, golden["grad"], rtol=0, atol=1e-4 * scale)
 
 
+@pytest.mark.slow
+@pytest.mark.real_features
 def test_matches_golden_image() -> None:
     content, style = load_image(CONTENT, CONFIG.size), load_image(STYLE, CONFIG.size)
     result = pil_to_tensor(stylize(content, style, CONFIG))

@@ -38,6 +38,7 @@ def run_script(*args: str) -> subprocess.CompletedProcess:
                           cwd=ROOT)
 
 
+@pytest.mark.slow
 def test_cpu_smoke_run_writes_a_passing_report(tmp_path: Path) -> None:
     out = tmp_path / "check.json"
     done = run_script("--device", "cpu", "--smoke", "--threads", "1", "--out", str(out))
@@ -77,6 +78,7 @@ def test_cpu_smoke_run_writes_a_passing_report(tmp_path: Path) -> None:
     assert rows[0]["per_eval"]["speed"]["precision"] == "fp32"  # the default path is the tutorial's
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA GPU is present: the script would run")
 def test_without_a_gpu_it_exits_2_in_one_line(tmp_path: Path) -> None:
     out = tmp_path / "check.json"
@@ -86,6 +88,7 @@ def test_without_a_gpu_it_exits_2_in_one_line(tmp_path: Path) -> None:
     assert "--device cpu --smoke" in done.stderr and not out.exists()
 
 
+@pytest.mark.slow
 def test_a_label_that_is_no_file_name_exits_2(tmp_path: Path) -> None:
     done = run_script("--device", "cpu", "--smoke", "--label", "my machine", "--out", str(tmp_path / "c.json"))
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "'my machine'" in done.stderr

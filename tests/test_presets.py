@@ -136,6 +136,8 @@ def test_paper_preset_builds_the_papers_model(cnn, content_32, style_32) -> None
     assert all(type(s) is StyleLoss for s in styles) and all(type(c) is ContentLoss for c in contents)
 
 
+@pytest.mark.slow
+@pytest.mark.real_features
 def test_paper_preset_runs_and_lowers_the_loss(cnn, content_32, style_32) -> None:
     infos = []
     c = StyleConfig(preset="paper")

@@ -39,6 +39,7 @@ def pixels(image) -> np.ndarray:
     return np.asarray(image.convert("RGB"))
 
 
+@pytest.mark.slow
 def test_events_count_up_to_a_fixed_plan(images) -> None:
     events = []
     result = Run(*images, config()).execute(events.append)
@@ -53,6 +54,7 @@ def test_events_count_up_to_a_fixed_plan(images) -> None:
     assert result.record["evaluations"] == result.evaluations and result.record["settings"]["size"] == 32
 
 
+@pytest.mark.slow
 def test_coarse_to_fine_events_name_each_size(images) -> None:
     events = []
     Run(*images, config(size=64, scales=3, scale_steps=(20, 20, 20))).execute(events.append)
@@ -100,6 +102,8 @@ def test_cancel_from_another_thread_ends_within_one_evaluation(images) -> None:
     assert result.image.size == (32, 21)
 
 
+@pytest.mark.slow
+@pytest.mark.real_features
 @pytest.mark.parametrize("fields, stop_at", [({}, 25), ({"fast": True, "size": 64, "steps": 60}, 27)],
                          ids=["single-size", "coarse-to-fine"])
 def test_resume_gives_the_uninterrupted_image(images, tmp_path: Path, fields: dict, stop_at: int) -> None:
@@ -120,6 +124,8 @@ def test_resume_gives_the_uninterrupted_image(images, tmp_path: Path, fields: di
     assert np.array_equal(pixels(resumed.image), pixels(whole.image))
 
 
+@pytest.mark.slow
+@pytest.mark.real_features
 def test_resume_needs_the_optimiser_state(images, tmp_path: Path) -> None:
     """The negative control of the test above: the checkpoint's image alone, with a fresh LBFGS, differs."""
     settings = config()
@@ -135,6 +141,7 @@ def test_resume_needs_the_optimiser_state(images, tmp_path: Path) -> None:
     assert not np.array_equal(pixels(resumed.image), pixels(whole.image))
 
 
+@pytest.mark.slow
 def test_checkpoint_every_writes_as_the_run_goes(images, tmp_path: Path) -> None:
     checkpoint = tmp_path / "run.ckpt"
     written = []
@@ -173,6 +180,8 @@ def test_plateau_stops_where_the_rule_says(images) -> None:
     assert stalled and stalled[0] == len(events) - 1  # stopped at the first evaluation the rule names
 
 
+@pytest.mark.slow
+@pytest.mark.real_features
 def test_resume_keeps_the_early_stop_window(images, tmp_path: Path) -> None:
     """--min-improvement's window travels in the checkpoint: a run resumed late in its window stops at the
     evaluation the uninterrupted run stopped at, with its image. The negative control: with the window
@@ -209,6 +218,8 @@ def test_options_are_checked() -> None:
         StyleConfig(min_improvement=2.0, patience=3)
 
 
+@pytest.mark.slow
+@pytest.mark.real_features
 def test_the_default_run_is_stylize(images) -> None:
     from style_transfer import stylize
 
@@ -217,6 +228,7 @@ def test_the_default_run_is_stylize(images) -> None:
     assert pil_to_tensor(stylize(*images, settings)).shape == (1, 3, 21, 32)
 
 
+@pytest.mark.slow
 def test_run_overhead_benchmark_smoke(tmp_path: Path) -> None:
     """benchmarks/run_overhead.py runs end to end and reports each path's median and its ratio to the loop."""
     import json

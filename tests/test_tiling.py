@@ -286,6 +286,8 @@ def test_run_with_tiles_gives_the_untiled_first_evaluations() -> None:
     assert result.record["settings"]["tile"] == 46
 
 
+@pytest.mark.slow
+@pytest.mark.real_features
 def test_lbfgs_trajectory_tiled_within_the_untiled_runs_own_spread(cnn: nn.Sequential) -> None:
     """One LBFGS step (20 evaluations, weights x1000 so that LBFGS keeps curvature pairs, as the suite's
     trajectory tests do) tiled in 3x2 crops against untiled: no further apart than the untiled run is from
@@ -342,6 +344,8 @@ def test_a_size_that_does_not_fit_runs_tiled(monkeypatch: pytest.MonkeyPatch) ->
     assert sizes == [((85, 128), 64)] * len(large) and result.image.size == (128, 85)
 
 
+@pytest.mark.slow
+@pytest.mark.real_features
 def test_lbfgs_keeps_at_most_ten_pairs_at_a_tiled_size_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """LBFGS's history is the largest part a tiled run keeps per pixel (24 B a pair): 10 pairs there, the
     settings' own elsewhere (here 64 px fits in the tile of 64 and runs untiled, 128 px is tiled)."""
@@ -422,6 +426,7 @@ def test_config_refuses_what_tiling_cannot_honour(options: dict, words: str) -> 
     assert StyleConfig(tile=64, fast=True).tile == 64  # --fast's levers apply at the untiled sizes only
 
 
+@pytest.mark.slow
 def test_the_command_takes_tile(tmp_path) -> None:
     """--tile reaches the run (its record says so) and a combination tiling refuses is one line, exit 2."""
     from click.testing import CliRunner

@@ -41,6 +41,8 @@ def style(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.mark.slow
+@pytest.mark.video
 def test_consistent_mode_flickers_at_most_half_as_much_as_independent(clip: Path, style: Path) -> None:
     independent = VideoRun(clip, [style], CONFIG, VideoSettings(independent=True))
     assert independent.execute().stopped == "done"
@@ -53,6 +55,8 @@ def test_consistent_mode_flickers_at_most_half_as_much_as_independent(clip: Path
     assert ours <= 0.5 * control, (ours, control)
 
 
+@pytest.mark.slow
+@pytest.mark.video
 def test_a_stopped_run_continues_to_the_uninterrupted_frames(clip: Path, style: Path, tmp_path: Path) -> None:
     settings = VideoSettings(temporal_weight=1e6, first_frame_steps=STEPS, work_dir=str(tmp_path / "whole"))
     whole = VideoRun(clip, [style], CONFIG, settings)
@@ -74,6 +78,8 @@ def test_a_stopped_run_continues_to_the_uninterrupted_frames(clip: Path, style: 
         VideoRun(clip, [style], CONFIG, other).execute()
 
 
+@pytest.mark.slow
+@pytest.mark.video
 def test_the_command_writes_the_video_and_the_report(clip: Path, style: Path, tmp_path: Path) -> None:
     out, report = tmp_path / "out.mp4", tmp_path / "report.json"
     result = CliRunner().invoke(main, [str(clip), str(style), "-o", str(out), "--size", "32", "--steps", "4",
@@ -102,8 +108,15 @@ def test_the_command_refuses_bad_input_in_one_line(style: Path, tmp_path: Path) 
     runner = CliRunner()
     result = runner.invoke(main, [str(text), str(style), "-o", str(out), "--weights", "random"])
     lines = result.output.strip().splitlines()
-    assert result.exit_code == 1 and len(lines) == 1 and lines[0].startswith(f"Error: {text}: not a readable video")
-    assert not out.exists()
+    assert result.exit_code == 1 and lines == [f"Error: {text}: not a readable video (Invalid data found when "
+                                               f"processing input)"]  # FFmpeg's words, no "[Errno N]"
+    assert not out.exists() and not (tmp_path / "out.mp4.frames").exists()
+    notes = tmp_path / "notes.txt"
+    notes.write_text("a text file given as the video\n")
+    result = runner.invoke(main, [str(notes), str(style), "-o", str(out), "--weights", "random"])
+    assert result.exit_code == 1 and "Errno" not in result.output, result.output
+    assert result.output.strip().splitlines() == [f"Error: {notes}: not a readable video (Invalid data found "
+                                                  f"when processing input)"]
     result = runner.invoke(main, [str(text), str(style), "-o", str(tmp_path / "out.png")])
     assert result.exit_code == 2 and "unknown video extension '.png'" in result.output
     assert len(result.output.strip().splitlines()) == 1
@@ -144,12 +157,51 @@ def test_the_command_refuses_an_output_that_is_an_input(style: Path, tmp_path: P
     assert sorted(p.name for p in tmp_path.iterdir()) == ["clip.mp4", "style.gif"]
 
 
+def test_a_failed_run_takes_back_its_work_folder_unless_it_holds_finished_frames(clip: Path, style: Path,
+                                                                                   tmp_path: Path) -> None:
+    weights = tmp_path / "vgg.pth"
+    weights.write_bytes(b"not a checkpoint\n" * 8)
+    out = tmp_path / "out.mp4"
+    result = CliRunner().invoke(main, [str(clip), str(style), "-o", str(out), "--size", "32", "--steps", "4",
+                                       "--weights", str(weights), "-q"])
+    assert result.exit_code == 1 and result.output.strip().splitlines() == [
+        f"Error: {weights}: cannot load weights (corrupt: not a PyTorch file); expected a VGG19 state dict (.pth) or an ONNX file"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["vgg.pth"]  # no out.mp4.frames, no work.json
+
+    def failing(error: Exception, after_frame: int | None = None):  # a callback that raises, as a failure would
+        def callback(*args: object) -> None:
+            if after_frame is None or args[0].index == after_frame:
+                raise error
+        return callback
+
+    config = StyleConfig(size=32, steps=4, weights="random")
+    work = tmp_path / "work"
+    settings = VideoSettings(first_frame_steps=4, work_dir=str(work))
+    with pytest.raises(MemoryError):  # a failure in the first frame: nothing to continue from
+        VideoRun(clip, [style], config, settings).execute(on_event=failing(MemoryError()))
+    assert not work.exists()
+    with pytest.raises(RuntimeError):  # a failure after the first frame: it and work.json stay
+        VideoRun(clip, [style], config, settings).execute(on_frame=failing(RuntimeError("disk"), 1))
+    assert sorted(p.name for p in work.iterdir()) == ["frame_000000.png", "frame_000001.png", "work.json"]
+    seen = []
+    assert VideoRun(clip, [style], config, settings).execute(on_frame=seen.append).stopped == "done"
+    assert [f.resumed for f in seen] == [True, True, False, False]  # the same run continued from them
+    mine = tmp_path / "mine"
+    mine.mkdir()  # a folder the user made: a failed run leaves it (empty, as it was)
+    with pytest.raises(RuntimeError):
+        VideoRun(clip, [style], config, VideoSettings(work_dir=str(mine))).execute(
+            on_event=failing(RuntimeError("boom")))
+    assert mine.is_dir() and list(mine.iterdir()) == []
+
+
 def test_the_command_default_is_the_library_default() -> None:
     from style_transfer.video import cli, runner
 
     assert cli.DEFAULT_TEMPORAL_WEIGHT == runner.DEFAULT_TEMPORAL_WEIGHT == VideoSettings().temporal_weight
 
 
+@pytest.mark.slow
+@pytest.mark.video
 def test_ctrl_c_keeps_the_finished_frames_and_the_same_command_continues(clip: Path, style: Path,
                                                                           tmp_path: Path) -> None:
     import signal
@@ -184,6 +236,8 @@ def test_ctrl_c_keeps_the_finished_frames_and_the_same_command_continues(clip: P
     assert kept and len(kept) < FRAMES  # it did stop part-way
 
 
+@pytest.mark.slow
+@pytest.mark.video
 @pytest.mark.parametrize("fields", [{"preserve_colors": "luminance"}, {"scales": 2}])
 def test_luminance_and_coarse_to_fine_frames_take_the_warp(clip: Path, style: Path, fields: dict) -> None:
     # luminance: the run optimises a gray image, so the warp and target become gray; coarse-to-fine: the

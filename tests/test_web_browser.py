@@ -24,6 +24,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 

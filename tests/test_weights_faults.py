@@ -32,6 +32,8 @@ def make(tmp: Path, kind: str) -> Path:
     elif kind == "truncated":
         data = small_state_file()
         path.write_bytes(data[: len(data) // 2])
+    elif kind == "garbage":
+        path.write_bytes(b"not a checkpoint\n" * 8)
     elif kind == "html":
         path.write_bytes(b"<!DOCTYPE html>\n<html><body>Sign in to download</body></html>")
     elif kind == "directory":
@@ -46,6 +48,7 @@ def make(tmp: Path, kind: str) -> Path:
 @pytest.mark.parametrize("kind, needle", [
     ("empty", "is empty"),
     ("truncated", "truncated or corrupt"),
+    ("garbage", "cannot load weights (corrupt: not a PyTorch file)"),
     ("html", "is an HTML page"),
     ("directory", "is a directory"),
     ("fifo", "FIFO"),

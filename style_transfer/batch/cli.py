@@ -88,7 +88,8 @@ def main(contents: tuple[str, ...], styles: tuple[str, ...], output_dir: str | N
     folders' names in front (a-cat, b-cat). Each is written atomically with its provenance
     record; running the batch again skips items whose result is there with the same settings
     and inputs (--force redoes them). An item that fails is reported and the batch goes on;
-    DIR/batch.jsonl holds every item. Ctrl-C stops after the items under way (a second one
+    DIR/batch.jsonl holds every item. Weights that cannot be had fail the batch once, before
+    the first item. Ctrl-C stops after the items under way (a second one
     stops those too). Exit codes: 0 all made or skipped, 1 some failed, 2 bad option,
     130 interrupted.
     """
@@ -114,6 +115,7 @@ def main(contents: tuple[str, ...], styles: tuple[str, ...], output_dir: str | N
         check_outputs(items)
         if os.path.exists(output_dir) and not os.path.isdir(output_dir):
             raise ValueError(f"-o {shown(output_dir)}: is not a folder")
+        made_folder = not os.path.exists(output_dir)
         os.makedirs(output_dir, exist_ok=True)
         report_path = report_path or os.path.join(output_dir, "batch.jsonl")
         check_writable(report_path)
@@ -124,7 +126,7 @@ def main(contents: tuple[str, ...], styles: tuple[str, ...], output_dir: str | N
 
     from ..errors import StyleTransferError
     from .engine import run_batch
-    from .report import Report, summary
+    from .report import Report, failure_line, summary
 
     try:
         runner = _engine(engine, workers, address, gpus_per_item, cpus_per_item, max_retries, max_pending)
@@ -132,6 +134,7 @@ def main(contents: tuple[str, ...], styles: tuple[str, ...], output_dir: str | N
         # with the items it will really run: those not done already).
         runner.check([item for item in items if force or not os.path.exists(item.output)])
     except StyleTransferError as exc:
+        _remove_if_empty(output_dir, made_folder)
         raise click.ClickException(str(exc)) from None
     if engine == "local" and workers == 1:
         import torch
@@ -142,19 +145,28 @@ def main(contents: tuple[str, ...], styles: tuple[str, ...], output_dir: str | N
         if threads != torch.get_num_threads():
             torch.set_num_threads(threads)  # the command owns its process; the library never sets this
     outcomes = []
-    bar = None if quiet else _bar(len(items))
+    bar = None
     stops = _Stops(runner)
     try:
-        with stops, Report(report_path) as report:  # the report appears once Ctrl-C is ours to handle
-            for outcome in run_batch(items, runner, force=force, report=report):
-                outcomes.append(outcome)
-                if outcome.status == "failed" and bar is not None:
-                    bar.write(f"failed: {shown(os.path.basename(outcome.item.output))}: {outcome.error}",
-                              file=sys.stderr)
-                if bar is not None:
-                    bar.update(1)
-                    bar.set_postfix_str(_counts_text(outcomes), refresh=False)
-    except StyleTransferError as exc:  # the cluster could not be reached
+        with stops:
+            try:  # weights that cannot be had fail the batch here, once, before any item or report
+                runner.prepare(items)
+            except StyleTransferError:
+                _remove_if_empty(output_dir, made_folder)
+                raise
+            bar = None if quiet else _bar(len(items))
+            with Report(report_path) as report:  # the report appears once Ctrl-C is ours to handle
+                for outcome in run_batch(items, runner, force=force, report=report):
+                    outcomes.append(outcome)
+                    if outcome.status == "failed":  # named once, as it happens
+                        if bar is not None:
+                            bar.write(failure_line(outcome), file=sys.stderr)
+                        else:
+                            click.echo(failure_line(outcome), err=True)
+                    if bar is not None:
+                        bar.update(1)
+                        bar.set_postfix_str(_counts_text(outcomes), refresh=False)
+    except StyleTransferError as exc:  # the weights cannot be had, the cluster could not be reached
         raise click.ClickException(str(exc)) from None
     except Exception as exc:
         unexpected_error(exc, debug)
@@ -162,11 +174,8 @@ def main(contents: tuple[str, ...], styles: tuple[str, ...], output_dir: str | N
         if bar is not None:
             bar.close()
         runner.close()
-    lines = summary(outcomes)
-    for line in lines[:-1]:
-        click.echo(line, err=True)
     if not quiet:
-        click.echo(f"{lines[-1]}; report: {shown(report_path)}", err=True)
+        click.echo(f"{summary(outcomes)}; report: {shown(report_path)}", err=True)
     if stops.count:
         click.echo("interrupted: items under way were finished, the rest not started (run again to continue)"
                    if stops.count == 1 else "interrupted: items under way were stopped and not written", err=True)
@@ -186,6 +195,15 @@ def _engine(name: str, workers: int, address: str, gpus_per_item: float | None, 
     from .local import LocalEngine
 
     return LocalEngine(workers)
+
+
+def _remove_if_empty(folder: str, made: bool) -> None:
+    """Take back the -o folder this command made, when a failure before the first item left it empty."""
+    if made:
+        try:
+            os.rmdir(folder)
+        except OSError:  # not empty after all (something else wrote there): left alone
+            pass
 
 
 def _bar(total: int) -> Any:

@@ -19,7 +19,7 @@ from ..errors import ImageError, OutputError, StyleTransferError
 from ..files import atomic_output
 from .items import Item, check_outputs
 from .report import Outcome, Report
-from .worker import Made
+from .worker import Made, NetworkSpec, network_spec
 
 # Settings that do not take part in the resume check: where and with how many threads an item ran.
 UNCHECKED_SETTINGS = ("device", "threads")
@@ -28,6 +28,31 @@ COMPLETE = ("done", "converged", "plateau")  # RunResult.stopped of a finished o
 
 class Engine(abc.ABC):
     """Runs items somewhere and yields ``(item, Made)`` as each finishes, in any order."""
+
+    def __init__(self) -> None:
+        self._checked_weights: set[NetworkSpec] = set()
+
+    def prepare(self, items: Sequence[Item]) -> None:
+        """Check, before the first item starts, that the weights every item names can be had.
+
+        Weights that cannot be had (a missing or corrupt file, a refused download) would fail every
+        item the same way; they fail the batch once, here. Each weights is checked once per engine.
+        This one loads them in this process and lets them go (its workers load their own); the local
+        engine keeps them for its worker, the Ray engine checks them on the cluster.
+
+        Raises:
+            WeightsError: one line naming the weights and the fix.
+        """
+        for spec in self._unchecked_weights(items):
+            from ..models import load_network
+
+            model, weights, preprocess = spec
+            load_network(model, weights, preprocess=preprocess)
+            self._checked_weights.add(spec)
+
+    def _unchecked_weights(self, items: Sequence[Item]) -> list[NetworkSpec]:
+        """The networks (``worker.network_spec``) the items name that this engine has not checked yet."""
+        return [s for s in dict.fromkeys(network_spec(item.config) for item in items) if s not in self._checked_weights]
 
     @abc.abstractmethod
     def run(self, items: Sequence[Item]) -> Iterator[tuple[Item, Made]]:
@@ -58,19 +83,24 @@ def run_batch(items: Sequence[Item], engine: Engine, *, force: bool = False,
     """Run a batch: yield every item's ``Outcome`` as it ends, skipped items first.
 
     An item whose output exists with a matching record (``is_done``) is skipped unless ``force``.
-    Each result is written atomically by this function; a failure is an outcome, never an exception.
-    Items the engine never started (it was stopped) end as ``not-run``.
+    Each result is written atomically by this function; an item's failure is an outcome, never an
+    exception. Before anything is yielded, ``engine.prepare`` checks the weights of the items to make:
+    weights that cannot be had fail the batch once, not every item. Items the engine never started
+    (it was stopped) end as ``not-run``.
 
     Raises:
         ValueError: two items write the same file, or an output is an input (before anything runs).
         ResourceError: an item to run cannot fit in the memory of the engine's machine (``Engine.check``,
             before anything runs).
+        WeightsError: the weights cannot be had (before anything runs or is reported).
     """
     check_outputs(items)
     hashes = _Hashes()
     done = [not force and is_done(item, hashes) for item in items]
     todo = [item for item, skip in zip(items, done) if not skip]
     engine.check(todo)
+    if todo:
+        engine.prepare(todo)
     for item, skip in zip(items, done):
         if skip:
             yield _reported(Outcome(item, "skipped"), report)

@@ -13,7 +13,7 @@ from typing import Any
 from ..files import shown
 from .engine import Engine
 from .items import Item
-from .worker import Made, Worker
+from .worker import Made, Worker, network_spec
 
 
 class LocalEngine(Engine):
@@ -32,12 +32,21 @@ class LocalEngine(Engine):
             raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
         if devices is not None and len(devices) != workers:
             raise ValueError(f"{len(devices)} device(s) for {workers} worker(s)")
+        super().__init__()
         self.workers = workers
         self.devices = list(devices) if devices is not None else None
         self.worker = Worker(self.devices[0] if self.devices and workers == 1 else None)
         self._stopped = threading.Event()
         self._cancelled = False
         self._pool: ProcessPoolExecutor | None = None
+
+    def prepare(self, items: Sequence[Item]) -> None:
+        """Load the items' weights now (one worker: into it, for its items; several: a check here)."""
+        if self.workers > 1:
+            super().prepare(items)
+            return
+        for spec in dict.fromkeys(network_spec(item.config) for item in items):
+            self.worker.prepare(spec)
 
     def run(self, items: Sequence[Item]) -> Iterator[tuple[Item, Made]]:
         if self.workers == 1:

@@ -18,7 +18,7 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ..errors import ImageError, StyleTransferError
+from ..errors import ImageError, StyleTransferError, WeightsError
 from ..files import open_regular
 from .engine import Engine
 from .items import Item
@@ -65,6 +65,7 @@ class RayEngine(Engine):
             raise ValueError(f"max_retries must be >= 0, got {max_retries!r}")
         if max_pending is not None and max_pending < 1:
             raise ValueError(f"max_pending must be >= 1, got {max_pending!r}")
+        super().__init__()
         self.address = address
         self.gpus_per_item, self.cpus_per_item = gpus_per_item, cpus_per_item
         self.max_retries, self.max_pending, self.pid_dir = max_retries, max_pending, pid_dir
@@ -84,13 +85,40 @@ class RayEngine(Engine):
             self._connected = True
         return ray
 
-    def run(self, items: Sequence[Item]) -> Iterator[tuple[Item, Made]]:
+    def prepare(self, items: Sequence[Item]) -> None:
+        """Check the items' weights on the cluster, in one task per weights (the nodes load them, not
+        the driver); the worker process that checks keeps the network for the items it runs."""
+        weights = self._unchecked_weights(items)
+        if not weights:
+            return
         ray = self.connect()
+        gpus, _ = self._slots(ray)
+        check = ray.remote(_check_weights).options(num_cpus=self.cpus_per_item, num_gpus=gpus,
+                                                   max_retries=self.max_retries, retry_exceptions=False)
+        pending = {check.remote(w): w for w in weights}
+        while pending and not self._stopped:  # Ctrl-C: the batch then starts nothing
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
+            for ref in ready:
+                name = pending.pop(ref)
+                try:
+                    problem = ray.get(ref, timeout=60)
+                except Exception as exc:  # the worker or node died each time
+                    problem = f"ray: checking the weights {name[1]}: {describe(exc)}"
+                if problem:
+                    raise WeightsError(problem)
+                self._checked_weights.add(name)
+
+    def _slots(self, ray: Any) -> tuple[float, float]:
+        """GPUs per task, and how many tasks the cluster runs at once."""
         resources = ray.cluster_resources()
         gpus = self.gpus_per_item
         if gpus is None:
             gpus = 1.0 if resources.get("GPU", 0) >= 1 else 0.0
-        at_once = resources.get("GPU", 0) / gpus if gpus else resources.get("CPU", 1) / self.cpus_per_item
+        return gpus, resources.get("GPU", 0) / gpus if gpus else resources.get("CPU", 1) / self.cpus_per_item
+
+    def run(self, items: Sequence[Item]) -> Iterator[tuple[Item, Made]]:
+        ray = self.connect()
+        gpus, at_once = self._slots(ray)
         limit = self.max_pending or max(2, int(2 * at_once))
         task = ray.remote(_run_item).options(num_cpus=self.cpus_per_item, num_gpus=gpus,
                                              max_retries=self.max_retries, retry_exceptions=False)
@@ -142,6 +170,16 @@ def _read(path: str) -> bytes:
             return handle.read()
         except OSError as exc:
             raise ImageError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+
+
+def _check_weights(spec: tuple) -> str | None:
+    """The check task: this process's worker loads the network ``spec`` (``worker.network_spec``) and keeps it;
+    the error's line, or None."""
+    try:
+        process_worker().prepare(tuple(spec))
+    except StyleTransferError as exc:
+        return describe(exc)
+    return None
 
 
 def _run_item(item: Item, content: bytes, *styles: bytes, pid_dir: str | None = None) -> Made:

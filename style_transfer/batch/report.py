@@ -83,12 +83,11 @@ def failure_line(outcome: Outcome) -> str:
             f"{'+'.join(shown(os.path.basename(s)) for s in item.styles)}{origin}): {outcome.error}")
 
 
-def summary(outcomes: list[Outcome]) -> list[str]:
-    """The closing lines: one per failure, then the counts."""
-    lines = [failure_line(o) for o in outcomes if o.status == "failed"]
+def summary(outcomes: list[Outcome]) -> str:
+    """The closing line: the counts (``3 done, 1 skipped, 1 failed``); each failure has its own
+    ``failure_line``, shown once, as it happens."""
     found = counts(outcomes)
-    lines.append(", ".join(f"{n} {status}" for status, n in found.items() if n or status in ("done", "failed")))
-    return lines
+    return ", ".join(f"{n} {status}" for status, n in found.items() if n or status in ("done", "failed"))
 
 
 __all__ = ["Outcome", "Report", "STATUSES", "counts", "failure_line", "read_report", "summary"]

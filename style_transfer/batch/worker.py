@@ -59,8 +59,18 @@ class TargetCache(dict):
         super().__setitem__(key, value)
 
 
+# What names an item's network: (model, weights, preprocess), as its StyleConfig says.
+NetworkSpec = tuple[str, str, "str | None"]
+
+
+def network_spec(config: Any) -> NetworkSpec:
+    """The ``(model, weights, preprocess)`` of a ``StyleConfig``: items with the same share one network."""
+    return (config.model, config.weights, config.preprocess)
+
+
 class Worker:
-    """Runs items one at a time with one network per (weights, device) and cached style targets.
+    """Runs items one at a time with one network per (model, weights, preprocessing, device) and cached style
+    targets.
 
     Args:
         device: the device every item runs on when its settings say ``auto`` (a local worker process
@@ -70,23 +80,41 @@ class Worker:
     def __init__(self, device: str | None = None) -> None:
         self.device = device
         self.networks: dict[tuple[str, ...], Any] = {}
+        self._unplaced: dict[NetworkSpec, Any] = {}  # loaded by prepare, not yet moved to an item's device
         self.targets = TargetCache()
         self.loads = 0  # networks loaded (one per weights and device)
         self._run: Any = None
         self._lock = threading.Lock()
         self._cancelled = False
 
+    def prepare(self, spec: NetworkSpec) -> None:
+        """Load the network of ``spec`` (``network_spec``) now, before the first item that needs it (no-op
+        when loaded).
+
+        Raises:
+            WeightsError: it cannot be had (the batch fails once instead of every item).
+        """
+        if spec not in self._unplaced and not any(key[:-1] == spec for key in self.networks):
+            self._unplaced[spec] = self._load(spec)
+
     def network(self, config: Any, device: Any) -> Any:
         """The network of ``config`` (model, weights, preprocessing) on ``device``, loaded once."""
-        key = (config.model, config.weights, config.preprocess, str(device))
+        spec = network_spec(config)
+        key = (*spec, str(device))
         if key not in self.networks:
-            from ..models import load_network
-
-            network = load_network(config.model, config.weights, preprocess=config.preprocess)
+            loaded = self._unplaced.pop(spec, None)
+            network = loaded if loaded is not None else self._load(spec)
             network.features.to(device)
             self.networks[key] = network
-            self.loads += 1
         return self.networks[key]
+
+    def _load(self, spec: NetworkSpec) -> Any:
+        from ..models import load_network
+
+        model, weights, preprocess = spec
+        network = load_network(model, weights, preprocess=preprocess)
+        self.loads += 1
+        return network
 
     def make(self, item: Item, *, content: str | None = None, styles: tuple[str, ...] | None = None,
              on_event: Callable[[Any], None] | None = None) -> Made:

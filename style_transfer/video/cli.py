@@ -176,8 +176,9 @@ def _run(video: Any, output: str, work_dir: str, keep_frames: bool, report: str 
             click.echo(f"interrupted; {progress.frame} finished frame(s) kept in {shown(work_dir)}, "
                        f"{shown(output)} not written", err=True)
             raise SystemExit(130) from None
-        raise click.ClickException(f"frame {progress.frame}: {exc}; {progress.frame} finished frame(s) kept in "
-                                   f"{shown(work_dir)}") from None
+        kept = (f"{progress.frame} finished frame(s) kept in {shown(work_dir)}" if progress.frame
+                else "no frame finished, nothing kept")
+        raise click.ClickException(f"frame {progress.frame}: {exc}; {kept}") from None
     except (StyleTransferError, ValueError) as exc:  # ValueError: a setting only the model can check
         progress.close()
         one_line_error(exc, debug)

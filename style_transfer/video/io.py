@@ -98,7 +98,7 @@ def probe(path: str | os.PathLike, fps: float = 25.0) -> Clip:
             rate = stream.average_rate or stream.guessed_rate or Fraction(25)
             audio = len(container.streams.audio)
     except av.FFmpegError as exc:
-        raise VideoError(f"{shown(name)}: not a readable video ({_first_line(exc)})") from None
+        raise VideoError(f"{shown(name)}: not a readable video ({_ffmpeg_reason(exc)})") from None
     if size is None:
         raise VideoError(f"{shown(name)}: has no frames")
     if any(p is None for p in pts) or any(b <= a for a, b in zip(pts, pts[1:])):
@@ -160,7 +160,7 @@ def write_video(path: str | os.PathLike, pictures: Iterable[Image.Image], clip: 
         try:
             _encode(av, handle, container_name, codec, pictures, clip, metadata)
         except av.FFmpegError as exc:
-            raise VideoError(f"{shown(path)}: cannot write it ({_first_line(exc)})") from None
+            raise VideoError(f"{shown(path)}: cannot write it ({_ffmpeg_reason(exc)})") from None
 
 
 def _encode(av, handle, container_name: str, codec: str, pictures: Iterable[Image.Image], clip: Clip,  # type: ignore[no-untyped-def]
@@ -202,6 +202,11 @@ def _encode(av, handle, container_name: str, codec: str, pictures: Iterable[Imag
         finally:
             if source is not None:
                 source.close()
+
+
+def _ffmpeg_reason(exc: BaseException) -> str:
+    """FFmpeg's words for an error, without PyAV's ``[Errno N]`` and the repeated file name."""
+    return getattr(exc, "strerror", None) or _first_line(exc)
 
 
 def _first_line(exc: BaseException) -> str:

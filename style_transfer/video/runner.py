@@ -27,6 +27,7 @@ from PIL import Image
 
 from .. import provenance
 from ..config import StyleConfig
+from ..errors import Interrupted
 from ..files import atomic_output, shown
 from ..provenance import base_name
 from ..images import ImageSource
@@ -94,6 +95,7 @@ class VideoRun:
         self._reason = "cancelled"
         self._run: Any = None
         self._memory: dict[int, Image.Image] = {}
+        self._made: list[str] = []  # the work folder and work.json, where this run created them
         if config.keep_alpha:
             raise ValueError("keep_alpha: video frames have no transparency")
 
@@ -131,8 +133,10 @@ class VideoRun:
             return 0
         if os.path.exists(folder) and not os.path.isdir(folder):
             raise VideoError(f"work folder {shown(folder)}: is a file")
-        os.makedirs(folder, exist_ok=True)
         mine = json.loads(json.dumps(self.fingerprint()))  # as read back (tuples become lists)
+        if not os.path.isdir(folder):
+            os.makedirs(folder)
+            self._made.append(folder)
         manifest = os.path.join(folder, "work.json")
         if os.path.exists(manifest):
             try:
@@ -147,6 +151,7 @@ class VideoRun:
         else:
             with atomic_output(manifest, VideoError) as handle:
                 handle.write(json.dumps(mine, indent=1).encode())
+            self._made.append(manifest)
         done = 0
         while done < self.clip.count and os.path.isfile(self.frame_path(done)):
             done += 1
@@ -156,11 +161,37 @@ class VideoRun:
                 on_event: Callable[[int, Any], None] | None = None) -> VideoResult:
         """Stylise the frames not yet finished; ``on_event(frame index, StepInfo)`` after every evaluation.
 
+        A run that fails takes back the work folder and ``work.json`` it created unless the folder holds
+        a finished frame (then the same run continues from it); a cancelled run keeps them.
+
         Raises:
             ResourceError: the size cannot fit (``run.check_fits``, from the clip's and the styles' sizes, before
                 any frame is read). VideoError: the work folder holds another run's frames. The run API's
                 errors (ImageError, WeightsError, NonFiniteLoss, ...) as they come.
         """
+        try:
+            return self._execute(on_frame, on_event)
+        except Exception as exc:
+            if not isinstance(exc, Interrupted):
+                self._discard_work()
+            raise
+
+    def _discard_work(self) -> None:
+        """After a failure: remove the work folder and work.json this run made, unless a frame is finished."""
+        if self.settings.work_dir is None or os.path.isfile(self.frame_path(0)):
+            return
+        for path in reversed(self._made):  # work.json, then the folder (if nothing else is in it)
+            try:
+                if os.path.isdir(path):
+                    os.rmdir(path)
+                else:
+                    os.remove(path)
+            except OSError:  # something else is in the folder now: it stays
+                pass
+        self._made.clear()
+
+    def _execute(self, on_frame: Callable[[FrameInfo], None] | None,
+                 on_event: Callable[[int, Any], None] | None) -> VideoResult:
         from ..images import load_image, pil_to_tensor
         from ..models import load_network
         from ..run import Run, check_fits
