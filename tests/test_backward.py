@@ -75,7 +75,6 @@ def test_combined_backward_is_the_loops_arithmetic(cnn, content_32, style_32) ->
 
 
 @pytest.mark.slow
-@pytest.mark.real_features
 def test_images_close_after_a_short_run(cnn, content_32, style_32) -> None:
     """One LBFGS step (20 evaluations) each way: the images differ only as rounding makes runs differ."""
     def run(content, style, backward="combined"):

@@ -168,9 +168,9 @@ def test_weights_that_cannot_be_had_fail_the_batch_once_before_the_first_item(
     args = [inputs["cat"], inputs["coffee"], "--style", inputs["ihc"], "-o", out, "--size", "32", "--steps", "5",
             "--weights", "imagenet" if kind == "download refused" else weights]
     result = invoke(args, 1)
-    wanted = {"missing": f"Error: {weights}: no such file; expected a VGG19 state dict (.pth)",
+    wanted = {"missing": f"Error: {weights}: no such file; expected a VGG19 state dict (.pth) or an ONNX file",
               "corrupt": f"Error: {weights}: cannot load weights (corrupt: not a PyTorch file); expected a VGG19 "
-                         f"state dict (.pth)",
+                         f"state dict (.pth) or an ONNX file",
               "download refused": "Error: cannot download VGG19 weights from https://example.invalid (offline)"}
     assert result.output.strip() == wanted[kind]  # one line: no item started, no bar, no summary
     assert not out.exists()  # the folder it made is taken back: no report, no outputs

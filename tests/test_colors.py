@@ -62,7 +62,6 @@ def test_keep_content_chroma_is_exact_and_in_range() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.real_features
 def test_luminance_mode_keeps_the_contents_chroma(content_32, style_32) -> None:
     config = StyleConfig(size=32, steps=1, weights="random", device="cpu", preserve_colors="luminance",
                          style_weight=1e9, content_weight=1e3)

@@ -188,7 +188,6 @@ def test_tv_term_adds_its_gradient_in_the_loop(cnn, content_32, style_32) -> Non
 
 
 @pytest.mark.slow
-@pytest.mark.real_features
 def test_tv_weight_lowers_the_outputs_total_variation(cnn, content_32, style_32) -> None:
     noise = initial_image(content_32, "noise", 0)
     plain, _ = run(cnn, content_32, style_32, input_img=noise.clone(), **LOUD)
@@ -237,7 +236,6 @@ def test_init_options_through_stylize(tmp_path: Path, content_32, style_32) -> N
 # --- optimiser ------------------------------------------------------------------------------
 
 @pytest.mark.slow
-@pytest.mark.real_features
 @pytest.mark.parametrize("name", ["lbfgs", "adam"])
 def test_both_optimizers_lower_the_loss(cnn, content_32, style_32, name: str) -> None:
     _, infos = run(cnn, content_32, style_32, steps=19, optimizer_name=name, **LOUD)

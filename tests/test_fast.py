@@ -249,7 +249,6 @@ def test_each_fast_option_lowers_the_loss(cnn, content_32, style_32, speed: Spee
 
 
 @pytest.mark.slow
-@pytest.mark.real_features
 def test_fast_reaches_the_defaults_quality(cnn) -> None:
     """docs/speed.md: --fast reaches the default's quality. Smoke-sized: 64 px, ``steps=39`` (the default runs
     two LBFGS steps, 40 evaluations; --fast whatever it resolves to), both images judged by the default
@@ -481,7 +480,6 @@ def test_benchmark_names_a_weights_file_that_is_missing(tmp_path: Path) -> None:
     {"backward": "per-module", "style_layer_weights": (1, 2, 1, 1, 1), **SCALED},
 ])
 @pytest.mark.slow
-@pytest.mark.real_features
 def test_fast_path_with_other_settings(cnn, content_32, style_32, extra) -> None:
     """The fast path swaps only the tutorial's own loss classes; others run unchanged, in float32."""
     infos = []

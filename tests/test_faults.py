@@ -416,7 +416,6 @@ def test_lbfgs_early_stop_is_reported(content_32, style_32) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.real_features
 def test_tolerance_change_exit_continues_like_the_tutorial(cnn, content_32, style_32,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """A step that ends early on tolerance_change is called again, as the tutorial's loop does."""

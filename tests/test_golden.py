@@ -32,7 +32,6 @@ def test_first_evaluation_matches_golden() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.real_features
 def test_matches_golden_image() -> None:
     content, style = load_image(CONTENT, CONFIG.size), load_image(STYLE, CONFIG.size)
     result = pil_to_tensor(stylize(content, style, CONFIG))

@@ -137,7 +137,6 @@ def test_paper_preset_builds_the_papers_model(cnn, content_32, style_32) -> None
 
 
 @pytest.mark.slow
-@pytest.mark.real_features
 def test_paper_preset_runs_and_lowers_the_loss(cnn, content_32, style_32) -> None:
     infos = []
     c = StyleConfig(preset="paper")

@@ -27,7 +27,7 @@ from style_transfer.transfer import get_style_model_and_losses, run_style_transf
 
 from .conftest import small_image
 
-pytestmark = pytest.mark.real_features
+pytestmark = [pytest.mark.real_features, pytest.mark.slow]
 
 SIZE = 64
 CAFFE_MEAN = (103.939, 116.779, 123.68)  # BGR, written out here as the Keras/Caffe VGG takes it

@@ -103,7 +103,6 @@ def test_cancel_from_another_thread_ends_within_one_evaluation(images) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.real_features
 @pytest.mark.parametrize("fields, stop_at", [({}, 25), ({"fast": True, "size": 64, "steps": 60}, 27)],
                          ids=["single-size", "coarse-to-fine"])
 def test_resume_gives_the_uninterrupted_image(images, tmp_path: Path, fields: dict, stop_at: int) -> None:
@@ -125,7 +124,6 @@ def test_resume_gives_the_uninterrupted_image(images, tmp_path: Path, fields: di
 
 
 @pytest.mark.slow
-@pytest.mark.real_features
 def test_resume_needs_the_optimiser_state(images, tmp_path: Path) -> None:
     """The negative control of the test above: the checkpoint's image alone, with a fresh LBFGS, differs."""
     settings = config()
@@ -181,7 +179,6 @@ def test_plateau_stops_where_the_rule_says(images) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.real_features
 def test_resume_keeps_the_early_stop_window(images, tmp_path: Path) -> None:
     """--min-improvement's window travels in the checkpoint: a run resumed late in its window stops at the
     evaluation the uninterrupted run stopped at, with its image. The negative control: with the window
@@ -219,7 +216,6 @@ def test_options_are_checked() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.real_features
 def test_the_default_run_is_stylize(images) -> None:
     from style_transfer import stylize
 

@@ -287,7 +287,6 @@ def test_run_with_tiles_gives_the_untiled_first_evaluations() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.real_features
 def test_lbfgs_trajectory_tiled_within_the_untiled_runs_own_spread(cnn: nn.Sequential) -> None:
     """One LBFGS step (20 evaluations, weights x1000 so that LBFGS keeps curvature pairs, as the suite's
     trajectory tests do) tiled in 3x2 crops against untiled: no further apart than the untiled run is from
@@ -345,7 +344,6 @@ def test_a_size_that_does_not_fit_runs_tiled(monkeypatch: pytest.MonkeyPatch) ->
 
 
 @pytest.mark.slow
-@pytest.mark.real_features
 def test_lbfgs_keeps_at_most_ten_pairs_at_a_tiled_size_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """LBFGS's history is the largest part a tiled run keeps per pixel (24 B a pair): 10 pairs there, the
     settings' own elsewhere (here 64 px fits in the tile of 64 and runs untiled, 128 px is tiled)."""
