@@ -85,8 +85,12 @@ def main() -> None:
             continue
         run = command(name, weights, args.threads)
         start = time.perf_counter()
-        done = subprocess.run(run, cwd=ROOT)
-        if done.returncode != 0:
+        try:
+            done = subprocess.run(run, cwd=ROOT)
+        except KeyboardInterrupt:
+            done = subprocess.CompletedProcess(run, 130)
+        if done.returncode != 0:  # an interrupted stylize keeps its image so far: not a gallery picture
+            (OUT / f"{name}.jpg").unlink(missing_ok=True)
             sys.exit(f"make_gallery: {name} failed (exit {done.returncode})")
         log[name] = {"command": shown(run, weights), "seconds": round(time.perf_counter() - start, 1)}
         log_path.write_text(json.dumps(log, indent=1) + "\n")
