@@ -7,7 +7,9 @@ On a synthetic clip (a smooth random pattern moving by (3, 2) px per frame at th
 still square in front so that part of the background is disoccluded): seconds per frame in both modes,
 the share of the consistent mode's time spent on flow and masks, and the ratio of the warping errors
 (consistent / independent; below 1 is less flicker). ``--temporal-weight`` may be given several times:
-the calibration sweep of docs/video.md.
+the calibration sweep of docs/video.md. ``--model``, ``--weights`` and ``--preprocess`` name the network as
+the command's (default VGG19 with seeded random weights); the loss weights are the preset's for its input scale
+unless given. The JSON records the network (model, the weights' base name, preprocessing) beside the machine.
 """
 
 from __future__ import annotations
@@ -107,7 +109,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--first-frame-steps", type=int, default=None)
     parser.add_argument("--temporal-weight", type=float, action="append", help="repeatable; default the tool's")
-    parser.add_argument("--weights", default="random")
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # networks.py, beside this file
+    import networks
+
+    networks.add_options(parser)
     parser.add_argument("--style-weight", type=float, default=None)
     parser.add_argument("--content-weight", type=float, default=None)
     parser.add_argument("--device", default="auto")
@@ -128,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
                                                                             (3 * scale, 2 * scale)))
             extra = {k: v for k, v in (("style_weight", args.style_weight), ("content_weight", args.content_weight))
                      if v is not None}
-            config = StyleConfig(size=size, steps=args.steps, weights=args.weights, device=args.device, **extra)
+            config = StyleConfig(size=size, steps=args.steps, model=args.model, weights=args.weights,
+                                 preprocess=args.preprocess, device=args.device, **extra)
             base = measure(folder, style_picture(), config, VideoSettings(independent=True))
             rows.append({"size": size, "mode": "independent", **base})
             for weight in args.temporal_weight or [DEFAULT_TEMPORAL_WEIGHT]:
@@ -142,10 +148,13 @@ def main(argv: list[str] | None = None) -> int:
     machine = {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
                "torch": torch.__version__, "threads": torch.get_num_threads(),
                "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
+    network = networks.block(args.model, args.weights, config.preprocess)
     if args.json:
         with open(args.json, "w") as handle:
-            json.dump({"machine": machine, "args": vars(args), "rows": rows}, handle, indent=1)
+            json.dump({"machine": machine, "network": network, "args": {**vars(args), "weights": network["weights"]},
+                       "rows": rows}, handle, indent=1)
     print(json.dumps(machine), file=sys.stderr)
+    print(networks.summary(network), file=sys.stderr)
     return 0
 
 

@@ -33,7 +33,7 @@ from .guards import RunStats, SizeFn, out_of_memory
 from .images import ImageSource, header_size, load_image, tensor_to_pil
 from .loss_terms import normalized_blend
 from .models import IMAGENET_MEAN, IMAGENET_STD, DownloadProgress, Network, load_network
-from .plans import plan_run
+from .plans import plan_run, scale_sizes
 from .transfer import (Resume, StepInfo, fit_to, default_size, initial_image, prepare_colors, resolve_device,
                        run_style_transfer, sizes_from, style_size)
 
