@@ -553,7 +553,8 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = {
         "machine": describe_machine(device, args.label),
         "network": networks.block_of(network, args.weights),
-        "weights": os.path.basename(args.weights), "seeds": args.seeds, "control_seeds": min(args.seeds, args.control_seeds),
+        "weights": os.path.basename(args.weights), "seeds": args.seeds,
+        "control_seeds": min(args.seeds, args.control_seeds),
         "device": _device_name(device), "threads": threads, "torch": torch.__version__, "bf16_native": bf16,
         "paths": {n: PATHS[n] for n in names}, "fast_resolves_to": path_speed("fast", device).__dict__,
         "fast_runs": "stylize(fast=True): coarse-to-fine, in the quality runs and memory probes",

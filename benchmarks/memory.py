@@ -37,7 +37,8 @@ import ctypes, resource, sys, torch
 from style_transfer import StyleConfig
 from style_transfer.models import load_network
 from style_transfer.run import Run
-size, fast, model, weights, preprocess = int(sys.argv[1]), sys.argv[2] == "fast", sys.argv[3], sys.argv[4], sys.argv[5] or None
+size, fast = int(sys.argv[1]), sys.argv[2] == "fast"
+model, weights, preprocess = sys.argv[3], sys.argv[4], sys.argv[5] or None
 images = [torch.rand(1, 3, size, size, generator=torch.Generator().manual_seed(i)) for i in (0, 1)]
 def rss():
     with open("/proc/self/status") as f:

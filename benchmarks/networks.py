@@ -89,4 +89,5 @@ def summary(network: dict[str, Any] | None, fallback_weights: str | None = None)
     weights = network.get("weights")
     kind = "seeded random weights (no artistic result)" if weights == "random" else f"weights {weights}"
     extra = f"; {network['note']}" if network.get("note") else ""
-    return f"Network: {str(network.get('model', 'vgg19')).upper()}, {kind}, {network.get('preprocess')} preprocessing{extra}"
+    model = str(network.get("model", "vgg19")).upper()
+    return f"Network: {model}, {kind}, {network.get('preprocess')} preprocessing{extra}"

@@ -215,7 +215,8 @@ def main() -> int:
           f"LBFGS history ({args.history_size} pairs) {history} B/px, the loop's other copies "
           f"{copies - 24} B/px: {24 + targets + history + copies - 24:.0f} B/px in all")
     if args.json:
-        machine = machines.describe(torch.device(args.device) if args.device.startswith("cuda") else torch.device("cpu"))
+        device = torch.device(args.device if args.device.startswith("cuda") else "cpu")
+        machine = machines.describe(device)
         Path(args.json).write_text(json.dumps({"machine": machine, "network": block, "device": args.device,
                                                "tile": args.tile, "rows": rows, "fixed_bytes": fixed,
                                                "bytes_per_pixel": per_pixel}, indent=1))
