@@ -1,6 +1,7 @@
 """What a batch saves against a shell loop of ``stylize``: start-up, the model and the style targets once.
 
-Runs, in one go and on the same pictures (N contents in one style, seeded random weights), at each size:
+Runs, in one go and on the same pictures (N contents in one style; the network of ``--model``, ``--weights`` and
+``--preprocess``, passed on to every command: by default VGG19 with seeded random weights), at each size:
 
 * loop: one ``python -m style_transfer CONTENT STYLE -o OUT`` process per picture (what users write);
 * local: one ``python -m style_transfer.batch.cli CONTENTS --style STYLE -o DIR`` process for all, and
@@ -14,7 +15,8 @@ For each it reports the wall time per picture, pictures per hour, and the time p
 evaluations: wall time times the processes working at once (1, or 2 for two workers or two nodes) minus
 the optimisation time each output's provenance record holds (``seconds``), per picture; that is start-up,
 the model, the targets and writing. Ratios are within this one run only; on a shared machine absolute
-times mean little. Prints one JSON object (``--json`` also writes it).
+times mean little. Prints one JSON object (``--json`` also writes it), the network (model, the weights' base
+name, preprocessing) beside the machine.
 
     nice -n 19 python benchmarks/batch.py --sizes 64 --steps 20 --pictures 4
     python benchmarks/batch.py --sizes 256,512 --steps 20 --pictures 4 --ray-nodes 1,2 --json out.json
@@ -37,6 +39,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import networks  # noqa: E402  (torch-free)
 from style_transfer.provenance import read_record  # noqa: E402  (torch-free)
 
 SOURCES = ["chelsea.png", "coffee.png", "brick.png", "hubble_deep_field.jpg"]
@@ -71,10 +76,14 @@ def _row(name: str, wall: float, outputs: list[Path], at_once: int = 1) -> dict:
 
 
 def _run_engines(folder: Path, size: int, args: argparse.Namespace, env: dict, ray_address: str | None,
-                 node_counts: list[int]) -> list[dict]:
-    """One size: the loop, the local engine (one process; two with two CPUs), Ray at each node count."""
-    settings = ["--size", str(size), "--steps", str(args.steps), "--weights", "random", "--device", "cpu",
-                "--threads", str(args.threads)]
+                 node_counts: list[int], preprocessings: set[str] | None = None) -> list[dict]:
+    """One size: the loop, the local engine (one process; two with two CPUs), Ray at each node count.
+
+    ``preprocessings`` gets the preprocessing each output's record names (what the weights told the commands)."""
+    settings = ["--size", str(size), "--steps", str(args.steps), "--model", args.model, "--weights", args.weights,
+                "--device", "cpu", "--threads", str(args.threads)]
+    if args.preprocess is not None:
+        settings += ["--preprocess", args.preprocess]
     contents, style = _inputs(folder, args.pictures, size)
     rows = []
 
@@ -83,6 +92,9 @@ def _run_engines(folder: Path, size: int, args: argparse.Namespace, env: dict, r
         for line in command:
             subprocess.run(line, check=True, env=env, stdin=subprocess.DEVNULL)
         rows.append({"size": size, **_row(name, time.perf_counter() - start, outputs, at_once)})
+        if preprocessings is not None:
+            preprocessings.update(str(((read_record(p) or {}).get("settings") or {}).get("preprocess"))
+                                  for p in outputs)
 
     loop = folder / "loop"
     loop.mkdir()
@@ -167,6 +179,7 @@ def main() -> None:
     parser.add_argument("--ray-address", default=None, help="also run --engine ray on this running cluster")
     parser.add_argument("--no-workers", dest="workers", action="store_false", help="leave out --workers 2")
     parser.add_argument("--json", default=None, help="also write the results to this file")
+    networks.add_options(parser)
     parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     node_counts = [int(n) for n in args.ray_nodes.split(",") if n]
@@ -174,13 +187,16 @@ def main() -> None:
         command = " ".join(["ip link set lo up && exec", sys.executable, *map(shlex.quote, sys.argv), "--inside"])
         sys.exit(subprocess.run([*NAMESPACES, "bash", "-c", command], stdin=subprocess.DEVNULL).returncode)
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    rows = []
+    rows, preprocessings = [], set()
     for size in (int(s) for s in args.sizes.split(",")):
         with tempfile.TemporaryDirectory(prefix="bench-batch-") as tmp:
-            rows += _run_engines(Path(tmp), size, args, env, args.ray_address, node_counts)
+            rows += _run_engines(Path(tmp), size, args, env, args.ray_address, node_counts, preprocessings)
+    network = networks.block(args.model, args.weights, ", ".join(sorted(preprocessings)) or args.preprocess)
     report = {"machine": {"platform": platform.platform(), "cpu_model": _cpu_model(), "cpus": os.cpu_count(),
                           "load_average": os.getloadavg(), "python": platform.python_version()},
-              "settings": {k: v for k, v in vars(args).items() if k != "inside"}, "rows": rows}
+              "network": network,
+              "settings": {**{k: v for k, v in vars(args).items() if k != "inside"}, "weights": network["weights"]},
+              "rows": rows}
     text = json.dumps(report, indent=1)
     print(text)
     if args.json:

@@ -13,7 +13,8 @@ The JSON's ``machine`` block names the machine (CPU model and flags, torch's CPU
 bf16, threads, versions, the GPU on CUDA; no hostname), and the printout and ``--markdown`` open with
 it ("Measured on: ..."). Commit one JSON per machine measured: ``benchmarks/measured-DEVICE-LABEL.json``.
 
-What it measures, per size (VGG19 with seeded random weights, the sample cat and stain):
+What it measures, per size (the network of ``--model``, ``--weights`` and ``--preprocess``, as the command's;
+by default VGG19 with seeded random weights; the sample cat and stain):
 
 * seconds per closure evaluation (clamp, forward, loss sum, backward, as in the loop) of the default
   path and of each speed lever at that one size ("fast": --fast's levers without its coarse-to-fine
@@ -25,7 +26,8 @@ What it measures, per size (VGG19 with seeded random weights, the sample cat and
   the images are decoded (Linux's VmHWM reset); on CUDA ``torch.cuda.max_memory_allocated``;
 * quality and time of whole runs, the product's: the default and --fast through ``stylize()`` with the
   same ``--steps`` (``--evals``), per network (``--seeds``; each seed's random weights saved to a file
-  both runs load; both loss weights times ``--loss-scale``). Per network: both wall times and their
+  both runs load; with real weights the one network; both loss weights, the tutorial preset's for the
+  network's input scale, times ``--loss-scale``). Per network: both wall times and their
   ratio; the best image's loss ratio (the run's lowest-loss image at the final size, scored by the
   default path's fp32 loss, --fast's against the default's); when --fast first came within 5 % of the
   default's best (confirmed in fp32) as a fraction of the default's wall time; the final images' loss
@@ -36,7 +38,9 @@ What it measures, per size (VGG19 with seeded random weights, the sample cat and
   which shows how far chaos alone puts two runs apart;
 * how the cost grows with pixels: the exponent ``log(t2/t1) / log(pixels2/pixels1)``.
 
-It prints the tables and writes the same as JSON; ``--markdown FILE.json`` prints them as Markdown.
+It prints the tables and writes the same as JSON (the ``network`` block beside ``machine``: model, the
+weights' base name, preprocessing); ``--markdown FILE.json`` prints them as Markdown, under "Measured on:"
+and "Network:" lines.
 """
 
 from __future__ import annotations
@@ -77,13 +81,7 @@ from style_transfer.fast import (  # noqa: E402
     speed_from_config,
 )
 from style_transfer.images import load_image, save_image  # noqa: E402
-from style_transfer.models import (  # noqa: E402
-    IMAGENET_MEAN,
-    IMAGENET_STD,
-    freeze,
-    load_vgg19_features,
-    random_vgg19_features,
-)
+from style_transfer.models import IMAGENET_MEAN, IMAGENET_STD, Network  # noqa: E402
 from style_transfer.errors import NonFiniteLoss, StyleTransferError  # noqa: E402
 from style_transfer.guards import RunStats  # noqa: E402
 from style_transfer.images import pil_to_tensor, tensor_to_pil  # noqa: E402
@@ -94,10 +92,12 @@ from style_transfer.transfer import (  # noqa: E402
     stylize,
 )
 from machines import describe as describe_machine, summary as machine_summary  # noqa: E402
+import networks  # noqa: E402
 from quality import CONTENT, STYLE, WITHIN, Scorer, first_within, random_network, spread, timed_run  # noqa: E402
 
 TARGET_SIZE, TARGET_WALL_RATIO = 512, 1 / 3  # issue 12: --fast to the default's quality in 1/3 of its time, 512 px
-STYLE_WEIGHT, CONTENT_WEIGHT = 1e6, 1.0  # the tutorial's, times --loss-scale
+STYLE_WEIGHT, CONTENT_WEIGHT = 1e6, 1.0  # the tutorial preset's for the network's input scale, times --loss-scale
+LOSS_SCALE = 1.0  # --loss-scale as resolved (main)
 
 # Each path as StyleConfig speed fields; "default" is the tutorial's computation.
 PATHS: dict[str, dict[str, Any]] = {
@@ -136,13 +136,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--budget-s", type=float, default=5400.0,
                         help="skip the quality runs of a size whose estimated time would pass this (s)")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: physical cores)")
-    parser.add_argument("--weights", default="random",
-                        help="random (seeded, default), imagenet (the pretrained weights, from the torch hub "
-                             "cache or downloaded) or a state dict FILE; with pretrained weights the quality "
-                             "runs use that one network (one seed)")
+    networks.add_options(parser, weights_help="random (seeded, default), imagenet (the pretrained weights, from "
+                         "the torch hub cache or downloaded), or a FILE (a state dict .pth or an ONNX file of a VGG); "
+                         "with pretrained weights the quality runs use that one network (one seed)")
     parser.add_argument("--loss-scale", type=float, default=None,
-                        help="both loss weights times this (default 1000 with random weights: LBFGS then "
-                             "stores curvature pairs as with pretrained ones; 1, the tutorial's weights, otherwise)")
+                        help="both loss weights (the tutorial preset's for the network's input scale: 1e6 and 1, "
+                             "300 and 1 at Caffe's) times this (default 1000 with random weights: LBFGS then "
+                             "stores curvature pairs as with pretrained ones; 1, the preset's weights, otherwise)")
     parser.add_argument("--label", metavar="NAME", default=None,
                         help="a name for this machine (letters, digits, . _ -), kept in the JSON's machine block; "
                              "the default output becomes benchmarks/results-DEVICE-NAME.json")
@@ -177,12 +177,13 @@ def path_speed(name: str, device: torch.device) -> Speed:
     return speed_from_config(StyleConfig(**PATHS[name]), device)
 
 
-def build(cnn: torch.nn.Sequential, inputs: Inputs, speed: Speed) -> tuple[Any, list, list]:
+def build(network: Network, inputs: Inputs, speed: Speed) -> tuple[Any, list, list]:
     """A path's model for timing: a bf16 model runs in bf16 from its first evaluation (the steady
     state; a run's first LBFGS step is float32, see fast.FastStyleModel, and the quality runs'
-    wall times include them)."""
+    wall times include them). Each model gets its own preprocessing module."""
     model, style_losses, content_losses = get_style_model_and_losses(
-        cnn, IMAGENET_MEAN, IMAGENET_STD, inputs.style, inputs.content)
+        network.features, IMAGENET_MEAN, IMAGENET_STD, inputs.style, inputs.content,
+        normalization=network.normalization())
     if speed.changes_model:
         model, style_losses, content_losses = accelerate(model, style_losses, content_losses, speed)
         model.exact_left = 0
@@ -206,10 +207,10 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def time_paths(cnn: torch.nn.Sequential, inputs: Inputs, names: list[str], device: torch.device,
+def time_paths(network: Network, inputs: Inputs, names: list[str], device: torch.device,
                rounds: int, warmup: int) -> dict[str, dict[str, float]]:
     """Median s/evaluation (interleaved), FLOPs and FLOP/s of each path at one size."""
-    built = {name: build(cnn, inputs, path_speed(name, device)) for name in names}
+    built = {name: build(network, inputs, path_speed(name, device)) for name in names}
     image = inputs.content.clone().requires_grad_(True)
     result: dict[str, dict[str, float]] = {}
     for name in names:
@@ -232,13 +233,18 @@ def time_paths(cnn: torch.nn.Sequential, inputs: Inputs, names: list[str], devic
     return result
 
 
-def probe_memory(size: int, name: str, steps: int, device: torch.device, seed: int) -> dict[str, Any]:
-    """Peak memory of one path: a child process's peak RSS (CPU) or max_memory_allocated (CUDA)."""
+def probe_memory(size: int, name: str, steps: int, device: torch.device, seed: int,
+                 net: argparse.Namespace) -> dict[str, Any]:
+    """Peak memory of one path: a child process's peak RSS (CPU) or max_memory_allocated (CUDA).
+
+    ``net``: the options' ``model``, ``weights`` and ``preprocess`` (the network the probe's run loads)."""
     if device.type == "cuda":
-        return _probe(size, name, steps, device, seed)
+        return _probe(size, name, steps, device, seed, net)
     command = [sys.executable, str(Path(__file__).resolve()), "--probe", str(size), name, str(steps),
-               "--threads", str(torch.get_num_threads()),
-               "--loss-scale", str(CONTENT_WEIGHT)]
+               "--threads", str(torch.get_num_threads()), "--loss-scale", str(LOSS_SCALE),
+               "--model", net.model, "--weights", net.weights]
+    if net.preprocess is not None:
+        command += ["--preprocess", net.preprocess]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"memory probe {size} px {name} failed: {done.stderr.strip().splitlines()[-1:]}")
@@ -268,20 +274,21 @@ def _reset_peak_rss() -> float:
     return _status_mib("VmRSS:")
 
 
-def _probe(size: int, name: str, steps: int, device: torch.device, seed: int) -> dict[str, Any]:
+def _probe(size: int, name: str, steps: int, device: torch.device, seed: int,
+           net: argparse.Namespace) -> dict[str, Any]:
     """Run the product (``stylize()``) on the path at ``size``; its peak memory from after the images are read.
 
     The default path runs ``steps`` (two LBFGS steps for 20); ``--fast`` runs its coarse-to-fine
     sizes ending at ``size``, one LBFGS step at each smaller size and at ``size`` as many evaluations
     as the default path runs (a bf16 run's first step there is float32, its second bf16): the peak
-    of a coarse-to-fine run is at its final size. The weights (seeded random, ``seed`` 0: "random")
-    are built inside the measured span on both paths alike.
+    of a coarse-to-fine run is at its final size. The weights (``net``'s; seeded random ones are
+    ``seed`` 0: "random") are loaded inside the measured span on both paths alike.
     """
     if seed != 0:
         raise ValueError("the memory probe runs stylize(weights='random'), which is seed 0")
     content, style = load_image(CONTENT, size, device), load_image(STYLE, size, device)
-    config = StyleConfig(size=size, steps=steps, style_weight=STYLE_WEIGHT, content_weight=CONTENT_WEIGHT,
-                         weights="random", device=str(device), **PATHS[name])
+    config = networks.config(net, size=size, steps=steps, style_weight=STYLE_WEIGHT, content_weight=CONTENT_WEIGHT,
+                             device=str(device), **PATHS[name])
     if config.scales > 1:
         final = planned_evaluations(steps)  # the default path's evaluations
         config = dataclasses.replace(config, scale_steps=(1,) * (config.scales - 1) + (final,))
@@ -318,14 +325,15 @@ def _mean_abs_levels(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a.clamp(0, 1) - b.clamp(0, 1).to(a.device)).abs().mean() * 255)
 
 
-def quality_seed(seed: int, cnn: torch.nn.Sequential, weights: str, inputs: Inputs, device: torch.device,
+def quality_seed(seed: int, network: Network, weights: str, inputs: Inputs, device: torch.device,
                  evals: int, control: bool, images: Path | None) -> dict[str, Any]:
-    """One network: the default and --fast through ``stylize()`` (same weights file, loss weights and
-    ``--steps``), and with ``control`` the channels_last fp32 control; each scored by the default path's
-    fp32 loss at the final size."""
-    score = Scorer(cnn, inputs.size, (STYLE_WEIGHT, CONTENT_WEIGHT), device)
+    """One network: the default and --fast through ``stylize()`` (same weights file, network, preprocessing,
+    loss weights and ``--steps``), and with ``control`` the channels_last fp32 control; each scored by the
+    default path's fp32 loss at the final size."""
+    score = Scorer(network.features, inputs.size, (STYLE_WEIGHT, CONTENT_WEIGHT), device,
+                   normalization=network.normalization())
     common = {"size": inputs.size, "steps": evals, "style_weight": STYLE_WEIGHT, "content_weight": CONTENT_WEIGHT,
-              "weights": weights, "device": str(device)}
+              "model": network.model, "weights": weights, "preprocess": network.preprocess, "device": str(device)}
     default = timed_run(StyleConfig(**common), score.shape)
     default_best = _fp32(score, default["best"]["image"])
     default_final = _fp32(score, default["image"])
@@ -357,7 +365,7 @@ def quality_seed(seed: int, cnn: torch.nn.Sequential, weights: str, inputs: Inpu
                                                       _or_start(default["best"]["image"], score))}
     bests = {"default": default["best"]["image"], "fast": fast["best"]["image"]}
     if control:
-        result["control"], bests["control"] = control_run(cnn, inputs, device, evals, score, default_best,
+        result["control"], bests["control"] = control_run(network, inputs, device, evals, score, default_best,
                                                           default_final)
         result["control"]["best_mean_abs_diff_levels"] = _mean_abs_levels(_or_start(bests["control"], score),
                                                                           _or_start(bests["default"], score))
@@ -378,7 +386,7 @@ def quality_seed(seed: int, cnn: torch.nn.Sequential, weights: str, inputs: Inpu
     return result
 
 
-def control_run(cnn: torch.nn.Sequential, inputs: Inputs, device: torch.device, evals: int, score: Scorer,
+def control_run(network: Network, inputs: Inputs, device: torch.device, evals: int, score: Scorer,
                 default_best: float, default_final: float) -> tuple[dict[str, Any], torch.Tensor | None]:
     """The control: channels_last in fp32 (the default's numbers in another summation order), one size,
     through ``run_style_transfer`` from the content image for the same ``--steps``. Its distance from the
@@ -393,9 +401,10 @@ def control_run(cnn: torch.nn.Sequential, inputs: Inputs, device: torch.device, 
     sync(device)
     start, stopped = time.perf_counter(), None
     try:
-        final = run_style_transfer(cnn, IMAGENET_MEAN, IMAGENET_STD, inputs.content, inputs.style,
+        final = run_style_transfer(network.features, IMAGENET_MEAN, IMAGENET_STD, inputs.content, inputs.style,
                                    inputs.content.clone(), evals, STYLE_WEIGHT, CONTENT_WEIGHT, progress=keep_best,
-                                   stats=stats, speed=path_speed("channels_last", device))
+                                   stats=stats, speed=path_speed("channels_last", device),
+                                   normalization=network.normalization())
     except NonFiniteLoss as exc:  # an LBFGS update went non-finite: the user gets the last good image
         final, stopped = exc.image, exc.step
     sync(device)
@@ -424,12 +433,13 @@ def _summary(runs: list[dict[str, Any]], name: str) -> dict[str, Any]:
     return summary
 
 
-def quality_runs(cnn: torch.nn.Sequential, weights: str, inputs: Inputs, device: torch.device, evals: int,
+def quality_runs(network: Network, weights: str, inputs: Inputs, device: torch.device, evals: int,
                  seeds: int, control_seeds: int, images: Path | None = None) -> dict[str, Any]:
     """The default path and the product's --fast (coarse-to-fine) for the same ``--steps``, per network.
 
     With random weights each seed is a network (its state dict saved to a file that both runs load,
-    as a user's ``--weights FILE``); with pretrained ones ``cnn`` and ``weights`` are the one network.
+    as a user's ``--weights FILE``, the same model and preprocessing as ``network``); with pretrained ones
+    ``network`` and ``weights`` are the one network.
     Under random weights LBFGS is chaotic, so one network says little: the summary gives medians and
     ranges over the seeds, and the first ``control_seeds`` seeds also run the control (``control_run``).
     """
@@ -437,10 +447,11 @@ def quality_runs(cnn: torch.nn.Sequential, weights: str, inputs: Inputs, device:
     with tempfile.TemporaryDirectory() as folder:
         for seed in range(seeds):
             if weights == "random":
-                net, path = random_network(seed, Path(folder), device)
-                runs.append(quality_seed(seed, net, str(path), inputs, device, evals, seed < control_seeds, images))
+                net, path = random_network(seed, Path(folder), device, network.model)
+                runs.append(quality_seed(seed, Network(net, network.model, network.preprocess), str(path), inputs,
+                                         device, evals, seed < control_seeds, images))
             else:
-                runs.append(quality_seed(seed, cnn, weights, inputs, device, evals, seed < control_seeds, images))
+                runs.append(quality_seed(seed, network, weights, inputs, device, evals, seed < control_seeds, images))
     default_walls = [run["default"]["wall_s"] for run in runs]
     quality: dict[str, Any] = {
         "steps": evals, "default_evaluations": planned_evaluations(evals),
@@ -502,11 +513,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.markdown:
         print(markdown(json.loads(Path(args.markdown).read_text())))
         return 0
-    global STYLE_WEIGHT, CONTENT_WEIGHT
-    pretrained = args.weights != "random"
-    if args.loss_scale is None:
-        args.loss_scale = 1.0 if pretrained else 1000.0
-    STYLE_WEIGHT, CONTENT_WEIGHT = 1e6 * args.loss_scale, 1.0 * args.loss_scale
+    global STYLE_WEIGHT, CONTENT_WEIGHT, LOSS_SCALE
+    pretrained = not networks.is_random(args)
+    try:
+        preset = networks.preset_weights(args)  # the preset's for the input scale the weights tell
+    except ValueError as exc:  # an ONNX file that does not tell its preprocessing
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    LOSS_SCALE = args.loss_scale = networks.loss_scale(args, args.loss_scale)
+    STYLE_WEIGHT, CONTENT_WEIGHT = preset[0] * args.loss_scale, preset[1] * args.loss_scale
     threads = args.threads or physical_cores()
     torch.set_num_threads(threads)  # a script owns its process; the library never does this
     device = torch.device(args.device)
@@ -515,7 +530,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.probe:
         size, name, steps = args.probe
-        print(json.dumps(_probe(int(size), name, int(steps), device, 0)))
+        print(json.dumps(_probe(int(size), name, int(steps), device, 0, args)))
         return 0
 
     if args.label is not None and not LABEL_RE.match(args.label):
@@ -528,15 +543,18 @@ def main(argv: list[str] | None = None) -> int:
     bf16 = bf16_supported(device)
     names = [n for n in PATHS if bf16 or n not in BF16_PATHS]
     try:
-        cnn = (load_vgg19_features(args.weights) if pretrained else freeze(random_vgg19_features(0))).to(device)
-    except StyleTransferError as exc:
+        network = networks.load(args)  # random: load_network(model, "random"), seed 0
+    except (StyleTransferError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    network.features.to(device)
     if pretrained:
         args.seeds = 1  # one network: the given weights
     report: dict[str, Any] = {
         "machine": describe_machine(device, args.label),
-        "weights": args.weights, "seeds": args.seeds, "control_seeds": min(args.seeds, args.control_seeds),
+        "network": networks.block_of(network, args.weights),
+        "weights": os.path.basename(args.weights), "seeds": args.seeds,
+        "control_seeds": min(args.seeds, args.control_seeds),
         "device": _device_name(device), "threads": threads, "torch": torch.__version__, "bf16_native": bf16,
         "paths": {n: PATHS[n] for n in names}, "fast_resolves_to": path_speed("fast", device).__dict__,
         "fast_runs": "stylize(fast=True): coarse-to-fine, in the quality runs and memory probes",
@@ -545,17 +563,18 @@ def main(argv: list[str] | None = None) -> int:
         "sizes": [], "notes": [],
     }
     print(f"Measured on: {machine_summary(report['machine'])}")
+    print(networks.summary(report["network"]))
     if not bf16:
         report["notes"].append("no native bf16 on this device: bf16 paths skipped, --fast runs in fp32")
     for size in args.sizes:
         inputs = Inputs(size, device)
         entry: dict[str, Any] = {"size": size, "shape": list(inputs.content.shape[-2:]), "pixels": inputs.pixels}
-        entry["paths"] = time_paths(cnn, inputs, names, device, args.rounds, args.warmup)
+        entry["paths"] = time_paths(network, inputs, names, device, args.rounds, args.warmup)
         base = entry["paths"]["default"]["s_per_eval"]
         for stats in entry["paths"].values():
             stats["speedup"] = base / stats["s_per_eval"]
         for name in ("default", "fast"):
-            entry["paths"][name]["memory"] = probe_memory(size, name, args.probe_steps, device, 0)
+            entry["paths"][name]["memory"] = probe_memory(size, name, args.probe_steps, device, 0, args)
         entry["s_per_eval_default"] = base
         entry["s_per_eval_fast"] = entry["paths"]["fast"]["s_per_eval"]
         entry["peak_mib_default"] = entry["paths"]["default"]["memory"]["peak_mib"]
@@ -567,7 +586,7 @@ def main(argv: list[str] | None = None) -> int:
             report["notes"].append(f"{size} px: quality runs skipped (estimated {estimate:.0f} s, "
                                    f"{spent:.0f} s spent of the {args.budget_s:.0f} s budget)")
         else:
-            entry["quality"] = quality_runs(cnn, args.weights, inputs, device, args.evals, args.seeds,
+            entry["quality"] = quality_runs(network, args.weights, inputs, device, args.evals, args.seeds,
                                             args.control_seeds, Path(args.images) if args.images else None)
             entry["verdict"] = verdict(entry)
         report["sizes"].append(entry)
@@ -668,8 +687,8 @@ def machine_line(report: dict[str, Any]) -> str:
 def markdown(report: dict[str, Any]) -> str:
     """The README's tables from a report: per-evaluation cost per path, then runs and memory."""
     names = list(report["paths"])
-    lines = [f"Measured on: {machine_line(report)}", "",
-             "| size | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    lines = [f"Measured on: {machine_line(report)}", networks.summary(report.get("network"), report.get("weights")),
+             "", "| size | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     for entry in report["sizes"]:
         h, w = entry["shape"]
         cells = [f"{entry['paths'][n]['s_per_eval']:.3f} s ({entry['paths'][n]['speedup']:.2f}x)" for n in names]

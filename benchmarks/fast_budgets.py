@@ -6,8 +6,10 @@ Run from the repository root::
     python benchmarks/fast_budgets.py --size 512 --seeds 3  # the size the target is stated at
     python benchmarks/fast_budgets.py --smoke               # seconds: 32 px, tiny budgets (CI)
 
-For each network (VGG19 with seeded random weights, seeds 0..N-1; both loss weights x1000 so that LBFGS
-stores curvature pairs as it does with pretrained weights) it runs, on the sample cat and stain:
+For each network (by default VGG19 with seeded random weights, seeds 0..N-1, both loss weights x1000 so that
+LBFGS stores curvature pairs as it does with pretrained weights; ``--model``, ``--weights`` and ``--preprocess``
+as the command's, where real weights are the one network with the tutorial preset's loss weights for their input
+scale) it runs, on the sample cat and stain:
 
 * the default path for ``--steps`` (300: 320 evaluations), through ``stylize()``: its wall time and its
   best image's loss (the lowest loss any evaluation saw; on the default path that is the fp32 loss);
@@ -19,7 +21,7 @@ stores curvature pairs as it does with pretrained weights) it runs, on the sampl
 Under random weights LBFGS (lr 1, no line search) spikes and is chaotic from about the 30th evaluation on,
 so one network says little: the summary gives, per candidate, the median over networks of the best-loss
 ratio and of the wall-time ratio, and on how many networks the candidate came within 5 % of the default.
-It prints the table and writes JSON (``--out``).
+It prints the table and writes JSON (``--out``; the ``network`` block beside ``machine``).
 """
 
 from __future__ import annotations
@@ -39,8 +41,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))  # quality.py
 
 import torch  # noqa: E402
 
+import networks  # noqa: E402
 from quality import WITHIN, Scorer, first_within, random_network, timed_run  # noqa: E402
 from style_transfer.config import StyleConfig  # noqa: E402
+from style_transfer.errors import StyleTransferError  # noqa: E402
 from style_transfer.fast import FAST_SCALE_SHARES, physical_cores, scale_budgets  # noqa: E402
 
 CANDIDATES = "shares;60,40,60;100,40,60;60,60,100;100,60,100;100,100,100"
@@ -50,11 +54,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--size", type=int, default=256, help="final long side in px (default 256)")
     parser.add_argument("--steps", type=int, default=300, help="the default path's --steps (300 runs 320)")
-    parser.add_argument("--seeds", type=int, default=5, help="networks (random weight seeds 0..N-1)")
+    parser.add_argument("--seeds", type=int, default=5,
+                        help="networks (random weight seeds 0..N-1; real weights are one network)")
     parser.add_argument("--candidates", default=CANDIDATES,
                         help="';'-separated evaluations per size, smallest first; 'shares' is --fast's own split "
                              f"of --steps (default: {CANDIDATES})")
-    parser.add_argument("--loss-scale", type=float, default=1000.0, help="both loss weights times this")
+    networks.add_options(parser)
+    parser.add_argument("--loss-scale", type=float, default=None,
+                        help="both loss weights (the tutorial preset's for the network's input scale) times this "
+                             "(default 1000 with random weights, 1 with real ones)")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: physical cores)")
     parser.add_argument("--out", default=None, help="JSON output (default: benchmarks/results-fast-budgets.json)")
     parser.add_argument("--smoke", action="store_true", help="32 px, 2 networks, tiny budgets: seconds")
@@ -71,12 +79,18 @@ def candidate_budgets(text: str, steps: int) -> list[int]:
     return [int(n) for n in text.split(",")]
 
 
-def measure(seed: int, args: argparse.Namespace, folder: Path) -> dict[str, Any]:
-    cnn, weights_file = random_network(seed, folder)
-    weights = (1e6 * args.loss_scale, 1.0 * args.loss_scale)
-    score = Scorer(cnn, args.size, weights)
-    common = {"size": args.size, "style_weight": weights[0], "content_weight": weights[1],
-              "weights": str(weights_file), "device": "cpu"}
+def measure(seed: int, args: argparse.Namespace, folder: Path, network: Any) -> dict[str, Any]:
+    """One network: seed ``seed``'s random weights (saved to a file in ``folder``), or ``network`` itself
+    (a ``models.Network`` of real weights)."""
+    if networks.is_random(args):
+        cnn, weights_file = random_network(seed, folder, model=args.model)
+    else:
+        cnn, weights_file = network.features, args.weights
+    preset = networks.preset_weights(args)
+    weights = (preset[0] * args.loss_scale, preset[1] * args.loss_scale)
+    score = Scorer(cnn, args.size, weights, normalization=network.normalization())
+    common = {"size": args.size, "style_weight": weights[0], "content_weight": weights[1], "model": args.model,
+              "weights": str(weights_file), "preprocess": network.preprocess, "device": "cpu"}
     default = timed_run(StyleConfig(steps=args.steps, **common), score.shape)
     best_default = default["best"]
     target = best_default["loss"] * WITHIN
@@ -120,13 +134,24 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     torch.set_num_threads(args.threads or physical_cores())
     candidates = args.candidates.split(";")
+    try:
+        network = networks.load(args)  # random: seed 0's, for its model and preprocessing
+        networks.preset_weights(args)
+    except (StyleTransferError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    args.loss_scale = networks.loss_scale(args, args.loss_scale)
+    if not networks.is_random(args):
+        args.seeds = 1  # one network: the given weights
     machine = {"cpu_capability": torch.backends.cpu.get_cpu_capability(), "threads": torch.get_num_threads(),
                "torch": torch.__version__}
+    network_block = networks.block_of(network, args.weights, loss_scale=args.loss_scale)
     print(f"fast budgets at {args.size} px, {args.seeds} networks, default {args.steps} steps; {machine}", flush=True)
+    print(networks.summary(network_block), flush=True)
     runs = []
     with tempfile.TemporaryDirectory() as folder:
         for seed in range(args.seeds):
-            runs.append(measure(seed, args, Path(folder)))
+            runs.append(measure(seed, args, Path(folder), network))
     rows = summarise(runs, candidates)
     print("\ncandidate (evaluations per size) | best loss / default's: median, max | within 5 % | "
           "wall time / default's: median, max")
@@ -135,8 +160,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{row['best_loss_ratio_max']:.3f} | {row['within_5pct']} of {row['networks']} | "
               f"{row['wall_ratio_median']:.3f}, {row['wall_ratio_max']:.3f}")
     out = Path(args.out) if args.out else ROOT / "benchmarks" / "results-fast-budgets.json"
-    out.write_text(json.dumps({"args": {k: v for k, v in vars(args).items()}, "machine": machine, "runs": runs,
-                               "summary": rows}, indent=1))
+    out.write_text(json.dumps({"args": {**vars(args), "weights": network_block["weights"]}, "machine": machine,
+                               "network": network_block, "runs": runs, "summary": rows}, indent=1))
     print(f"wrote {out}")
     return 0
 

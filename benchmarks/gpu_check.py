@@ -11,8 +11,10 @@ cut short keeps what it measured, and exits 0 when every check passed or was ski
 1 when one failed, 2 without a GPU (unless ``--device cpu``) or on a bad option. The parts:
 
 1. ``first_evaluation``: the loss and the image gradient of the first closure evaluation at 128 px
-   (VGG19 with random weights, seed 0; the tutorial's layers; the sample cat and stain; both loss
-   weights x1000, as the benchmark runs) on the GPU in float32, TF32 off (restored after), against
+   (the network of ``--model``, ``--weights`` and ``--preprocess``, as the command's: by default VGG19
+   with random weights, seed 0, and both loss weights x1000, as the benchmark runs; real weights get the
+   tutorial preset's loss weights for their input scale, times ``--loss-scale``; the tutorial's layers;
+   the sample cat and stain) on the GPU in float32, TF32 off (restored after), against
    the CPU's float32. Tolerances: relative loss difference ``LOSS_TOLERANCE`` and gradient max-abs
    difference over the gradient's max-abs ``GRAD_TOLERANCE``, about 100x and 300x the CPU's own
    float32-vs-float64 difference (1e-7 and 3e-7 on the 128 px case, measured on AVX2 and AVX-512 x86).
@@ -28,7 +30,8 @@ cut short keeps what it measured, and exits 0 when every check passed or was ski
 3. ``bf16_gram``: ``style_transfer.fast._gram_forward`` on bf16 feature maps against the float64 Gram
    of the same bf16 values; every entry must lie within ``2^-8 * sum_m |F_im F_jm| / n`` (the bound
    fast.py states); records the largest error/bound ratio. Skipped where the device has no native bf16.
-4. ``machine``: GPU name, compute capability, driver and CUDA versions, torch, the CPU.
+4. ``machine``: GPU name, compute capability, driver and CUDA versions, torch, the CPU; beside it
+   ``network``: the model, the weights' base name and the preprocessing.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import contextlib
 import copy
 import json
 import math
+import os
 import re
 import statistics
 import sys
@@ -56,13 +60,15 @@ from style_transfer.config import StyleConfig  # noqa: E402
 from style_transfer.errors import RunStopped, StyleTransferError  # noqa: E402
 from style_transfer.fast import _gram_forward, bf16_supported, speed_from_config  # noqa: E402
 from style_transfer.images import load_image  # noqa: E402
-from style_transfer.models import IMAGENET_MEAN, IMAGENET_STD, freeze, random_vgg19_features  # noqa: E402
+from style_transfer.models import IMAGENET_MEAN, IMAGENET_STD, Network  # noqa: E402
 from style_transfer.transfer import get_style_model_and_losses, run_style_transfer, stylize  # noqa: E402
 from machines import describe as describe_machine, summary as machine_summary  # noqa: E402
+import networks  # noqa: E402
 
 CONTENT = ROOT / "images" / "chelsea.png"
 STYLE = ROOT / "images" / "ihc.png"
 STYLE_WEIGHT, CONTENT_WEIGHT = 1e6 * 1000, 1.0 * 1000  # the tutorial's x1000: LBFGS stores curvature pairs
+# (random weights; real weights: the preset's for their input scale, times --loss-scale; set in main)
 LOSS_TOLERANCE = 1e-5  # |loss - reference| / |reference|
 GRAD_TOLERANCE = 1e-4  # max |grad - reference| / max |reference|
 GRAM_BOUND_FACTOR = 2.0**-8  # fast._gram_forward: each entry within 2^-8 sum_m |F_im F_jm| / n
@@ -82,6 +88,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--budget-s", type=float, default=270.0,
                         help="skip a timed run whose estimated end passes this many seconds of the script")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
+    networks.add_options(parser)
+    parser.add_argument("--loss-scale", type=float, default=None,
+                        help="both loss weights (the tutorial preset's for the network's input scale) times this "
+                             "(default 1000 with random weights: LBFGS stores curvature pairs; 1 with real ones)")
     parser.add_argument("--label", default=None, help="a name for this machine, kept in the JSON's machine block")
     parser.add_argument("--out", default=None,
                         help="JSON output (default: benchmarks/results-gpu-check.json; -cpu.json with --device cpu)")
@@ -130,16 +140,18 @@ def cuda_flags() -> dict[str, Any]:
 
 # 1. The first evaluation, on two devices or in two precisions.
 
-def first_evaluation(cnn: torch.nn.Sequential, content: torch.Tensor, style: torch.Tensor,
+def first_evaluation(network: Network, content: torch.Tensor, style: torch.Tensor,
                      device: torch.device, dtype: torch.dtype) -> tuple[float, torch.Tensor]:
     """The loss and image gradient of one closure evaluation from the content image.
 
-    ``cnn``, ``content`` and ``style`` (CPU, float32) are copied to ``device`` and ``dtype``; the
-    gradient comes back on the CPU in float64.
+    ``network``'s features, ``content`` and ``style`` (CPU, float32) are copied to ``device`` and ``dtype``
+    (its preprocessing module keeps float32 buffers, as the tutorial's); the gradient comes back on the CPU
+    in float64.
     """
-    cnn = copy.deepcopy(cnn).to(device=device, dtype=dtype)
+    cnn = copy.deepcopy(network.features).to(device=device, dtype=dtype)
     content, style = content.to(device, dtype), style.to(device, dtype)
-    model, style_losses, content_losses = get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD, style, content)
+    model, style_losses, content_losses = get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD, style, content,
+                                                                      normalization=network.normalization())
     image = content.clone().requires_grad_(True)
     model(image)
     loss = STYLE_WEIGHT * sum(s.loss for s in style_losses) + CONTENT_WEIGHT * sum(c.loss for c in content_losses)
@@ -161,21 +173,20 @@ def judge(diff: dict[str, float]) -> dict[str, Any]:
     return {**diff, "loss_tolerance": LOSS_TOLERANCE, "grad_tolerance": GRAD_TOLERANCE, "passed": passed}
 
 
-def check_first_evaluation(device: torch.device, size: int) -> dict[str, Any]:
+def check_first_evaluation(device: torch.device, size: int, network: Network) -> dict[str, Any]:
     """Part 1: the device's float32 first evaluation against the CPU's (on the CPU: against float64)."""
-    cnn = freeze(random_vgg19_features(SEED))
     cpu = torch.device("cpu")
     content, style = load_image(CONTENT, size, cpu), load_image(STYLE, size, cpu)
-    cpu32 = first_evaluation(cnn, content, style, cpu, torch.float32)
-    cpu64 = first_evaluation(cnn, content, style, cpu, torch.float64)
+    cpu32 = first_evaluation(network, content, style, cpu, torch.float32)
+    cpu64 = first_evaluation(network, content, style, cpu, torch.float64)
     result: dict[str, Any] = {"size": size, "shape": list(content.shape[-2:]),
                               "control_cpu_float32_vs_float64": differences(cpu64, cpu32)}
     if device.type == "cuda":
         with tf32(False):
             flags = cuda_flags()
-            device32 = first_evaluation(cnn, content, style, device, torch.float32)
+            device32 = first_evaluation(network, content, style, device, torch.float32)
         with tf32(True):
-            device32_tf32 = first_evaluation(cnn, content, style, device, torch.float32)
+            device32_tf32 = first_evaluation(network, content, style, device, torch.float32)
         result.update(compared="cuda float32, TF32 off", reference="cpu float32", flags_during=flags,
                       check=judge(differences(cpu32, device32)),
                       cuda_vs_cpu_float64=differences(cpu64, device32),
@@ -188,9 +199,13 @@ def check_first_evaluation(device: torch.device, size: int) -> dict[str, Any]:
 
 # 2. Timings of the default path and --fast.
 
-def timed_config(size: int, steps: int, device: torch.device, fast: bool) -> StyleConfig:
-    return StyleConfig(size=size, steps=steps, weights="random", device=str(device), fast=fast,
-                       style_weight=STYLE_WEIGHT, content_weight=CONTENT_WEIGHT)
+def timed_config(size: int, steps: int, device: torch.device, fast: bool,
+                 net: argparse.Namespace | None = None) -> StyleConfig:
+    """A timed run's settings; ``net``: the options' ``model``, ``weights`` and ``preprocess`` (None: random
+    VGG19)."""
+    net = net or argparse.Namespace(model="vgg19", weights="random", preprocess=None)
+    return networks.config(net, size=size, steps=steps, device=str(device), fast=fast,
+                           style_weight=STYLE_WEIGHT, content_weight=CONTENT_WEIGHT)
 
 
 def reset_peak(device: torch.device) -> float | None:
@@ -221,7 +236,7 @@ class Clock:
         self.stamps.append(time.perf_counter())
 
 
-def seconds_per_evaluation(cnn: torch.nn.Sequential, config: StyleConfig, device: torch.device,
+def seconds_per_evaluation(network: Network, config: StyleConfig, device: torch.device,
                            smoke: bool) -> dict[str, Any]:
     """Median interval between evaluations at ``config.size`` in a run of two LBFGS steps (smoke: one).
 
@@ -235,8 +250,9 @@ def seconds_per_evaluation(cnn: torch.nn.Sequential, config: StyleConfig, device
     base = reset_peak(device)
     stopped = None
     try:
-        run_style_transfer(cnn, IMAGENET_MEAN, IMAGENET_STD, content, style, content.clone(), steps,
-                           config.style_weight, config.content_weight, progress=clock, speed=speed)
+        run_style_transfer(network.features, IMAGENET_MEAN, IMAGENET_STD, content, style, content.clone(), steps,
+                           config.style_weight, config.content_weight, progress=clock, speed=speed,
+                           normalization=network.normalization())
     except RunStopped as exc:
         stopped = f"{type(exc).__name__} after {exc.step} evaluations"
     intervals = [b - a for a, b in zip(clock.stamps, clock.stamps[1:])]
@@ -267,20 +283,21 @@ def whole_run(config: StyleConfig, device: torch.device) -> dict[str, Any]:
 
 
 def time_paths(device: torch.device, sizes: list[int], steps: int, smoke: bool, started: float,
-               budget_s: float, notes: list[str], write: Any) -> list[dict[str, Any]]:
+               budget_s: float, notes: list[str], write: Any, network: Network,
+               net: argparse.Namespace) -> list[dict[str, Any]]:
     """Part 2: per size, the default path then --fast: seconds per evaluation, then a whole run."""
-    cnn = freeze(random_vgg19_features(SEED)).to(device)
+    network.features.to(device)
     rows: list[dict[str, Any]] = []
     for size in sizes:
         for name in ("default", "fast"):
-            config = timed_config(size, steps, device, fast=name == "fast")
+            config = timed_config(size, steps, device, fast=name == "fast", net=net)
             row: dict[str, Any] = {"size": size, "path": name}
             rows.append(row)
             if time.perf_counter() - started > budget_s:
                 notes.append(f"{size} px {name}: skipped, the {budget_s:.0f} s budget is spent")
                 continue
             try:
-                row["per_eval"] = seconds_per_evaluation(cnn, config, device, smoke)
+                row["per_eval"] = seconds_per_evaluation(network, config, device, smoke)
                 per_eval = row["per_eval"]["s_per_eval"] or 0.0
                 # Coarse-to-fine sizes cost less per evaluation; up to three extra LBFGS steps of rounding.
                 estimate = 1.3 * per_eval * (steps + 3 * LBFGS_STEP) + 5.0
@@ -351,12 +368,15 @@ def check_bf16_gram(device: torch.device, smoke: bool) -> dict[str, Any]:
 
 # The whole check.
 
-def run(args: argparse.Namespace, device: torch.device, out: Path) -> int:
+def run(args: argparse.Namespace, device: torch.device, out: Path, network: Network) -> int:
     started = time.perf_counter()
+    random = networks.is_random(args)
     report: dict[str, Any] = {
         "machine": describe_machine(device, args.label),
+        "network": networks.block_of(network, args.weights),
         "device": str(device), "smoke": args.smoke, "passed": None,
-        "settings": {"style_weight": STYLE_WEIGHT, "content_weight": CONTENT_WEIGHT, "weights": f"random, seed {SEED}",
+        "settings": {"style_weight": STYLE_WEIGHT, "content_weight": CONTENT_WEIGHT,
+                     "weights": f"random, seed {SEED}" if random else os.path.basename(args.weights),
                      "sizes": args.sizes, "steps": args.steps, "check_size": args.check_size,
                      "flags": cuda_flags() if device.type == "cuda" else None},
         "checks": {}, "timings": [], "notes": [],
@@ -367,14 +387,15 @@ def run(args: argparse.Namespace, device: torch.device, out: Path) -> int:
         out.write_text(json.dumps(report, indent=1) + "\n")
 
     print(f"Measured on: {machine_summary(report['machine'])}")
-    first = report["checks"]["first_evaluation"] = check_first_evaluation(device, args.check_size)
+    print(networks.summary(report["network"]))
+    first = report["checks"]["first_evaluation"] = check_first_evaluation(device, args.check_size, network)
     print_first(first)
     write()
     gram = report["checks"]["bf16_gram"] = check_bf16_gram(device, args.smoke)
     print_gram(gram)
     write()
     report["timings"] = time_paths(device, args.sizes, args.steps, args.smoke, started, args.budget_s,
-                                   report["notes"], write)
+                                   report["notes"], write, network, args)
     print_timings(report["timings"])
     failed = [name for name, check in report["checks"].items() if check["passed"] is False]
     failed += [f"{row['size']} px {row['path']}" for row in report["timings"] if "error" in row]
@@ -426,7 +447,8 @@ def markdown(report: dict[str, Any]) -> str:
     first, gram = report["checks"]["first_evaluation"], report["checks"]["bf16_gram"]
     check = first["check"]
     h, w = first["shape"]
-    lines = [f"Measured on: {machine_summary(report['machine'])}", "",
+    lines = [f"Measured on: {machine_summary(report['machine'])}",
+             networks.summary(report.get("network"), "random"), "",
              "| check | result | tolerance | passed |", "|---|---|---|---|",
              f"| first evaluation {w}x{h}, {first['compared']} vs {first['reference']}: loss | "
              f"{check['loss_rel_diff']:.2e} relative | {check['loss_tolerance']:.0e} | {check['passed']} |",
@@ -478,9 +500,18 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.threads:
         torch.set_num_threads(args.threads)  # a script owns its process; the library never does this
+    global STYLE_WEIGHT, CONTENT_WEIGHT
+    try:
+        network = networks.load(args)  # random: load_network(model, "random"), seed 0 (SEED)
+        preset = networks.preset_weights(args)
+    except (StyleTransferError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    args.loss_scale = networks.loss_scale(args, args.loss_scale)
+    STYLE_WEIGHT, CONTENT_WEIGHT = preset[0] * args.loss_scale, preset[1] * args.loss_scale
     name = "results-gpu-check" + ("-cpu" if device.type == "cpu" else "") + (f"-{args.label}" if args.label else "")
     out = Path(args.out) if args.out else ROOT / "benchmarks" / f"{name}.json"
-    return run(args, device, out)
+    return run(args, device, out, network)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import torch
 
 from style_transfer import NonFiniteLoss, RunStats, StyleConfig, stylize
 from style_transfer.images import load_image, pil_to_tensor
-from style_transfer.models import IMAGENET_MEAN, IMAGENET_STD, freeze, random_vgg19_features
+from style_transfer.models import IMAGENET_MEAN, IMAGENET_STD, freeze, random_vgg_features
 from style_transfer.transfer import get_style_model_and_losses
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,11 +32,13 @@ class Scorer:
     """The default path's fp32 loss of an image at the final size (the benchmark's yardstick)."""
 
     def __init__(self, cnn: torch.nn.Sequential, size: int, weights: tuple[float, float],
-                 device: torch.device | str = "cpu") -> None:
+                 device: torch.device | str = "cpu", normalization: torch.nn.Module | None = None) -> None:
+        """``normalization``: the network's preprocessing module (``Network.normalization()``; None: the
+        tutorial's ImageNet mean and std)."""
         self.content = load_image(CONTENT, size, device)
         style = load_image(STYLE, size, device)
         self.model, self.style_losses, self.content_losses = get_style_model_and_losses(
-            cnn, IMAGENET_MEAN, IMAGENET_STD, style, self.content)
+            cnn, IMAGENET_MEAN, IMAGENET_STD, style, self.content, normalization=normalization)
         self.style_weight, self.content_weight = weights
 
     @property
@@ -51,11 +53,12 @@ class Scorer:
                          + self.content_weight * sum(cl.loss for cl in self.content_losses))
 
 
-def random_network(seed: int, folder: Path, device: torch.device | str = "cpu") -> tuple[torch.nn.Sequential, Path]:
-    """VGG19 features with seeded random weights, and a state dict file of them for ``stylize(weights=FILE)``
-    (its own ``weights="random"`` is always seed 0)."""
-    cnn = freeze(random_vgg19_features(seed))
-    path = folder / f"vgg19-random-{seed}.pth"
+def random_network(seed: int, folder: Path, device: torch.device | str = "cpu",
+                   model: str = "vgg19") -> tuple[torch.nn.Sequential, Path]:
+    """VGG features (``model``) with seeded random weights, and a state dict file of them for
+    ``stylize(weights=FILE)`` (its own ``weights="random"`` is always seed 0)."""
+    cnn = freeze(random_vgg_features(model, seed))
+    path = folder / f"{model}-random-{seed}.pth"
     torch.save(cnn.state_dict(), path)
     return cnn.to(device), path
 

@@ -15,9 +15,10 @@ Per size it times, alternating in one process so both see the same machine load:
 * ``run+served``: a preview every 5 evaluations (``stylize-serve``'s default), each one encoded as PNG on
   another thread while the run goes on, as the web app does when the page fetches every preview.
 
-All load the same network (random weights, seed 0, saved once to a file) and run the same evaluations. It prints the
-median seconds of each and their ratios to ``loop``; issue 13's target: ``run`` at most 1.02x; issue 14's:
-``run+served`` at most 1.05x.
+All load the same network (``--model``, ``--weights`` and ``--preprocess``, as the command's; by default VGG19 with
+random weights, seed 0, saved once to a file) with the tutorial preset's loss weights for its input scale, and run the
+same evaluations. It prints the median seconds of each and their ratios to ``loop``; issue 13's target: ``run`` at
+most 1.02x; issue 14's: ``run+served`` at most 1.05x. The JSON records the network beside the machine block.
 """
 
 from __future__ import annotations
@@ -40,11 +41,12 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import torch  # noqa: E402
 
 import machines  # noqa: E402
+import networks  # noqa: E402
 from style_transfer.config import RunOptions, StyleConfig  # noqa: E402
 from style_transfer.fast import physical_cores  # noqa: E402
+from style_transfer.errors import StyleTransferError  # noqa: E402
 from style_transfer.images import load_image  # noqa: E402
-from style_transfer.models import (IMAGENET_MEAN, IMAGENET_STD, freeze, load_vgg19_features,  # noqa: E402
-                                   random_vgg19_features)
+from style_transfer.models import IMAGENET_MEAN, IMAGENET_STD, load_network  # noqa: E402
 from style_transfer.run import Run  # noqa: E402
 from style_transfer.transfer import run_style_transfer  # noqa: E402
 
@@ -78,23 +80,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--out", default=None, help="JSON output (default: benchmarks/results-run-overhead.json)")
     parser.add_argument("--smoke", action="store_true")
+    networks.add_options(parser)
     args = parser.parse_args(argv)
     if args.smoke:
         args.sizes, args.steps, args.rounds = "32", 1, 1
     torch.set_num_threads(args.threads or physical_cores())
-    cnn = freeze(random_vgg19_features(0))
-    report = {"machine": machines.describe(torch.device("cpu")), "sizes": {}}
+    try:
+        net = networks.load(args)  # random: load_network(model, "random"), seed 0
+        networks.preset_weights(args)
+    except (StyleTransferError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    report = {"machine": machines.describe(torch.device("cpu")), "network": networks.block_of(net, args.weights),
+              "sizes": {}}
     print(f"Measured on: {machines.summary(report['machine'])}")
+    print(networks.summary(report["network"]))
     with tempfile.TemporaryDirectory() as folder:
-        weights = Path(folder) / "vgg19-random-0.pth"
-        torch.save(cnn.state_dict(), weights)  # the same network for Run, which loads its weights itself
+        weights = args.weights
+        if networks.is_random(args):  # the same network for Run, which loads its weights itself
+            weights = str(Path(folder) / f"{args.model}-random-0.pth")
+            torch.save(net.features.state_dict(), weights)
         for size in (int(s) for s in args.sizes.split(",")):
-            config = StyleConfig(size=size, steps=args.steps, weights=str(weights), device="cpu")
+            config = StyleConfig(size=size, steps=args.steps, model=args.model, weights=weights,
+                                 preprocess=net.preprocess, device="cpu")
 
             def loop() -> None:
-                network = load_vgg19_features(str(weights))
+                network = load_network(config.model, weights, preprocess=config.preprocess)
                 content, style = load_image(CONTENT, size), load_image(STYLE, size)
-                run_style_transfer(network, IMAGENET_MEAN, IMAGENET_STD, content, style, content.clone(), args.steps)
+                run_style_transfer(network.features, IMAGENET_MEAN, IMAGENET_STD, content, style, content.clone(),
+                                   args.steps, config.style_weight, config.content_weight,
+                                   content_layers=config.content_layers, style_layers=config.style_layers,
+                                   normalization=network.normalization())
 
             paths = {"loop": loop, "run": lambda: Run(CONTENT, STYLE, config).execute(),
                      "run+previews": lambda: Run(CONTENT, STYLE, config, RunOptions(preview_every=10)).execute(),
