@@ -117,7 +117,7 @@ class ModelBuilt(Exception):
 
 @pytest.fixture
 def no_model(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Make building VGG19 (every loader goes through models.vgg19_features) fail loudly; count the tries."""
+    """Make building the network (every loader goes through models.vgg_features) fail loudly; count the tries."""
     from style_transfer import models
 
     built: list[int] = []
@@ -126,7 +126,7 @@ def no_model(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         built.append(1)
         raise ModelBuilt("the model was built")
 
-    monkeypatch.setattr(models, "vgg19_features", refuse)
+    monkeypatch.setattr(models, "vgg_features", refuse)
     return built
 
 
