@@ -257,11 +257,13 @@ def is_onnx_file(path: Path) -> bool:
     """
     if path.suffix.lower() == ".onnx":
         return True
+    if not path.is_file():  # a FIFO would block the read; a folder, a missing file: load_state_file names it
+        return False
     try:
         with open(path, "rb") as handle:
             return handle.read(1) == b"\x08"
     except OSError:
-        return False  # load_state_file names the problem
+        return False
 
 
 def conv_count(state: Mapping[str, torch.Tensor]) -> int:
