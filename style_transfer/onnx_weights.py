@@ -7,6 +7,8 @@ Needs the optional ``onnx`` package (``pip install 'style_transfer[onnx]'``).
 
 from __future__ import annotations
 
+import functools
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -98,9 +100,19 @@ def read_onnx_vgg(path: str | Path) -> OnnxVgg:
 def preprocess_of(path: str | Path) -> str | None:
     """The preprocessing an ONNX file's graph tells (``"caffe"`` for a channels-last Keras export), or None.
 
-    Reads the graph without torch (for ``StyleConfig``). None also when the file cannot be read: the loader
-    names that problem when the run starts.
+    Reads the graph without torch (for ``StyleConfig``), once per file while it stays unchanged (a batch makes
+    a config per item). None also when the file cannot be read: the loader names that problem when the run
+    starts.
     """
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return _preprocess_of(os.path.realpath(path), info.st_mtime_ns, info.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _preprocess_of(path: str, mtime_ns: int, size: int) -> str | None:
     try:
         graph = _graph(Path(path))
     except WeightsError:

@@ -112,3 +112,14 @@ def vgg16(vgg16_onnx: Path):
     from style_transfer.models import load_network
 
     return load_network("vgg16", str(vgg16_onnx))
+
+
+def load_benchmark(name: str):
+    """A script of benchmarks/ as a module (benchmark.py and gpu_check.py put benchmarks/ on sys.path)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"_bench_{name}", IMAGES.parent / "benchmarks" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

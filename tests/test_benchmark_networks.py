@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import subprocess
 import sys
@@ -13,17 +12,13 @@ from types import ModuleType
 
 import pytest
 
+from .conftest import load_benchmark
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ("benchmark", "flicker", "tiling", "batch", "memory", "run_overhead", "fast_budgets", "gpu_check")
 
 
-def load(name: str) -> ModuleType:
-    """A script of benchmarks/ as a module (benchmark.py and gpu_check.py put benchmarks/ on sys.path)."""
-    spec = importlib.util.spec_from_file_location(f"_bench_{name}", ROOT / "benchmarks" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+load = load_benchmark  # a script of benchmarks/ as a module (conftest.load_benchmark)
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,6 @@ benchmark.py. Correctness only, never timing."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import socket
@@ -15,17 +14,13 @@ from types import ModuleType
 import pytest
 import torch
 
+from .conftest import load_benchmark
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "gpu_check.py"
 
 
-def load(name: str) -> ModuleType:
-    """A script of benchmarks/ as a module (it puts benchmarks/ on sys.path for machines.py)."""
-    spec = importlib.util.spec_from_file_location(f"_bench_{name}", ROOT / "benchmarks" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+load = load_benchmark  # a script of benchmarks/ as a module (conftest.load_benchmark)
 
 
 @pytest.fixture(scope="module")
