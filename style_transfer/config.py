@@ -39,6 +39,8 @@ def preprocess_by_name(weights: str) -> str | None:
     if name in CAFFE256_FILES:
         return "caffe256"
     return None if name.lower().endswith(".onnx") else "torchvision"
+
+
 _DEVICE_RE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 
 
@@ -198,9 +200,13 @@ def _resolve_preprocess(config: StyleConfig) -> None:
         return
     told = preprocess_by_name(config.weights)
     if told is None and os.path.isfile(config.weights):
+        from .errors import WeightsError
         from .onnx_weights import preprocess_of  # torch-free: reads the graph only
 
-        told = preprocess_of(config.weights)
+        try:
+            told = preprocess_of(config.weights)
+        except WeightsError:
+            return  # unreadable (not ONNX, no onnx package): the loader names the problem when the run starts
         if told is None:
             raise ValueError(f"{os.path.basename(config.weights)}: cannot tell which preprocessing these weights "
                              f"expect; pass preprocess (--preprocess) torchvision (RGB, ImageNet mean and std) or "

@@ -101,22 +101,21 @@ def preprocess_of(path: str | Path) -> str | None:
     """The preprocessing an ONNX file's graph tells (``"caffe"`` for a channels-last Keras export), or None.
 
     Reads the graph without torch (for ``StyleConfig``), once per file while it stays unchanged (a batch makes
-    a config per item). None also when the file cannot be read: the loader names that problem when the run
-    starts.
+    a config per item).
+
+    Raises:
+        WeightsError: the file cannot be read (missing, not ONNX, onnx not installed), in one line.
     """
     try:
         info = os.stat(path)
-    except OSError:
-        return None
+    except OSError as exc:
+        raise WeightsError(f"{shown(path)}: cannot be read ({exc.strerror or exc})") from None
     return _preprocess_of(os.path.realpath(path), info.st_mtime_ns, info.st_size)
 
 
 @functools.lru_cache(maxsize=8)
 def _preprocess_of(path: str, mtime_ns: int, size: int) -> str | None:
-    try:
-        graph = _graph(Path(path))
-    except WeightsError:
-        return None
+    graph = _graph(Path(path))
     conv = next((node for node in graph.node if node.op_type == "Conv"), None)
     return "caffe" if conv is not None and _input_is_channels_last(graph, conv) else None
 
