@@ -59,8 +59,6 @@ def command(name: str, weights: Path, threads: int) -> list[str]:
             "--threads", str(threads), "-q", *extra]
     if name == WATCHED:
         args += ["--animate", str(ROOT / "docs" / "run-vgg16.webp"), "--plot", str(ROOT / "docs" / "loss-vgg16.png")]
-        # (docs/run-vgg16.webp was made by a stylize that kept one frame: --animate alone asked for no previews,
-        # fixed since; make cat__stain again with --force to get the animation.)
     return args
 
 
