@@ -97,6 +97,14 @@ def fill(driver: Any, element_id: str, value: str) -> None:
     field.send_keys(value)
 
 
+def start_small_job(driver: Any, steps: str = "10") -> None:
+    """Ask for a 48 px job of ``steps`` steps on random weights and press Start."""
+    fill(driver, "size", "48")
+    fill(driver, "steps", steps)
+    Select(driver.find_element(By.ID, "weights")).select_by_value("random")
+    driver.find_element(By.ID, "start").click()
+
+
 def test_a_person_uploads_watches_cancels_and_downloads(tmp_path: Path, browser: Any) -> None:
     content, style = tmp_path / "cat.png", tmp_path / "stain.png"
     small_image("chelsea.png", (48, 32)).save(content)
@@ -110,10 +118,7 @@ def test_a_person_uploads_watches_cancels_and_downloads(tmp_path: Path, browser:
         browser.find_element(By.ID, "style-input").send_keys(str(style))
         wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#content-thumbs img, #style-thumbs img")) == 2,
              "two thumbnails")
-        fill(browser, "size", "48")
-        fill(browser, "steps", "10")
-        Select(browser.find_element(By.ID, "weights")).select_by_value("random")
-        browser.find_element(By.ID, "start").click()
+        start_small_job(browser)
 
         wait(browser, lambda d: d.find_element(By.ID, "status").text.startswith("Done"), "the first job to finish")
         wait(browser, lambda d: number(d, "document.getElementById('result').naturalWidth") == 48, "the final image")
@@ -202,10 +207,7 @@ def test_the_page_shows_no_stale_state(tmp_path: Path, browser: Any) -> None:
         browser.find_element(By.ID, "style-input").send_keys(str(style))
         wait(browser, lambda d: not shown(d, "error"), "the error to go with the style's pick")
 
-        fill(browser, "size", "48")
-        fill(browser, "steps", "10")
-        Select(browser.find_element(By.ID, "weights")).select_by_value("random")
-        browser.find_element(By.ID, "start").click()
+        start_small_job(browser)
         wait(browser, lambda d: d.find_element(By.ID, "status").text.startswith("Done"), "the first job to finish")
         wait(browser, lambda d: number(d, "document.getElementById('result').naturalWidth") == 48, "the final image")
         statuses = browser.execute_script("return window.statuses;")
@@ -243,10 +245,7 @@ def test_the_page_fits_a_phone(tmp_path: Path, browser: Any) -> None:
         wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#sample-list .sample"), "the sample images")
         browser.find_element(By.ID, "content-input").send_keys(str(content))
         browser.find_element(By.ID, "style-input").send_keys(str(style))
-        fill(browser, "size", "48")
-        fill(browser, "steps", "4")
-        Select(browser.find_element(By.ID, "weights")).select_by_value("random")
-        browser.find_element(By.ID, "start").click()
+        start_small_job(browser, steps="4")
         wait(browser, lambda d: d.find_element(By.ID, "status").text.startswith("Done"), "the job to finish")
         wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#gallery-list li"), "the gallery entry")
         width, scroll, outside = browser.execute_script("""
