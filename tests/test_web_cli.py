@@ -157,19 +157,23 @@ class Server:
             raise AssertionError("the server did not stop") from None
 
 
-def test_ctrl_c_stops_the_server_and_keeps_the_running_image(tmp_path: Path) -> None:
-    httpx = pytest.importorskip("httpx")
-    pytest.importorskip("fastapi", reason="the web extra is not installed")
+def job_files() -> list[tuple[str, tuple[str, bytes, str]]]:
+    """A job's uploads: the cat (48x32) as content and the stain (40x40) as style, PNG."""
     cat, stain = io.BytesIO(), io.BytesIO()
     small_image("chelsea.png", (48, 32)).save(cat, format="PNG")
     small_image("ihc.png", (40, 40)).save(stain, format="PNG")
+    return [("content", ("cat.png", cat.getvalue(), "image/png")), ("style", ("stain.png", stain.getvalue(), "image/png"))]
+
+
+def test_ctrl_c_stops_the_server_and_keeps_the_running_image(tmp_path: Path) -> None:
+    httpx = pytest.importorskip("httpx")
+    pytest.importorskip("fastapi", reason="the web extra is not installed")
     server = Server(tmp_path / "data")
     try:
         assert server.url.startswith("http://127.0.0.1:") and server.url.endswith("/")
         with httpx.Client(base_url=server.url, timeout=60) as client:
             assert client.get("/").status_code == 200
-            created = client.post("/api/jobs", files=[("content", ("cat.png", cat.getvalue(), "image/png")),
-                                                      ("style", ("stain.png", stain.getvalue(), "image/png"))],
+            created = client.post("/api/jobs", files=job_files(),
                                   data={"size": "48", "steps": "10000"})
             assert created.status_code == 201, created.text
             job = created.json()["id"]
@@ -190,16 +194,12 @@ def test_ctrl_c_stops_the_server_and_keeps_the_running_image(tmp_path: Path) -> 
 def test_model_vgg16_with_random_weights_serves_vgg16_by_default(tmp_path: Path) -> None:
     httpx = pytest.importorskip("httpx")
     pytest.importorskip("fastapi", reason="the web extra is not installed")
-    cat, stain = io.BytesIO(), io.BytesIO()
-    small_image("chelsea.png", (48, 32)).save(cat, format="PNG")
-    small_image("ihc.png", (40, 40)).save(stain, format="PNG")
     server = Server(tmp_path / "data", "--model", "vgg16")  # Server passes --weights random
     try:
         with httpx.Client(base_url=server.url, timeout=60) as client:
             options = client.get("/api/options").json()
             assert options["defaults"]["model"] == "vgg16" and options["defaults"]["weights"] == "random"
-            created = client.post("/api/jobs", files=[("content", ("cat.png", cat.getvalue(), "image/png")),
-                                                      ("style", ("stain.png", stain.getvalue(), "image/png"))],
+            created = client.post("/api/jobs", files=job_files(),
                                   data={"size": "32", "steps": "1"})  # no weights, no model: the server's
             assert created.status_code == 201, created.text
             with client.stream("GET", f"/api/jobs/{created.json()['id']}/events") as stream:
