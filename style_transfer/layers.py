@@ -16,13 +16,29 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # torch is imported where a module is built: StyleConfig validates names without it
     from torch import nn
 
-# Convs per block of VGG19 ("E"): 2, 2, 4, 4, 4, each block ended by a 2x2 max pool; VGG16 ("D"): 2, 2, 3, 3, 3.
-VGG19_BLOCKS: tuple[int, ...] = (2, 2, 4, 4, 4)
-VGG16_BLOCKS: tuple[int, ...] = (2, 2, 3, 3, 3)
-# The networks a run can use (StyleConfig.model), the tutorial's first.
-MODEL_BLOCKS: dict[str, tuple[int, ...]] = {"vgg19": VGG19_BLOCKS, "vgg16": VGG16_BLOCKS}
-MODELS: tuple[str, ...] = tuple(MODEL_BLOCKS)
+# torchvision's VGG feature layouts, the tutorial's network first (StyleConfig.model): channels per conv, "M" for
+# a 2x2 max pool (models builds them; onnx_weights matches a graph's convolutions against them).
+VGG_LAYOUTS: dict[str, tuple[int | str, ...]] = {
+    "vgg19": (64, 64, "M", 128, 128, "M", 256, 256, 256, 256, "M", 512, 512, 512, 512, "M", 512, 512, 512, 512, "M"),
+    "vgg16": (64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M"),
+}
+MODELS: tuple[str, ...] = tuple(VGG_LAYOUTS)
 
+
+def _blocks(layout: Sequence[int | str]) -> tuple[int, ...]:
+    counts, convs = [], 0
+    for item in layout:
+        if item == "M":
+            counts.append(convs)
+            convs = 0
+        else:
+            convs += 1
+    return tuple(counts)
+
+
+# Convs per block, each block ended by a pool: VGG19 ("E") 2, 2, 4, 4, 4; VGG16 ("D") 2, 2, 3, 3, 3.
+MODEL_BLOCKS: dict[str, tuple[int, ...]] = {name: _blocks(layout) for name, layout in VGG_LAYOUTS.items()}
+VGG19_BLOCKS, VGG16_BLOCKS = MODEL_BLOCKS["vgg19"], MODEL_BLOCKS["vgg16"]
 
 def tutorial_names_of(blocks: Sequence[int]) -> tuple[str, ...]:
     """The tutorial's names of a VGG ``features`` block with these convs per block, in order."""

@@ -24,7 +24,7 @@ from torchvision.models import VGG16_Weights, VGG19_Weights
 from .config import PREPROCESSINGS, preprocess_by_name
 from .errors import WeightsError
 from .files import open_regular, shown
-from .layers import MODELS
+from .layers import MODELS, VGG_LAYOUTS
 
 # ImageNet statistics the VGG weights were trained with (the tutorial's values).
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -39,12 +39,8 @@ CAFFE_MEAN_BGR = (103.939, 116.779, 123.68)
 # (config.PREPROCESSINGS names them, so StyleConfig checks the name without torch.)
 CAFFE_SCALES = {"caffe": 255.0, "caffe256": 256.0}
 
-# torchvision's VGG feature layouts, channels per conv, "M" for a 2x2 max pool: VGG19 ("E") and VGG16 ("D").
-VGG19_LAYOUT: tuple[int | str, ...] = (64, 64, "M", 128, 128, "M", 256, 256, 256, 256, "M",
-                                       512, 512, 512, 512, "M", 512, 512, 512, 512, "M")
-VGG16_LAYOUT: tuple[int | str, ...] = (64, 64, "M", 128, 128, "M", 256, 256, 256, "M",
-                                       512, 512, 512, "M", 512, 512, 512, "M")
-VGG_LAYOUTS: dict[str, tuple[int | str, ...]] = {"vgg19": VGG19_LAYOUT, "vgg16": VGG16_LAYOUT}
+# torchvision's VGG feature layouts (layers.py, torch-free, so onnx_weights reads them too).
+VGG19_LAYOUT, VGG16_LAYOUT = VGG_LAYOUTS["vgg19"], VGG_LAYOUTS["vgg16"]
 IMAGENET_WEIGHTS = {"vgg19": VGG19_Weights.IMAGENET1K_V1, "vgg16": VGG16_Weights.IMAGENET1K_V1}
 
 DOWNLOAD_TIMEOUT_S = 30.0

@@ -15,15 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import WeightsError
 from .files import open_regular, shown
+from .layers import VGG_LAYOUTS as _LAYOUTS
 
 if TYPE_CHECKING:  # torch is imported where tensors are made: config asks preprocess_of without it
     import torch
 
-# Channels per conv and "M" per pool, as models.VGG_LAYOUTS (not imported: models imports this module lazily).
-_LAYOUTS: dict[str, tuple[int | str, ...]] = {
-    "vgg16": (64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M"),
-    "vgg19": (64, 64, "M", 128, 128, "M", 256, 256, 256, 256, "M", 512, 512, 512, 512, "M", 512, 512, 512, 512, "M"),
-}
 # Nodes allowed between the graph's input and its first convolution: a layout change, nothing that changes values.
 _PASS_THROUGH = ("Transpose", "Identity", "Cast", "Reshape")
 _POOLS = ("MaxPool", "AveragePool")
