@@ -255,21 +255,47 @@ def test_the_command_imports_neither_torch_nor_ray() -> None:
     assert done.stdout.strip() == "[]"
 
 
+# The child's worker says when its first item is under way (a flag file) and holds it there until the
+# test has sent Ctrl-C (a second file): the report's appearance is earlier than that, so waiting for it
+# raced with the checks run_batch makes before the first item (CI once sent the signal in that gap).
+_HELD_FIRST_ITEM = """
+import sys, time
+from pathlib import Path
+from style_transfer.batch import worker
+started, go = Path(sys.argv[1]), Path(sys.argv[2])
+made = worker.Worker.make
+def make(self, item):
+    if not started.exists():
+        started.touch()
+        deadline = time.monotonic() + 60
+        while not go.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+    return made(self, item)
+worker.Worker.make = make
+from style_transfer.batch.cli import main
+main(sys.argv[3:], prog_name="stylize-batch")
+"""
+
+
 @pytest.mark.slow
 def test_ctrl_c_finishes_the_item_under_way_keeps_it_and_exits_130(inputs: dict[str, Path], tmp_path: Path) -> None:
     import signal
     import subprocess
     import time
 
-    out = tmp_path / "out"
+    out, started, go = tmp_path / "out", tmp_path / "started", tmp_path / "go"
     root = Path(__file__).resolve().parent.parent
-    command = [sys.executable, "-m", "style_transfer.batch.cli", str(inputs["cat"]), str(inputs["coffee"]),
-               str(inputs["brick"]), "--style", str(inputs["ihc"]), "-o", str(out), *TINY, "--steps", "40"]
+    command = [sys.executable, "-c", _HELD_FIRST_ITEM, str(started), str(go), str(inputs["cat"]),
+               str(inputs["coffee"]), str(inputs["brick"]), "--style", str(inputs["ihc"]), "-o", str(out), *TINY,
+               "--steps", "40"]
     process = subprocess.Popen(command, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
-    while not (out / "batch.jsonl").exists() and process.poll() is None and time.monotonic() < deadline:
+    while not started.exists() and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
-    process.send_signal(signal.SIGINT)  # the report appears once the network is loaded: the first item is under way
+    assert started.exists(), process.communicate(timeout=60)[1]
+    process.send_signal(signal.SIGINT)  # the first item is under way, held until the signal is sent
+    time.sleep(0.5)  # the child's handler runs in its main thread, which is sleeping in the hold: it runs now
+    go.touch()
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 130, stderr
     assert "Traceback" not in stderr and "interrupted: items under way were finished" in stderr
