@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import networks  # noqa: E402  (torch-free)
-from style_transfer.provenance import read_record  # noqa: E402  (torch-free)
+from style_transfer.io.metadata import read_record  # noqa: E402  (torch-free)
 
 SOURCES = ["chelsea.png", "coffee.png", "brick.png", "hubble_deep_field.jpg"]
 

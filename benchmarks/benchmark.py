@@ -70,27 +70,16 @@ import torch  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 from style_transfer.config import FAST_SCALES, StyleConfig  # noqa: E402
-from style_transfer.fast import (  # noqa: E402
-    FAST_SCALE_SHARES,
-    Speed,
-    accelerate,
-    bf16_supported,
-    physical_cores,
-    scale_budgets,
-    scale_sizes,
-    speed_from_config,
-)
-from style_transfer.images import load_image, save_image  # noqa: E402
-from style_transfer.models import IMAGENET_MEAN, IMAGENET_STD, Network  # noqa: E402
+from style_transfer.run.plans import FAST_SCALE_SHARES, scale_budgets, scale_sizes  # noqa: E402
+from style_transfer.speed.fast import Speed, accelerate, bf16_supported, physical_cores, speed_from_config  # noqa: E402
+from style_transfer.io.images import load_image, save_image  # noqa: E402
+from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD, Network  # noqa: E402
 from style_transfer.errors import NonFiniteLoss, StyleTransferError  # noqa: E402
-from style_transfer.guards import RunStats  # noqa: E402
-from style_transfer.images import pil_to_tensor, tensor_to_pil  # noqa: E402
-from style_transfer.transfer import (  # noqa: E402
-    get_style_model_and_losses,
-    planned_evaluations,
-    run_style_transfer,
-    stylize,
-)
+from style_transfer.core.stats import RunStats  # noqa: E402
+from style_transfer.io.images import pil_to_tensor, tensor_to_pil  # noqa: E402
+from style_transfer.core.transfer import get_style_model_and_losses, run_style_transfer  # noqa: E402
+from style_transfer.run.plans import planned_evaluations  # noqa: E402
+from style_transfer.run.run import stylize  # noqa: E402
 from machines import describe as describe_machine, summary as machine_summary  # noqa: E402
 import networks  # noqa: E402
 from quality import CONTENT, STYLE, WITHIN, Scorer, first_within, random_network, spread, timed_run  # noqa: E402

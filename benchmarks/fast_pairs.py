@@ -26,8 +26,8 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from style_transfer.config import StyleConfig  # noqa: E402
-from style_transfer.models import load_network  # noqa: E402
-from style_transfer.run import Run  # noqa: E402
+from style_transfer.core.vgg import load_network  # noqa: E402
+from style_transfer.run.run import Run  # noqa: E402
 
 PAIRS = (("chelsea.png", "ihc.png"), ("coffee.png", "hubble_deep_field.jpg"), ("astronaut.png", "ihc.png"),
          ("chelsea.png", "brick.png"))

@@ -85,7 +85,7 @@ def style_picture(size: int = 64, seed: int = 1) -> "object":
 
 def measure(folder: str, style: object, config: object, settings: object) -> dict:
     """Run one mode over the clip in ``folder``: seconds per frame, flow share, warping error."""
-    from style_transfer.transfer import default_size, resolve_device
+    from style_transfer.run.prepare import default_size, resolve_device
     from style_transfer.video.runner import VideoRun, flicker
 
     video = VideoRun(folder, [style], config, settings)

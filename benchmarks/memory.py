@@ -1,4 +1,4 @@
-"""Peak memory of a run against the estimate the size check uses (style_transfer.guards).
+"""Peak memory of a run against the estimate the size check uses (style_transfer.speed.memory).
 
     python benchmarks/memory.py [SIZE ...]          # default: 64 128 256 384, one LBFGS step each
     python benchmarks/memory.py --fast [SIZE ...]   # the same with --fast
@@ -35,8 +35,8 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - start) * 1024)
 CHILD_FILE = """
 import ctypes, resource, sys, torch
 from style_transfer import StyleConfig
-from style_transfer.models import load_network
-from style_transfer.run import Run
+from style_transfer.core.vgg import load_network
+from style_transfer.run.run import Run
 size, fast = int(sys.argv[1]), sys.argv[2] == "fast"
 model, weights, preprocess = sys.argv[3], sys.argv[4], sys.argv[5] or None
 images = [torch.rand(1, 3, size, size, generator=torch.Generator().manual_seed(i)) for i in (0, 1)]
@@ -69,8 +69,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from style_transfer import StyleConfig, guards
-    from style_transfer.fast import speed_from_config
+    from style_transfer import StyleConfig
+    from style_transfer.speed import memory as guards
+    from style_transfer.speed.fast import speed_from_config
 
     fast = args.fast
     sizes = args.sizes or [64, 128, 256, 384]

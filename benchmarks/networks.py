@@ -63,7 +63,7 @@ def load(args: argparse.Namespace) -> Any:
     Raises:
         WeightsError: the weights cannot be read or do not fit; ValueError: a bad model or preprocessing.
     """
-    from style_transfer.models import load_network
+    from style_transfer.core.vgg import load_network
 
     return load_network(args.model, args.weights, preprocess=args.preprocess)
 

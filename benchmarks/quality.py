@@ -18,9 +18,9 @@ from typing import Any
 import torch
 
 from style_transfer import NonFiniteLoss, RunStats, StyleConfig, stylize
-from style_transfer.images import load_image, pil_to_tensor
-from style_transfer.models import IMAGENET_MEAN, IMAGENET_STD, freeze, random_vgg_features
-from style_transfer.transfer import get_style_model_and_losses
+from style_transfer.io.images import load_image, pil_to_tensor
+from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD, freeze, random_vgg_features
+from style_transfer.core.transfer import get_style_model_and_losses
 
 ROOT = Path(__file__).resolve().parent.parent
 CONTENT = ROOT / "images" / "chelsea.png"

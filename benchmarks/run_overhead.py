@@ -43,12 +43,12 @@ import torch  # noqa: E402
 import machines  # noqa: E402
 import networks  # noqa: E402
 from style_transfer.config import RunOptions, StyleConfig  # noqa: E402
-from style_transfer.fast import physical_cores  # noqa: E402
+from style_transfer.speed.fast import physical_cores  # noqa: E402
 from style_transfer.errors import StyleTransferError  # noqa: E402
-from style_transfer.images import load_image  # noqa: E402
-from style_transfer.models import IMAGENET_MEAN, IMAGENET_STD, load_network  # noqa: E402
-from style_transfer.run import Run  # noqa: E402
-from style_transfer.transfer import run_style_transfer  # noqa: E402
+from style_transfer.io.images import load_image  # noqa: E402
+from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD, load_network  # noqa: E402
+from style_transfer.run.run import Run  # noqa: E402
+from style_transfer.core.transfer import run_style_transfer  # noqa: E402
 
 CONTENT = ROOT / "images" / "chelsea.png"
 STYLE = ROOT / "images" / "ihc.png"

@@ -32,10 +32,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CHILD = r"""
 import json, resource, statistics, sys, time, torch
-from style_transfer import tiling
-from style_transfer.models import IMAGENET_MEAN, IMAGENET_STD, load_network
-from style_transfer.backward import weighted_scores
-from style_transfer.transfer import get_style_model_and_losses
+from style_transfer.speed import tiling
+from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD, load_network
+from style_transfer.core.backward import weighted_scores
+from style_transfer.core.transfer import get_style_model_and_losses
 size, tile, evaluations, device = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), torch.device(sys.argv[4])
 model_name, weights, preprocess = sys.argv[5], sys.argv[6], sys.argv[7] or None
 style_weight, content_weight = float(sys.argv[8]), float(sys.argv[9])
@@ -98,7 +98,7 @@ PREPARE = r"""
 import json, sys, torch
 from style_transfer.config import StyleConfig
 from style_transfer.errors import StyleTransferError
-from style_transfer.models import load_network
+from style_transfer.core.vgg import load_network
 model, weights, preprocess, out = sys.argv[1], sys.argv[2], sys.argv[3] or None, sys.argv[4]
 try:
     network = load_network(model, weights, preprocess=preprocess)
@@ -161,7 +161,7 @@ def main() -> int:
     import machines
     import networks
     import torch
-    from style_transfer import tiling
+    from style_transfer.speed import tiling
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[128, 256, 384, 512])

@@ -27,7 +27,7 @@ def commands() -> list[tuple[str, str]]:
 
 def render() -> str:
     sys.path.insert(0, str(ROOT))
-    from style_transfer.options import option_reference
+    from style_transfer.cli.options import option_reference
 
     parts = ["# Every option of every command", "",
              "Made by `python docs/make_options.py` from the commands themselves; `--help` shows the same "

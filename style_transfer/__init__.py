@@ -11,15 +11,16 @@ __version__ = "0.1.0"
 # that `import style_transfer.cli` does not import torch: `stylize --help`, `--version` and option
 # errors answer in a fraction of a second (issue 12). `from style_transfer import stylize` works as before.
 _EXPORTS = {
-    "StyleConfig": "config",
+    "StyleConfig": "config", "RunOptions": "config",
     "ImageError": "errors", "Interrupted": "errors", "NonFiniteLoss": "errors", "OutputError": "errors",
     "ResourceError": "errors", "RunStopped": "errors", "StyleTransferError": "errors", "WeightsError": "errors",
-    "RunStats": "guards",
-    "load_image": "images", "save_image": "images",
-    "ContentLoss": "losses", "StyleLoss": "losses", "gram_matrix": "losses",
-    "Network": "models", "Normalization": "models", "load_network": "models", "load_vgg19_features": "models",
-    "StepInfo": "transfer", "get_input_optimizer": "transfer", "get_style_model_and_losses": "transfer",
-    "run_style_transfer": "transfer", "stylize": "transfer",
+    "RunStats": "core.stats",
+    "load_image": "io.images", "save_image": "io.images",
+    "ContentLoss": "core.losses", "StyleLoss": "core.losses", "gram_matrix": "core.losses",
+    "Network": "core.vgg", "Normalization": "core.vgg", "load_network": "core.vgg", "load_vgg19_features": "core.vgg",
+    "StepInfo": "core.transfer", "get_input_optimizer": "core.transfer",
+    "get_style_model_and_losses": "core.transfer", "run_style_transfer": "core.transfer",
+    "Run": "run.run", "RunResult": "run.run", "stylize": "run.run",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
@@ -39,11 +40,12 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerly
-    from .config import StyleConfig
+    from .config import RunOptions, StyleConfig
     from .errors import (ImageError, Interrupted, NonFiniteLoss, OutputError, ResourceError, RunStopped,
                          StyleTransferError, WeightsError)
-    from .guards import RunStats
-    from .images import load_image, save_image
-    from .losses import ContentLoss, StyleLoss, gram_matrix
-    from .models import Network, Normalization, load_network, load_vgg19_features
-    from .transfer import StepInfo, get_input_optimizer, get_style_model_and_losses, run_style_transfer, stylize
+    from .core.stats import RunStats
+    from .io.images import load_image, save_image
+    from .core.losses import ContentLoss, StyleLoss, gram_matrix
+    from .core.vgg import Network, Normalization, load_network, load_vgg19_features
+    from .core.transfer import StepInfo, get_input_optimizer, get_style_model_and_losses, run_style_transfer
+    from .run.run import Run, RunResult, stylize

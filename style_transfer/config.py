@@ -201,7 +201,7 @@ def _resolve_preprocess(config: StyleConfig) -> None:
     told = preprocess_by_name(config.weights)
     if told is None and os.path.isfile(config.weights):
         from .errors import WeightsError
-        from .onnx_weights import preprocess_of  # torch-free: reads the graph only
+        from .core.onnx import preprocess_of  # torch-free: reads the graph only
 
         try:
             told = preprocess_of(config.weights)

@@ -12,7 +12,7 @@ import pytest
 import torch
 from PIL import Image
 
-from style_transfer.models import random_vgg19_features, freeze
+from style_transfer.core.vgg import random_vgg19_features, freeze
 
 from .interrupts import pytest_runtest_call, pytest_runtest_setup, pytest_runtest_teardown  # noqa: F401 (hooks)
 
@@ -109,7 +109,7 @@ def vgg16_onnx() -> Path:
 @pytest.fixture(scope="session")
 def vgg16(vgg16_onnx: Path):
     """The real VGG16 loaded through the product's own ONNX path (models.load_network), frozen; never modify it."""
-    from style_transfer.models import load_network
+    from style_transfer.core.vgg import load_network
 
     return load_network("vgg16", str(vgg16_onnx))
 

@@ -9,11 +9,11 @@ import torch
 from click.testing import CliRunner
 
 from style_transfer import ContentLoss, StyleConfig, StyleLoss, run_style_transfer, stylize
-from style_transfer.backward import combined_backward, per_module_backward
-from style_transfer.cli import main
-from style_transfer.options import option_reference
-from style_transfer.models import IMAGENET_MEAN, IMAGENET_STD
-from style_transfer.transfer import get_style_model_and_losses, optimize
+from style_transfer.core.backward import combined_backward, per_module_backward
+from style_transfer.cli.stylize import main
+from style_transfer.cli.options import option_reference
+from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD
+from style_transfer.core.transfer import get_style_model_and_losses, optimize
 
 from .conftest import IMAGES
 from .rounding import moved_inputs
@@ -102,8 +102,8 @@ def spy(monkeypatch: pytest.MonkeyPatch, cnn) -> list[int]:
         calls.append(1)
         return per_module_backward(*args, **kwargs)
 
-    monkeypatch.setattr("style_transfer.transfer.per_module_backward", counting)
-    monkeypatch.setattr("style_transfer.run.load_network", lambda *args, **kwargs: cnn)
+    monkeypatch.setattr("style_transfer.core.transfer.per_module_backward", counting)
+    monkeypatch.setattr("style_transfer.run.run.load_network", lambda *args, **kwargs: cnn)
     return calls
 
 

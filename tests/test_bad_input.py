@@ -16,7 +16,7 @@ import torch
 from PIL import Image
 
 from style_transfer import ImageError, OutputError, load_image, save_image
-from style_transfer.images import MAX_PIXELS, open_image
+from style_transfer.io.images import MAX_PIXELS, open_image
 
 from .conftest import IMAGES
 from .test_cli import FAST, invoke, one_error_line
@@ -254,7 +254,7 @@ def test_small_icon_upscaled_and_banner_kept_in_bounds(tmp_path: Path) -> None:
 
 
 def test_big_photo_resized_before_it_becomes_a_tensor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from style_transfer import images
+    from style_transfer.io import images
 
     seen = []
     original = images.pil_to_tensor

@@ -149,7 +149,7 @@ def test_batch_writes_each_output_once_skips_on_resume_and_a_bad_file_fails_alon
 @pytest.mark.parametrize("kind", ["missing", "corrupt", "download refused"])
 def test_weights_that_cannot_be_had_fail_the_batch_once_before_the_first_item(
         inputs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
-    from style_transfer import models
+    from style_transfer.core import vgg as models
     from style_transfer.errors import WeightsError
 
     weights = tmp_path / "vgg.pth"
@@ -186,8 +186,8 @@ def test_weights_that_cannot_be_had_fail_the_batch_once_before_the_first_item(
 @pytest.mark.slow
 def test_targets_computed_once_per_style_and_reused_bit_for_bit(inputs: dict[str, Path], tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    from style_transfer import models
-    from style_transfer.transfer import stylize
+    from style_transfer.core import vgg as models
+    from style_transfer.run.run import stylize
 
     loads = []
     real = models.load_network
@@ -305,7 +305,7 @@ def test_ctrl_c_finishes_the_item_under_way_keeps_it_and_exits_130(inputs: dict[
 
 
 def test_manifest_through_the_command_row_settings_reach_the_record(inputs: dict[str, Path], tmp_path: Path) -> None:
-    from style_transfer.provenance import read_record
+    from style_transfer.io.metadata import read_record
 
     manifest = inputs["cat"].parent / "jobs.jsonl"
     manifest.write_text(json.dumps({"content": "cat.png", "style": "ihc.png", "size": 24, "output": "small.png"}) + "\n")
@@ -321,7 +321,7 @@ def test_manifest_through_the_command_row_settings_reach_the_record(inputs: dict
 
 def test_a_size_that_cannot_fit_refuses_the_batch_before_the_first_item(inputs: dict[str, Path], tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    from style_transfer import guards
+    from style_transfer.speed import memory as guards
 
     monkeypatch.setattr(guards, "available_bytes", lambda device: 380_000_000)  # test_faults.py's hand numbers
     monkeypatch.setattr(Worker, "make", lambda *a, **k: pytest.fail("an item was run"))

@@ -71,7 +71,7 @@ def _inside(folder: Path) -> None:
     from style_transfer.batch import cross_items, is_done, run_batch
     from style_transfer.batch.ray import RayEngine
     from style_transfer.config import StyleConfig
-    from style_transfer.provenance import read_record
+    from style_transfer.io.metadata import read_record
 
     from tests.conftest import small_image
 

@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner, Result
 from PIL import Image
 
-from style_transfer.cli import main
-from style_transfer.options import option_reference
+from style_transfer.cli.stylize import main
+from style_transfer.cli.options import option_reference
 
 from .conftest import IMAGES
 
@@ -118,7 +118,7 @@ class ModelBuilt(Exception):
 @pytest.fixture
 def no_model(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Make building the network (every loader goes through models.vgg_features) fail loudly; count the tries."""
-    from style_transfer import models
+    from style_transfer.core import vgg as models
 
     built: list[int] = []
 
@@ -144,7 +144,7 @@ def no_model(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 def test_exit_2_checks_run_before_the_model_is_built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                      no_model: list[int], extra: list[str], output: str,
                                                      needle: str) -> None:
-    monkeypatch.setattr("style_transfer.fast.bf16_supported", lambda device: False)
+    monkeypatch.setattr("style_transfer.speed.fast.bf16_supported", lambda device: False)
     monkeypatch.chdir(tmp_path)  # relative names (--init's missing file) resolve in the empty tmp_path
     args = [str(IMAGES / "chelsea.png"), str(IMAGES / "ihc.png"), "-o", str(tmp_path / output), *FAST, *extra]
     line = one_error_line(invoke(args, 2))
@@ -200,7 +200,7 @@ def test_an_output_that_is_an_input_is_refused_before_any_work(tmp_path: Path, m
                                                               name: str) -> None:
     """-o (or a side output) that names CONTENT, a STYLE or --init FILE by any name: one line, exit 2, the
     input as it was (it used to be replaced by the result, silently, exit 0)."""
-    from style_transfer import run
+    from style_transfer.run import run
 
     photo, style = tmp_path / "photo.png", tmp_path / "style.png"
     photo.write_bytes((IMAGES / "chelsea.png").read_bytes())

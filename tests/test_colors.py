@@ -11,16 +11,11 @@ from click.testing import CliRunner
 from PIL import Image
 
 from style_transfer import StyleConfig, stylize
-from style_transfer.cli import main
-from style_transfer.colors import (
-    keep_content_chroma,
-    luminance,
-    match_color_histogram,
-    match_luminance,
-    rgb_to_yiq,
-)
-from style_transfer.images import pil_to_tensor
-from style_transfer.transfer import prepare_colors
+from style_transfer.cli.stylize import main
+from style_transfer.core.colors import (keep_content_chroma, luminance, match_color_histogram, match_luminance,
+                                        rgb_to_yiq)
+from style_transfer.io.images import pil_to_tensor
+from style_transfer.run.prepare import prepare_colors
 
 from .conftest import IMAGES
 
@@ -161,7 +156,7 @@ def test_luminance_keeps_chroma_of_real_file(tmp_path: Path) -> None:
                                        "--weights", "random", "--size", "32", "--steps", "1", "--device", "cpu",
                                        "--preserve-colors", "luminance", "-q"])
     assert result.exit_code == 0, result.output
-    from style_transfer.images import load_image
+    from style_transfer.io.images import load_image
 
     content = load_image(IMAGES / "chelsea.png", 32)
     with Image.open(out) as image:

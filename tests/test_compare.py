@@ -9,10 +9,10 @@ import torch
 from click.testing import CliRunner
 
 from style_transfer import StyleConfig
-from style_transfer.compare import TRACKED_MEMORY, _LiveTensorBytes, compare_backward
-from style_transfer.compare_cli import main
-from style_transfer.models import IMAGENET_MEAN, IMAGENET_STD
-from style_transfer.transfer import get_style_model_and_losses
+from style_transfer.run.compare import TRACKED_MEMORY, _LiveTensorBytes, compare_backward
+from style_transfer.cli.compare import main
+from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD
+from style_transfer.core.transfer import get_style_model_and_losses
 
 from .conftest import IMAGES
 
@@ -22,7 +22,7 @@ CONFIG = StyleConfig(size=32, weights="random", device="cpu")
 @pytest.fixture
 def shared_cnn(monkeypatch: pytest.MonkeyPatch, cnn) -> None:
     """Comparisons get the session's random VGG instead of building their own."""
-    monkeypatch.setattr("style_transfer.compare.load_vgg19_features", lambda *args, **kwargs: cnn)
+    monkeypatch.setattr("style_transfer.run.compare.load_vgg19_features", lambda *args, **kwargs: cnn)
 
 
 def test_live_tensor_bytes_by_hand() -> None:

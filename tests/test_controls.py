@@ -10,13 +10,13 @@ from click.testing import CliRunner
 from PIL import Image
 
 from style_transfer import StyleConfig, get_input_optimizer, get_style_model_and_losses, run_style_transfer, stylize
-from style_transfer import run as run_module
-from style_transfer.cli import main
-from style_transfer.images import load_image, tensor_to_pil
-from style_transfer.loss_terms import TotalVariationLoss, blended_gram, normalized_blend, total_variation
-from style_transfer.losses import gram_matrix
-from style_transfer.models import IMAGENET_MEAN, IMAGENET_STD
-from style_transfer.transfer import initial_image
+from style_transfer.run import run as run_module
+from style_transfer.cli.stylize import main
+from style_transfer.io.images import load_image, tensor_to_pil
+from style_transfer.core.loss_terms import TotalVariationLoss, blended_gram, normalized_blend, total_variation
+from style_transfer.core.losses import gram_matrix
+from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD
+from style_transfer.run.prepare import initial_image
 
 from .conftest import IMAGES
 

@@ -10,7 +10,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from style_transfer.options import SECTIONS, OneLineCommand
+from style_transfer.cli.options import SECTIONS, OneLineCommand
 
 ROOT = Path(__file__).resolve().parent.parent
 spec = importlib.util.spec_from_file_location("make_options", ROOT / "docs" / "make_options.py")

@@ -12,27 +12,15 @@ import torch
 from click.testing import CliRunner
 
 from style_transfer import StyleConfig, run_style_transfer, stylize
-from style_transfer import fast as fast_module
-from style_transfer.cli import main
-from style_transfer.fast import (
-    BF16_EXACT_START,
-    FAST_HISTORY_SIZE,
-    LBFGS_MAX_ITER,
-    FastContentLoss,
-    FusedStyleLoss,
-    Speed,
-    _ReluGram,
-    accelerate,
-    bf16_supported,
-    fused_gram_matrix,
-    scale_budgets,
-    scale_sizes,
-    speed_from_config,
-)
-from style_transfer.images import load_image, pil_to_tensor
-from style_transfer.losses import gram_matrix
-from style_transfer.models import IMAGENET_MEAN, IMAGENET_STD
-from style_transfer.transfer import get_style_model_and_losses
+from style_transfer.speed import fast as fast_module
+from style_transfer.cli.stylize import main
+from style_transfer.speed.fast import (BF16_EXACT_START, FastContentLoss, FusedStyleLoss, Speed, _ReluGram, accelerate,
+                                       bf16_supported, fused_gram_matrix, speed_from_config)
+from style_transfer.run.plans import FAST_HISTORY_SIZE, LBFGS_MAX_ITER, scale_budgets, scale_sizes
+from style_transfer.io.images import load_image, pil_to_tensor
+from style_transfer.core.losses import gram_matrix
+from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD
+from style_transfer.core.transfer import get_style_model_and_losses
 
 from .conftest import IMAGES
 from .rounding import one_step_up
@@ -335,7 +323,7 @@ class TestConfig:
         """docs/speed.md: --fast is channels_last, the fused Gram and 20 LBFGS pairs, in float32 on a CPU
         even with bf16 units (bf16 cost the quality target on AMX) and bf16 on a GPU that has it natively;
         an explicit --precision bf16 still runs bf16 on a CPU that has it."""
-        monkeypatch.setattr("style_transfer.fast.bf16_supported", lambda device: native_bf16)
+        monkeypatch.setattr("style_transfer.speed.fast.bf16_supported", lambda device: native_bf16)
         speed = speed_from_config(StyleConfig(fast=True), torch.device(device))
         assert (speed.precision, speed.channels_last, speed.fused_gram, speed.history_size) == (
             precision, True, True, 20)
@@ -344,7 +332,7 @@ class TestConfig:
         assert speed_from_config(StyleConfig(), CPU) == Speed("fp32", False, False, 100)  # the tutorial's
 
     def test_bf16_refused_where_unsupported(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        monkeypatch.setattr("style_transfer.fast.bf16_supported", lambda device: False)
+        monkeypatch.setattr("style_transfer.speed.fast.bf16_supported", lambda device: False)
         with pytest.raises(ValueError, match="bf16.*not available"):
             speed_from_config(StyleConfig(precision="bf16"), CPU)
         assert speed_from_config(StyleConfig(fast=True), CPU).precision == "fp32"  # --fast falls back
@@ -385,7 +373,7 @@ def test_native_bf16_asks_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 
 def test_cli_refuses_bf16_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("style_transfer.fast.bf16_supported", lambda device: False)
+    monkeypatch.setattr("style_transfer.speed.fast.bf16_supported", lambda device: False)
     out = tmp_path / "o.png"
     result = CliRunner().invoke(main, [str(IMAGES / "chelsea.png"), str(IMAGES / "ihc.png"), "-o", str(out),
                                        "--weights", "random", "--size", "32", "--steps", "1", "--device", "cpu",

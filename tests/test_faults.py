@@ -19,13 +19,15 @@ from PIL import Image
 from torch import nn
 
 from style_transfer import StyleConfig, get_style_model_and_losses, run_style_transfer, stylize
-from style_transfer import guards, losses, transfer
-from style_transfer import run as run_module
+from style_transfer.speed import memory as guards
+from style_transfer.core import losses, transfer
+from style_transfer.run import run as run_module
 from style_transfer.errors import Interrupted, NonFiniteLoss, ResourceError
-from style_transfer.fast import Speed, accelerate, bf16_supported
-from style_transfer.guards import RunStats, estimate_bytes
-from style_transfer.models import IMAGENET_MEAN, IMAGENET_STD
-from style_transfer.transfer import optimize
+from style_transfer.speed.fast import Speed, accelerate, bf16_supported
+from style_transfer.core.stats import RunStats
+from style_transfer.speed.memory import estimate_bytes
+from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD
+from style_transfer.core.transfer import optimize
 
 from .conftest import IMAGES
 from .test_cli import FAST, invoke, one_error_line
@@ -236,7 +238,7 @@ def test_out_of_memory_one_line_suggests_smaller_size(tmp_path: Path, monkeypatc
 
 
 def test_out_of_memory_at_a_large_size_suggests_tiles_then_smaller_tiles() -> None:
-    from style_transfer.guards import out_of_memory
+    from style_transfer.speed.memory import out_of_memory
 
     cpu, error = torch.device("cpu"), MemoryError()
     assert str(out_of_memory(error, 2048, cpu)) == (
@@ -419,7 +421,7 @@ def test_lbfgs_early_stop_is_reported(content_32, style_32) -> None:
 def test_tolerance_change_exit_continues_like_the_tutorial(cnn, content_32, style_32,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """A step that ends early on tolerance_change is called again, as the tutorial's loop does."""
-    from style_transfer import transfer
+    from style_transfer.core import transfer
 
     from . import tutorial_reference as tutorial
 
@@ -478,8 +480,8 @@ def test_ctrl_c_during_the_loop_stops_at_the_next_evaluation() -> None:
     """The CLI's signal handlers: at once before the loop and on a second Ctrl-C; during the loop a
     Ctrl-C or SIGTERM only asks the run to stop (Run.cancel), and the run stops between evaluations
     (never inside a destructor, where Python would print "Exception ignored" and the run would go on)."""
-    from style_transfer.cli_watch import Signals
-    from style_transfer.run import Run
+    from style_transfer.cli.watch import Signals
+    from style_transfer.run.run import Run
 
     before_loop = Signals(Run("a.png", "b.png"))
     with pytest.raises(KeyboardInterrupt):

@@ -12,7 +12,7 @@ import torch
 from PIL import Image
 
 from style_transfer import stylize
-from style_transfer.images import load_image, pil_to_tensor
+from style_transfer.io.images import load_image, pil_to_tensor
 
 from .golden.make_golden import CONFIG, CONTENT, GOLDEN, GOLDEN_FIRST, STYLE, first_evaluation
 from .rounding import moved_inputs

@@ -9,7 +9,7 @@ import torch
 from PIL import Image
 
 from style_transfer import ImageError, load_image, save_image
-from style_transfer.images import working_size
+from style_transfer.io.images import working_size
 
 
 def test_rgba_composited_over_white(tmp_path: Path) -> None:

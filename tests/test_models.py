@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from style_transfer import WeightsError, load_vgg19_features
-from style_transfer import models
-from style_transfer.models import random_vgg19_features, vgg19_features
+from style_transfer.core import vgg as models
+from style_transfer.core.vgg import random_vgg19_features, vgg19_features
 
 
 def test_layout_matches_torchvision() -> None:

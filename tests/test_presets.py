@@ -11,12 +11,12 @@ from click.testing import CliRunner
 from torch import nn
 
 from style_transfer import StyleConfig, get_style_model_and_losses, run_style_transfer, stylize
-from style_transfer.cli import main
-from style_transfer.options import option_reference
-from style_transfer.images import pil_to_tensor, tensor_to_pil
-from style_transfer.loss_terms import PaperContentLoss, WeightedStyleLoss, paper_content_loss, paper_style_loss
-from style_transfer.losses import ContentLoss, StyleLoss
-from style_transfer.models import IMAGENET_MEAN, IMAGENET_STD
+from style_transfer.cli.stylize import main
+from style_transfer.cli.options import option_reference
+from style_transfer.io.images import pil_to_tensor, tensor_to_pil
+from style_transfer.core.loss_terms import PaperContentLoss, WeightedStyleLoss, paper_content_loss, paper_style_loss
+from style_transfer.core.losses import ContentLoss, StyleLoss
+from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD
 
 from . import tutorial_reference as tutorial
 

@@ -16,13 +16,13 @@ import torch
 from click.testing import CliRunner, Result
 from PIL import Image, PngImagePlugin
 
-from style_transfer import provenance
+from style_transfer.io import provenance
 from style_transfer.config import INITS, StyleConfig
 from style_transfer.errors import ImageError, OutputError, WeightsError
-from style_transfer.images import save_image
-from style_transfer.info_cli import main as info_main
-from style_transfer.provenance import (RECORD_FORMATS, input_entry, make_record, read_record, record_field,
-                                       save_options, sha256_file, weights_entry)
+from style_transfer.io.images import save_image
+from style_transfer.cli.info import main as info_main
+from style_transfer.io.metadata import RECORD_FORMATS, read_record, record_field, save_options, xmp_packet
+from style_transfer.io.provenance import input_entry, make_record, sha256_file, weights_entry
 
 ROOT = Path(__file__).resolve().parent.parent
 EXTENSIONS = {"PNG": ".png", "JPEG": ".jpg", "WEBP": ".webp", "TIFF": ".tif", "GIF": ".gif"}
@@ -158,7 +158,7 @@ class TestWeights:
     @pytest.mark.parametrize("torch_loaded", [True, False])
     def test_imagenet_cache_path_as_models_says(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                 torch_loaded: bool) -> None:
-        from style_transfer.models import imagenet_weights_path
+        from style_transfer.core.vgg import imagenet_weights_path
 
         monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch home"))
         if not torch_loaded:  # the path worked out without asking torch.hub
@@ -253,7 +253,7 @@ class TestEmbedding:
     def test_xmp_is_a_packet_in_our_namespace(self, record: dict[str, Any]) -> None:
         import xml.etree.ElementTree as ET
 
-        packet = provenance.xmp_packet(record)
+        packet = xmp_packet(record)
         root = ET.fromstring(packet)
         assert root.tag == "{adobe:ns:meta/}xmpmeta"
         found = root.findall(".//{https://github.com/style-transfer/ns/1.0/}record")
@@ -363,7 +363,7 @@ class TestInfoCommand:
         assert result.stderr.count("\n") == 1 and "Missing argument" in result.stderr
 
     def test_runs_as_a_module(self, out: Path) -> None:
-        done = subprocess.run([sys.executable, "-m", "style_transfer.info_cli", str(out), "--field", "stopped"],
+        done = subprocess.run([sys.executable, "-m", "style_transfer.cli.info", str(out), "--field", "stopped"],
                               cwd=ROOT, capture_output=True, text=True, timeout=120)
         assert (done.returncode, done.stdout, done.stderr) == (0, "done\n", "")
 
@@ -374,7 +374,7 @@ import sys, types
 package = types.ModuleType("style_transfer")  # the package without running its __init__ (which imports torch)
 package.__path__ = [sys.argv[1]]
 sys.modules["style_transfer"] = package
-import style_transfer.info_cli, style_transfer.provenance
+import style_transfer.cli.info, style_transfer.io.provenance, style_transfer.io.metadata
 heavy = sorted(m for m in ("torch", "torchvision", "numpy") if m in sys.modules)
 print(",".join(heavy))
 """
@@ -388,6 +388,6 @@ def test_info_cli_and_provenance_do_not_import_torch() -> None:
 
 
 def test_importing_info_cli_leaves_torch_unloaded() -> None:
-    code = "import sys, style_transfer.info_cli; print('torch' in sys.modules)"
+    code = "import sys, style_transfer.cli.info; print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stdout.strip()) == (0, "False")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from style_transfer.cli import main
+from style_transfer.cli.stylize import main
 
 ROOT = Path(__file__).resolve().parent.parent
 

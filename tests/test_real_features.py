@@ -22,9 +22,9 @@ from PIL import Image
 from torch import nn
 
 from style_transfer.config import StyleConfig
-from style_transfer.images import pil_to_tensor
-from style_transfer.run import Run, RunOptions
-from style_transfer.transfer import get_style_model_and_losses, run_style_transfer
+from style_transfer.io.images import pil_to_tensor
+from style_transfer.run.run import Run, RunOptions
+from style_transfer.core.transfer import get_style_model_and_losses, run_style_transfer
 
 from .conftest import small_image
 
@@ -91,7 +91,7 @@ def test_the_loader_equals_onnxruntime_running_the_files_own_graph(vgg16_onnx: P
 
 def test_the_filters_are_trained(vgg16) -> None:
     """Neighbouring 3x3 weights correlate in every layer of a trained VGG (0.55 to 0.86 here), not in a random one."""
-    from style_transfer.models import random_vgg_features
+    from style_transfer.core.vgg import random_vgg_features
 
     def neighbour_correlation(weight: torch.Tensor) -> float:
         a, b = weight.detach()[..., :, :-1].flatten(), weight.detach()[..., :, 1:].flatten()
@@ -164,8 +164,8 @@ def test_colour_preservation_keeps_the_contents_chroma(vgg16_onnx: Path, vgg16, 
 
 
 def test_the_tiled_gradient_equals_the_untiled_one(vgg16, images) -> None:
-    from style_transfer import tiling
-    from style_transfer.backward import weighted_scores
+    from style_transfer.speed import tiling
+    from style_transfer.core.backward import weighted_scores
 
     content, style = images
     image = torch.rand(content.shape, generator=torch.Generator().manual_seed(5))
@@ -216,8 +216,8 @@ def test_resume_gives_the_uninterrupted_image(vgg16_onnx: Path, vgg16, images, t
 
 
 def test_replay_makes_the_same_image_and_the_record_names_the_network(vgg16_onnx: Path, tmp_path: Path) -> None:
-    from style_transfer.cli import main
-    from style_transfer.provenance import read_record
+    from style_transfer.cli.stylize import main
+    from style_transfer.io.metadata import read_record
 
     content, style = tmp_path / "cat.png", tmp_path / "ihc.png"
     small_image("chelsea.png", (48, 32)).save(content)
@@ -238,7 +238,7 @@ def test_replay_makes_the_same_image_and_the_record_names_the_network(vgg16_onnx
 
 def test_a_batch_loads_the_network_once_and_each_record_names_it(vgg16_onnx: Path, tmp_path: Path) -> None:
     from style_transfer.batch import LocalEngine, cross_items, run_batch
-    from style_transfer.provenance import read_record
+    from style_transfer.io.metadata import read_record
 
     folder = tmp_path / "in"
     folder.mkdir()

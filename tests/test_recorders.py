@@ -15,12 +15,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from style_transfer import recorders, transfer
+from style_transfer.cli import recorders
+from style_transfer.core import transfer
 from style_transfer.errors import OutputError, StyleTransferError
-from style_transfer.provenance import read_record
-from style_transfer.recorders import (Animation, FrameSaver, LogError, LossLog, MissingExtra, check_animation_path,
-                                      check_plot_available, check_plot_path, loss_figure, loss_row, numbered_path,
-                                      plot_losses, preview_interval, read_log, size_changes)
+from style_transfer.io.metadata import read_record
+from style_transfer.cli.recorders import (Animation, FrameSaver, LogError, LossLog, MissingExtra, check_animation_path,
+                                          check_plot_available, check_plot_path, loss_figure, loss_row, numbered_path,
+                                          plot_losses, preview_interval, read_log, size_changes)
 
 from .conftest import IMAGES
 
@@ -466,7 +467,7 @@ class TestPlot:
 
 
 def test_imports_neither_torch_nor_matplotlib() -> None:
-    code = ("import sys, style_transfer.recorders; "
+    code = ("import sys, style_transfer.cli.recorders; "
             "print(sorted(m for m in ('torch', 'matplotlib', 'numpy') if m in sys.modules))")
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)

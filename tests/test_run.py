@@ -17,9 +17,9 @@ import torch
 
 from style_transfer import StyleConfig
 from style_transfer.errors import CheckpointError
-from style_transfer.images import pil_to_tensor
-from style_transfer.run import Run, RunOptions
-from style_transfer.transfer import planned_evaluations
+from style_transfer.io.images import pil_to_tensor
+from style_transfer.run.run import Run, RunOptions
+from style_transfer.run.plans import planned_evaluations
 
 from .conftest import small_image
 

@@ -17,8 +17,9 @@ import pytest
 from click.testing import CliRunner, Result
 from PIL import Image
 
-from style_transfer.cli import main
-from style_transfer.provenance import read_record, sha256_file
+from style_transfer.cli.stylize import main
+from style_transfer.io.metadata import read_record
+from style_transfer.io.provenance import sha256_file
 
 from .conftest import IMAGES
 
@@ -140,7 +141,7 @@ def test_sigterm_saves_image_and_checkpoint_and_resume_finishes_the_run(tmp_path
 
 def interrupt_at(monkeypatch: pytest.MonkeyPatch, step: int) -> None:
     """Make the command's run stop at ``step`` as a Ctrl-C would (``Run.cancel("interrupted")``), in process."""
-    from style_transfer.cli_watch import Watch
+    from style_transfer.cli.watch import Watch
 
     on_event = Watch.on_event
 
@@ -183,7 +184,7 @@ def test_resume_with_a_weights_file_needs_it_given_again(tmp_path: Path, monkeyp
     """A checkpoint names its weights file by name and hash: --weights gives it again, under any name."""
     import torch
 
-    from style_transfer.models import random_vgg19_features
+    from style_transfer.core.vgg import random_vgg19_features
 
     weights, other, copy = tmp_path / "vgg.pth", tmp_path / "other.pth", tmp_path / "moved.pth"
     torch.save(random_vgg19_features(0).state_dict(), weights)

@@ -32,7 +32,7 @@ def imported(args: list[str], exit_code: int) -> tuple[set[str], str]:
 
 
 def test_importing_the_cli_imports_no_torch() -> None:
-    code = "import sys, style_transfer.cli; print(sorted(m for m in %r if m in sys.modules))" % (HEAVY,)
+    code = "import sys, style_transfer.cli.stylize; print(sorted(m for m in %r if m in sys.modules))" % (HEAVY,)
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
@@ -43,7 +43,7 @@ def test_the_package_still_exports_the_library_api() -> None:
 
     assert "stylize" in style_transfer.__all__ and "stylize" in dir(style_transfer)
     from style_transfer import StyleConfig, stylize  # imported on first use
-    from style_transfer.transfer import stylize as direct
+    from style_transfer.run.run import stylize as direct
 
     assert stylize is direct and StyleConfig().steps == 300
     with pytest.raises(AttributeError, match="no attribute 'nope'"):

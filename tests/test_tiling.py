@@ -15,17 +15,18 @@ import pytest
 import torch
 from torch import nn
 
-from style_transfer import crops, guards, tiling
-from style_transfer.backward import weighted_scores
+from style_transfer.speed import crops, memory as guards, tiling
+from style_transfer.core.backward import weighted_scores
 from style_transfer.config import StyleConfig
 from style_transfer.errors import ResourceError
-from style_transfer.fast import Speed
-from style_transfer.loss_terms import TotalVariationLoss
-from style_transfer.losses import gram_matrix
-from style_transfer.models import IMAGENET_MEAN, IMAGENET_STD, VGG19_LAYOUT
+from style_transfer.speed.fast import Speed
+from style_transfer.core.loss_terms import TotalVariationLoss
+from style_transfer.core.losses import gram_matrix
+from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD, VGG19_LAYOUT
 from style_transfer.presets import preset_values
-from style_transfer.run import Run
-from style_transfer.transfer import get_style_model_and_losses, run_style_transfer, working_sizes
+from style_transfer.run.run import Run
+from style_transfer.core.transfer import get_style_model_and_losses, run_style_transfer
+from style_transfer.run.prepare import working_sizes
 
 EXACT = 1e-10  # float64: the tiled and untiled sums differ only in their order
 
@@ -347,7 +348,7 @@ def test_a_size_that_does_not_fit_runs_tiled(monkeypatch: pytest.MonkeyPatch) ->
 def test_lbfgs_keeps_at_most_ten_pairs_at_a_tiled_size_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """LBFGS's history is the largest part a tiled run keeps per pixel (24 B a pair): 10 pairs there, the
     settings' own elsewhere (here 64 px fits in the tile of 64 and runs untiled, 128 px is tiled)."""
-    from style_transfer import transfer
+    from style_transfer.core import transfer
 
     real, histories = transfer.get_input_optimizer, []
 
@@ -429,8 +430,8 @@ def test_the_command_takes_tile(tmp_path) -> None:
     """--tile reaches the run (its record says so) and a combination tiling refuses is one line, exit 2."""
     from click.testing import CliRunner
 
-    from style_transfer.cli import main
-    from style_transfer.provenance import read_record
+    from style_transfer.cli.stylize import main
+    from style_transfer.io.metadata import read_record
 
     images = Path(__file__).resolve().parent.parent / "images"
     out = tmp_path / "tiled.png"

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from style_transfer import StyleConfig, run_style_transfer, stylize
-from style_transfer.models import IMAGENET_MEAN, IMAGENET_STD
+from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD
 
 from . import tutorial_reference as tutorial
 
@@ -67,7 +67,7 @@ def test_stylize_same_seed_same_image(content_32, style_32) -> None:
 
 
 def test_stylize_accepts_paths_and_pil(tmp_path, content_32, style_32) -> None:
-    from style_transfer.images import load_image, tensor_to_pil
+    from style_transfer.io.images import load_image, tensor_to_pil
 
     content_pil = tensor_to_pil(content_32)
     style_path = tmp_path / "style.png"

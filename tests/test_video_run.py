@@ -127,7 +127,7 @@ def test_the_command_refuses_bad_input_in_one_line(style: Path, tmp_path: Path) 
 def test_the_command_refuses_a_size_that_cannot_fit_before_any_frame_is_read(
         clip: Path, style: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 24: from the clip's and the style's sizes (run.check_fits), before a frame is read at the size."""
-    from style_transfer import guards
+    from style_transfer.speed import memory as guards
     from style_transfer.video import runner
 
     monkeypatch.setattr(guards, "available_bytes", lambda device: 380_000_000)  # test_faults.py's hand numbers

@@ -10,7 +10,7 @@ import torch
 pytest.importorskip("cv2", reason="the video extra is not installed")
 
 from style_transfer.config import StyleConfig  # noqa: E402
-from style_transfer.run import Run  # noqa: E402
+from style_transfer.run.run import Run  # noqa: E402
 from style_transfer.video.temporal import TemporalLoss, frame_start  # noqa: E402
 
 

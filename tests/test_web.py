@@ -24,8 +24,8 @@ pytest.importorskip("httpx", reason="FastAPI's TestClient needs httpx")
 from fastapi.testclient import TestClient  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from style_transfer.provenance import read_record  # noqa: E402
-from style_transfer.run import Run  # noqa: E402
+from style_transfer.io.metadata import read_record  # noqa: E402
+from style_transfer.run.run import Run  # noqa: E402
 from style_transfer.web.app import STATIC, Limits, create_app  # noqa: E402
 from style_transfer.web.gallery import Gallery  # noqa: E402
 
@@ -321,7 +321,7 @@ def test_bad_uploads_are_refused_in_one_line_and_nothing_is_kept(tmp_path: Path,
 def test_a_size_that_cannot_fit_is_refused_when_submitted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 24: refused at submission with run.check_fits's one line (422), before the job is queued; the
     uploads' headers only are read (no run is made)."""
-    from style_transfer import guards
+    from style_transfer.speed import memory as guards
 
     monkeypatch.setattr(guards, "available_bytes", lambda device: 380_000_000)  # test_faults.py's hand numbers
     gate = Gate(at=0)
@@ -405,7 +405,7 @@ def test_the_page_and_the_openapi_description(tmp_path: Path) -> None:
 
 
 def test_on_an_idle_server_a_job_never_waits_in_the_queue_and_starts_on_a_named_device(tmp_path: Path) -> None:
-    from style_transfer.transfer import resolve_device
+    from style_transfer.run.prepare import resolve_device
 
     gate = Gate(at=0)
     with TestClient(make_app(tmp_path / "data", devices=("auto",), run_factory=gate)) as client:
@@ -553,7 +553,7 @@ def test_the_servers_weights_file_comes_with_its_network_and_no_other(tmp_path: 
     on any network."""
     import torch
 
-    from style_transfer.models import random_vgg_features
+    from style_transfer.core.vgg import random_vgg_features
 
     weights = tmp_path / "server-vgg16.pth"
     torch.save(random_vgg_features("vgg16", seed=1).state_dict(), weights)

@@ -40,7 +40,7 @@ from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
-from style_transfer.provenance import read_record  # noqa: E402
+from style_transfer.io.metadata import read_record  # noqa: E402
 
 from .conftest import small_image  # noqa: E402
 from .test_web_cli import Server  # noqa: E402
@@ -186,7 +186,7 @@ def shown(driver: Any, element_id: str) -> bool:
 
 
 def test_the_page_shows_no_stale_state(tmp_path: Path, browser: Any) -> None:
-    from style_transfer.transfer import resolve_device
+    from style_transfer.run.prepare import resolve_device
 
     content, style = tmp_path / "cat.png", tmp_path / "stain.png"
     small_image("chelsea.png", (48, 32)).save(content)

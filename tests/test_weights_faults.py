@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from style_transfer import WeightsError, load_vgg19_features, models
-from style_transfer.models import DOWNLOAD_TIMEOUT_S, imagenet_weights_path
+from style_transfer import WeightsError, load_vgg19_features
+from style_transfer.core import vgg as models
+from style_transfer.core.vgg import DOWNLOAD_TIMEOUT_S, imagenet_weights_path
 
 from .conftest import IMAGES
 from .test_cli import invoke, one_error_line

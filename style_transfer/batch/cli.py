@@ -14,8 +14,8 @@ from typing import Any
 import click
 
 from .. import __version__
-from ..files import check_not_an_input, check_writable, shown
-from ..options import OneLineCommand, UsageFault, config_from_options, settings_options, unexpected_error
+from ..io.files import check_not_an_input, check_writable, shown
+from ..cli.options import OneLineCommand, UsageFault, config_from_options, settings_options, unexpected_error
 from .items import OUTPUT_EXTENSIONS, check_outputs, cross_items, expand_contents, read_manifest
 
 EXIT_FAILED, EXIT_INTERRUPTED = 1, 130
@@ -139,7 +139,7 @@ def main(contents: tuple[str, ...], styles: tuple[str, ...], output_dir: str | N
     if engine == "local" and workers == 1:
         import torch
 
-        from ..fast import physical_cores
+        from ..speed.fast import physical_cores
 
         threads = config.threads or physical_cores()
         if threads != torch.get_num_threads():

@@ -14,9 +14,10 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from .. import provenance
+from ..io import provenance
+from ..io.metadata import read_record, record_text
 from ..errors import ImageError, OutputError, StyleTransferError
-from ..files import atomic_output
+from ..io.files import atomic_output
 from .items import Item, check_outputs
 from .report import Outcome, Report
 from .worker import Made, NetworkSpec, network_spec
@@ -44,7 +45,7 @@ class Engine(abc.ABC):
             WeightsError: one line naming the weights and the fix.
         """
         for spec in self._unchecked_weights(items):
-            from ..models import load_network
+            from ..core.vgg import load_network
 
             model, weights, preprocess = spec
             load_network(model, weights, preprocess=preprocess)
@@ -159,7 +160,7 @@ def expected_settings(config: Any) -> dict[str, Any]:
     for name, words in (("init", ("content", "noise", "style")), ("weights", ("imagenet", "random"))):
         if isinstance(values.get(name), str) and values[name] not in words:
             values[name] = provenance.base_name(values[name])
-    values = json.loads(provenance.record_text(values))
+    values = json.loads(record_text(values))
     for name in UNCHECKED_SETTINGS:
         values.pop(name, None)
     return values
@@ -172,7 +173,7 @@ def is_done(item: Item, hashes: Any = None) -> bool:
     if not os.path.isfile(item.output):
         return False
     try:
-        record = provenance.read_record(item.output)
+        record = read_record(item.output)
     except ImageError:
         return False
     if not record or record.get("stopped") not in COMPLETE:

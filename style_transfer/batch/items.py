@@ -22,8 +22,8 @@ from typing import Any
 import click
 
 from ..config import StyleConfig
-from ..files import file_identity, shown
-from ..options import SETTINGS_FIELDS, config_from_options, settings_options
+from ..io.files import file_identity, shown
+from ..cli.options import SETTINGS_FIELDS, config_from_options, settings_options
 
 # Files a folder or a glob contributes (by extension; the loader checks what they really are).
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp", ".tif", ".tiff", ".bmp", ".gif")

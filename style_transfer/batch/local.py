@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any
 
-from ..files import shown
+from ..io.files import shown
 from .engine import Engine
 from .items import Item
 from .worker import Made, Worker, network_spec
@@ -97,8 +97,8 @@ class LocalEngine(Engine):
         """Each item's size against this machine's free memory (``run.check_fits``: headers only), before the
         first item. Not with several GPU workers: a CUDA context made here would take memory from theirs."""
         from ..errors import ResourceError
-        from ..run import check_fits
-        from ..transfer import resolve_device
+        from ..run.run import check_fits
+        from ..run.prepare import resolve_device
 
         device = self.worker.device if self.workers == 1 else (self.devices or _default_devices(self.workers))[0]
         for item in items:

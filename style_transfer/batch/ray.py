@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..errors import ImageError, StyleTransferError, WeightsError
-from ..files import open_regular
+from ..io.files import open_regular
 from .engine import Engine
 from .items import Item
 from .worker import Made, describe, local_copies, process_worker

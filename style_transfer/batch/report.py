@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from ..files import shown
+from ..io.files import shown
 from .items import Item
 
 # done: written now; skipped: its output was there with a matching record; failed: error says why;

@@ -109,7 +109,7 @@ class Worker:
         return self.networks[key]
 
     def _load(self, spec: NetworkSpec) -> Any:
-        from ..models import load_network
+        from ..core.vgg import load_network
 
         model, weights, preprocess = spec
         network = load_network(model, weights, preprocess=preprocess)
@@ -129,8 +129,8 @@ class Worker:
         if self.device is not None and config.device == "auto":
             config = replace(config, device=self.device)
         try:
-            from ..run import Run
-            from ..transfer import resolve_device
+            from ..run.run import Run
+            from ..run.prepare import resolve_device
 
             device = resolve_device(config.device)
             run = Run(content or item.content, list(styles or item.styles), config,
@@ -179,14 +179,14 @@ def describe(exc: BaseException) -> str:
 
 def encode(image: Any, output: str, record: Mapping[str, Any]) -> bytes:
     """The output file's bytes in the format of ``output``'s extension, with the record embedded."""
-    from .. import provenance
-    from ..images import output_format, pil_to_rgb
+    from ..io.images import output_format, pil_to_rgb
+    from ..io.metadata import save_options
 
     fmt = output_format(output)  # the driver's folder need not exist here (a Ray node)
     if image.mode not in (("RGB", "L") if fmt == "JPEG" else ("RGB", "RGBA", "L", "P", "1")):
         image = pil_to_rgb(image)
     buffer = io.BytesIO()
-    image.save(buffer, format=fmt, **provenance.save_options(record, fmt))
+    image.save(buffer, format=fmt, **save_options(record, fmt))
     return buffer.getvalue()
 
 

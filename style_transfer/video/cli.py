@@ -17,9 +17,9 @@ import click
 
 from .. import __version__
 from ..errors import Interrupted, RunStopped, StyleTransferError
-from ..files import atomic_output, check_not_an_input, check_writable, shown
-from ..options import (OneLineCommand, UsageFault, config_from_options, one_line_error, settings_options,
-                       show_traceback)
+from ..io.files import atomic_output, check_not_an_input, check_writable, shown
+from ..cli.options import (OneLineCommand, UsageFault, config_from_options, one_line_error, settings_options,
+                           show_traceback)
 from . import EXTRA, MissingExtra, VideoError
 
 EXIT_CODES = {"interrupted": 130, "cancelled": 130, "terminated": 143}
@@ -112,7 +112,7 @@ def main(source: str, styles: tuple[str, ...], output: str, temporal_weight: flo
                            [("IN", source), *(("STYLE", style) for style in styles), ("--init", init)])
     except (ValueError, StyleTransferError) as exc:
         raise UsageFault(str(exc)) from None
-    from ..images import open_image
+    from ..io.images import open_image
 
     for style in styles:  # before torch is imported: a bad style image answers at once (exit 1, as stylize)
         try:
@@ -142,8 +142,8 @@ def _run(video: Any, output: str, work_dir: str, keep_frames: bool, report: str 
 
     import torch
 
-    from ..fast import physical_cores
-    from ..transfer import default_size, resolve_device
+    from ..speed.fast import physical_cores
+    from ..run.prepare import default_size, resolve_device
     from .io import write_video
     from .runner import flicker
 

@@ -19,8 +19,8 @@ from fractions import Fraction
 
 from PIL import Image
 
-from ..files import atomic_output, file_problem, shown
-from ..images import open_image, pil_to_rgb
+from ..io.files import atomic_output, file_problem, shown
+from ..io.images import open_image, pil_to_rgb
 from . import VideoError, require
 
 # Output container and video codec by extension (the format the extension names; H.264 by default).

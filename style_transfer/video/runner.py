@@ -25,12 +25,12 @@ from typing import Any
 
 from PIL import Image
 
-from .. import provenance
+from ..io import provenance
 from ..config import StyleConfig
 from ..errors import Interrupted
-from ..files import atomic_output, shown
-from ..provenance import base_name
-from ..images import ImageSource
+from ..io.files import atomic_output, shown
+from ..io.provenance import base_name
+from ..io.images import ImageSource
 from . import VideoError
 from .io import Clip, folder_frames, frames, probe
 
@@ -192,10 +192,10 @@ class VideoRun:
 
     def _execute(self, on_frame: Callable[[FrameInfo], None] | None,
                  on_event: Callable[[int, Any], None] | None) -> VideoResult:
-        from ..images import load_image, pil_to_tensor
-        from ..models import load_network
-        from ..run import Run, check_fits
-        from ..transfer import resolve_device, default_size
+        from ..io.images import load_image, pil_to_tensor
+        from ..core.vgg import load_network
+        from ..run.run import Run, check_fits
+        from ..run.prepare import resolve_device, default_size
         from .temporal import TemporalLoss, frame_start
 
         began = time.perf_counter()
@@ -232,7 +232,7 @@ class VideoRun:
                 flow_seconds = start.flow_seconds
                 warped, begin = start.warped, start.start
                 if config.preserve_colors == "luminance":  # the run optimises the luminance (gray) image
-                    from ..colors import gray, luminance
+                    from ..core.colors import gray, luminance
 
                     warped, begin = gray(luminance(warped)), gray(luminance(begin))
                 losses = [TemporalLoss(warped, start.mask, settings.temporal_weight)] if settings.temporal_weight else []
@@ -280,7 +280,7 @@ class VideoRun:
             image.save(handle, format="PNG")
 
     def _finished(self, index: int, device: Any) -> Any:
-        from ..images import pil_to_tensor
+        from ..io.images import pil_to_tensor
 
         return pil_to_tensor(self.stylised_frame(index)).to(device)
 
@@ -297,7 +297,7 @@ class VideoRun:
 
     def input_frames(self, size: int) -> Iterator[Any]:
         """The input frames at the working size, ``(1, 3, H, W)`` in [0, 1] on the CPU (for the flicker figure)."""
-        from ..images import load_image
+        from ..io.images import load_image
 
         for picture in frames(self.clip):
             yield load_image(picture, size)
@@ -305,7 +305,7 @@ class VideoRun:
 
 def flicker(video: VideoRun, size: int) -> float:
     """Lai et al.'s warping error of the finished frames (``flow.warping_error``), pair by pair."""
-    from ..images import pil_to_tensor
+    from ..io.images import pil_to_tensor
     from .flow import dis_flow, pair_error
 
     def hwc(t: Any) -> Any:

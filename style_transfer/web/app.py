@@ -43,12 +43,12 @@ from starlette.datastructures import UploadFile
 
 from ..config import CPU_DEFAULT_SIZE, PRESERVE_COLORS, StyleConfig
 from ..errors import ResourceError, StyleTransferError
-from ..files import shown
-from ..images import open_image
+from ..io.files import shown
+from ..io.images import open_image
 from ..layers import MODELS
-from ..plans import LBFGS_MAX_ITER, plan_run, planned_evaluations
+from ..run.plans import LBFGS_MAX_ITER, plan_run, planned_evaluations
 from ..presets import PRESET_NAMES, preset_values
-from ..provenance import read_record, save_options
+from ..io.metadata import read_record, save_options
 from .gallery import Gallery, new_id
 from .guard import Guard
 from .jobs import FINAL_EVENTS, AlreadyFinished, JobQueue, QueueFull, RunFactory

@@ -16,9 +16,9 @@ from typing import Any
 import click
 
 from ..config import PREPROCESSINGS
-from ..files import shown
+from ..io.files import shown
 from ..layers import MODELS
-from ..options import DEFAULTS, OneLineCommand
+from ..cli.options import DEFAULTS, OneLineCommand
 
 EXTRA_HINT = "pip install 'style_transfer[web]'"
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
@@ -136,7 +136,7 @@ def _check_weights(model: str, weights: str, preprocess: str | None) -> None:
     """Load the server's weights file once, so a file that does not fit ``--model`` (or cannot tell its
     preprocessing) fails at start in one line, not in every job."""
     from ..errors import StyleTransferError
-    from ..models import load_network
+    from ..core.vgg import load_network
 
     try:
         load_network(model, weights, preprocess=preprocess)

@@ -21,8 +21,8 @@ from typing import Any
 from PIL import Image
 
 from ..errors import OutputError
-from ..files import atomic_output
-from ..images import save_image
+from ..io.files import atomic_output
+from ..io.images import save_image
 
 _ID = re.compile(r"^[0-9a-f]{32}$")
 

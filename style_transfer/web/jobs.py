@@ -103,7 +103,7 @@ RunFactory = Callable[..., Any]  # (content, styles, config, options) -> an obje
 
 
 def _default_run(content: Any, styles: Any, config: StyleConfig, options: RunOptions) -> Any:
-    from ..run import Run  # torch loads with the first job, not with the server
+    from ..run.run import Run  # torch loads with the first job, not with the server
 
     return Run(content, styles, config, options)
 
@@ -202,7 +202,7 @@ class JobQueue:
             ResourceError: the size cannot fit on any device (the first device's message).
         """
         from ..errors import ResourceError
-        from ..run import check_fits
+        from ..run.run import check_fits
 
         refusal = None
         for device in self.devices:
@@ -390,7 +390,7 @@ def _device_name(device: str) -> str:
     """The device a worker's runs use: ``auto`` resolved (``cpu``, ``cuda``, ``mps``), other names as given."""
     if device != "auto":
         return device
-    from ..transfer import resolve_device  # torch loads with the first job, not with the server
+    from ..run.prepare import resolve_device  # torch loads with the first job, not with the server
 
     return str(resolve_device(device))
 
@@ -401,7 +401,7 @@ def weights_problem(exc: WeightsError, model: str = "vgg19") -> str:
     The library's message ends with a command-line fix ("...; pass --weights FILE") that a browser user
     cannot act on, so only its first part (what went wrong) is kept.
     """
-    from ..provenance import IMAGENET_WEIGHTS_OF
+    from ..io.provenance import IMAGENET_WEIGHTS_OF
 
     what = _first_line(exc).split("; ")[0]
     return (f"the server cannot load its {model.upper()} weights ({what}). The server's operator can put "
@@ -421,6 +421,6 @@ def _finite(values: dict[str, float]) -> dict[str, float | None]:
 
 
 def _to_pil(tensor: Any) -> Image.Image:
-    from ..images import tensor_to_pil
+    from ..io.images import tensor_to_pil
 
     return tensor_to_pil(tensor)

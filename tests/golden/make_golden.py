@@ -15,8 +15,8 @@ from pathlib import Path
 import torch
 
 from style_transfer import StyleConfig, run_style_transfer, stylize
-from style_transfer.images import load_image
-from style_transfer.models import IMAGENET_MEAN, IMAGENET_STD, load_vgg19_features
+from style_transfer.io.images import load_image
+from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD, load_vgg19_features
 
 HERE = Path(__file__).resolve().parent
 IMAGES = HERE.parent.parent / "images"

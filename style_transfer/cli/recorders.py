@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any, Protocol, TextIO, Union
 
 from PIL import Image, features
 
-from . import provenance
-from .errors import OutputError, StyleTransferError
-from .files import atomic_output, check_writable, open_regular, shown
-from .images import check_output, is_tensor, save_image, tensor_to_pil
+from ..io.metadata import RECORD_KEY, record_text, save_options
+from ..errors import OutputError, StyleTransferError
+from ..io.files import atomic_output, check_writable, open_regular, shown
+from ..io.images import check_output, is_tensor, save_image, tensor_to_pil
 
 if TYPE_CHECKING:
     import torch
@@ -302,7 +302,7 @@ class Animation:
         else:
             options.update(WEBP_OPTIONS)
         if record is not None:
-            options.update(provenance.save_options(record, self.format))
+            options.update(save_options(record, self.format))
         with atomic_output(self.path, OutputError) as handle:
             frames[0].save(handle, format=self.format, **options)
         self.closed = True
@@ -564,7 +564,7 @@ def plot_losses(rows: Iterable[Mapping[str, Any]], path: str | os.PathLike, *, t
     options: dict[str, Any] = {}
     if fmt == "png" and record is not None:
         # A tEXt chunk of the record's ASCII JSON under provenance's keyword: read_record finds it.
-        options["metadata"] = {provenance.RECORD_KEY: provenance.record_text(record)}
+        options["metadata"] = {RECORD_KEY: record_text(record)}
     with atomic_output(path, OutputError) as handle:
         figure.savefig(handle, format=fmt, dpi=PLOT_DPI, **options)
     return Path(path)

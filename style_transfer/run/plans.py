@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .config import CPU_DEFAULT_SIZE, GPU_DEFAULT_SIZE, StyleConfig
+from ..config import CPU_DEFAULT_SIZE, GPU_DEFAULT_SIZE, StyleConfig
 
 LBFGS_MAX_ITER = 20  # torch.optim.LBFGS's default max_iter: evaluations per optimizer.step()
 # --fast's evaluations per size as shares of --steps, smallest size first, for its FAST_SCALES (3) sizes:

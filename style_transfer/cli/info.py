@@ -10,11 +10,12 @@ from typing import Any
 
 import click
 
-from .errors import StyleTransferError
-from .files import shown
+from ..errors import StyleTransferError
+from ..io.files import shown
 from .options import OneLineCommand
-from .config import StyleConfig
-from .provenance import RECORD_KEY, read_record, record_field, setting_text, settings_dict
+from ..config import StyleConfig
+from ..io.metadata import RECORD_KEY, read_record, record_field
+from ..io.provenance import setting_text, settings_dict
 
 
 def format_value(value: Any, *, compact: bool, bare_strings: bool = False) -> str:

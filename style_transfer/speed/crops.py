@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from .models import VGG_LAYOUTS, Normalization
+from ..core.vgg import VGG_LAYOUTS, Normalization
 
 # (kernel, stride, padding) of a layer along one axis.
 Spec = tuple[int, int, int]
@@ -127,7 +127,7 @@ def vgg19_geometry(layer_names: Sequence[str], model: str = "vgg19") -> Geometry
 
     Without building the network: for choosing a tile before the model loads.
     """
-    from .layers import model_layer_names  # conv_N / relu_N / pool_N, in the network's order
+    from ..layers import model_layer_names  # conv_N / relu_N / pool_N, in the network's order
 
     specs: list[Spec] = [(1, 1, 0)]  # Normalization
     for item in VGG_LAYOUTS[model]:
@@ -138,7 +138,7 @@ def vgg19_geometry(layer_names: Sequence[str], model: str = "vgg19") -> Geometry
 
 def vgg19_target_bytes(layer_names: Sequence[str], model: str = "vgg19") -> float:
     """Bytes per image pixel of float32 feature maps at these layers of a VGG (the content targets)."""
-    from .layers import model_layer_names
+    from ..layers import model_layer_names
 
     total, pools, channels, names = 0.0, 0, 3, iter(model_layer_names(model))
     per_layer: dict[str, float] = {}

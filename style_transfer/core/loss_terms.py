@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .losses import ContentLoss, StyleLoss, gram_matrix
-from .presets import LOSS_FORMS
+from ..presets import LOSS_FORMS
 
 
 def blended_gram(features: Sequence[torch.Tensor], blend: Sequence[float] | None = None) -> torch.Tensor:

@@ -13,16 +13,17 @@ from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from . import provenance, recorders
-from .errors import RunStopped
-from .files import shown
-from .images import save_image
+from ..io import metadata
+from . import recorders
+from ..errors import RunStopped
+from ..io.files import shown
+from ..io.images import save_image
 
 if TYPE_CHECKING:
     from tqdm import tqdm
 
-    from .run import Run, RunResult
-    from .transfer import StepInfo
+    from ..run.run import Run, RunResult
+    from ..core.transfer import StepInfo
 
 ANIMATION_EVERY = 10  # --animate's frame interval in evaluations when --save-every is not given
 EXIT_CODES = {"interrupted": 130, "cancelled": 130, "terminated": 143}  # a stopped run's exit code
@@ -197,7 +198,7 @@ def read_record(path: str) -> dict[str, Any]:
     Raises:
         ValueError: the file holds no record.
     """
-    record = provenance.read_record(path)
+    record = metadata.read_record(path)
     if record is None:
         raise ValueError(f"{shown(path)} holds no style_transfer record (written with --no-metadata, or by "
                          f"another program)")

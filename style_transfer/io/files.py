@@ -12,7 +12,7 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
-from .errors import OutputError
+from ..errors import OutputError
 
 
 def shown(path: object) -> str:

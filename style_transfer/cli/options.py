@@ -14,11 +14,11 @@ from typing import Any, Callable, NoReturn, TypeVar
 
 import click
 
-from .config import (BACKWARDS, CPU_DEFAULT_SIZE, GPU_DEFAULT_SIZE, INITS, LOSS_FORMS, OPTIMIZERS, PRECISIONS,
-                     PREPROCESSINGS, PRESERVE_COLORS, StyleConfig)
-from .errors import StyleTransferError
-from .layers import MODELS, POOLINGS
-from .presets import PRESET_NAMES, PRESETS
+from ..config import (BACKWARDS, CPU_DEFAULT_SIZE, GPU_DEFAULT_SIZE, INITS, LOSS_FORMS, OPTIMIZERS, PRECISIONS,
+                      PREPROCESSINGS, PRESERVE_COLORS, StyleConfig)
+from ..errors import StyleTransferError
+from ..layers import MODELS, POOLINGS
+from ..presets import PRESET_NAMES, PRESETS
 
 DEFAULTS = StyleConfig()  # every default below is read from here, so it is written once
 TUTORIAL, PAPER = PRESETS["tutorial"], PRESETS["paper"]

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from .config import BACKWARDS
+from ..config import BACKWARDS
 from .losses import ContentLoss, StyleLoss, backward_weighted
 
 

@@ -15,10 +15,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .config import StyleConfig
-from .losses import ContentLoss, StyleLoss
+from ..config import StyleConfig
+from ..core.losses import ContentLoss, StyleLoss
 # What a run plans, worked out without torch (plans.py); imported here for the names' old home.
-from .plans import FAST_HISTORY_SIZE, FAST_SCALE_SHARES, LBFGS_MAX_ITER, fast_levers, scale_budgets, scale_sizes  # noqa: F401
+from ..run.plans import (FAST_HISTORY_SIZE, FAST_SCALE_SHARES, LBFGS_MAX_ITER, fast_levers, scale_budgets,  # noqa: F401
+                         scale_sizes)
 
 TORCH_LBFGS_HISTORY = 100  # torch.optim.LBFGS's default history_size, the tutorial's
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import click
 
 from .options import DEFAULTS, OneLineCommand, UsageFault, split_list as _layers
-from .compare import BackwardComparison, compare_backward
-from .config import INITS, StyleConfig
-from .errors import StyleTransferError
+from ..run.compare import BackwardComparison, compare_backward
+from ..config import INITS, StyleConfig
+from ..errors import StyleTransferError
 
 MIB = 2**20
 

@@ -9,16 +9,16 @@ from typing import Any, NoReturn
 
 import click
 
-from . import __version__
-from .cli_watch import EXIT_CODES, Signals, Watch, read_record
-from .config import RunOptions, StyleConfig
-from .errors import Interrupted, RunStopped, StyleTransferError
-from .files import check_not_an_input, check_writable, shown
-from .images import INPUT_FORMATS_TEXT, MAX_PIXELS, MIN_INPUT_SIDE, check_output, open_image, save_image
-from .options import (RECORDED_FIELDS, SETTINGS_FIELDS, OneLineCommand, UsageFault, config_from_options,
-                      one_line_error, settings_options, show_traceback, unexpected_error)
-from .plans import LBFGS_MAX_ITER, default_size_of, fast_levers, plan_run
-from .provenance import check_replay_inputs, replay_config
+from .. import __version__
+from .watch import EXIT_CODES, Signals, Watch, read_record
+from ..config import RunOptions, StyleConfig
+from ..errors import Interrupted, RunStopped, StyleTransferError
+from ..io.files import check_not_an_input, check_writable, shown
+from ..io.images import INPUT_FORMATS_TEXT, MAX_PIXELS, MIN_INPUT_SIDE, check_output, open_image, save_image
+from .options import (RECORDED_FIELDS, SETTINGS_FIELDS, OneLineCommand, UsageFault, config_from_options, one_line_error,
+                      settings_options, show_traceback, unexpected_error)
+from ..run.plans import LBFGS_MAX_ITER, default_size_of, fast_levers, plan_run
+from ..io.provenance import check_replay_inputs, replay_config
 
 
 # Nothing above imports torch (tests/test_startup.py checks it): --help, --version, option errors and
@@ -140,8 +140,8 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
 
     import torch
 
-    from .fast import physical_cores
-    from .run import Run
+    from ..speed.fast import physical_cores
+    from ..run.run import Run
 
     threads = config.threads or physical_cores()
     if threads != torch.get_num_threads():
@@ -260,9 +260,9 @@ def _resume_config(path: str, config: StyleConfig) -> StyleConfig:
 
     if not os.path.isfile(path):
         raise UsageFault(f"--resume {shown(path)}: no such checkpoint file")
-    from .errors import CheckpointError
-    from .provenance import setting_text, weights_entry
-    from .run import checkpoint_settings  # imports torch: only a resumed run reads a file with it before its run
+    from ..errors import CheckpointError
+    from ..io.provenance import setting_text, weights_entry
+    from ..run.run import checkpoint_settings  # imports torch: only a resumed run reads a file with it before its run
 
     try:
         saved = checkpoint_settings(path)

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Union
 
 from PIL import Image, ImageOps
 
-from . import provenance
-from .errors import ImageError, OutputError
+from .metadata import save_options
+from ..errors import ImageError, OutputError
 from .files import atomic_output, check_writable, open_regular, shown
 
 if TYPE_CHECKING:
@@ -367,7 +367,7 @@ def save_image(image: Image.Image | torch.Tensor, path: str | os.PathLike, *,
 
     Args:
         metadata: a provenance record (``provenance.make_record``) to embed; BMP cannot hold
-            one and is written without it (``provenance.RECORD_FORMATS`` lists those that can).
+            one and is written without it (``metadata.RECORD_FORMATS`` lists those that can).
 
     Raises:
         OutputError: if the path cannot be written (or the record is too long for a JPEG).
@@ -375,7 +375,7 @@ def save_image(image: Image.Image | torch.Tensor, path: str | os.PathLike, *,
     if is_tensor(image):
         image = tensor_to_pil(image)
     fmt = check_output(path)
-    options = provenance.save_options(metadata, fmt) if metadata is not None else {}
+    options = save_options(metadata, fmt) if metadata is not None else {}
     if image.mode not in (("RGB", "L") if fmt == "JPEG" else ("RGB", "RGBA", "L", "P", "1")):
         with _quiet_pillow():
             image = pil_to_rgb(image)  # RGBA over white, 16-bit scaled: what JPEG and others can hold

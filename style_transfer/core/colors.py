@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from PIL import Image
 
-from .images import ImageSource, source_image, working_size
+from ..io.images import ImageSource, source_image, working_size
 
 # RGB -> YIQ (NTSC). Rows: Y, I, Q. Each chroma row sums to 0, the luminance row to 1.
 YIQ_FROM_RGB = torch.tensor([[0.299, 0.587, 0.114],

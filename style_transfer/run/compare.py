@@ -20,11 +20,12 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from .backward import run_backward
-from .config import BACKWARDS, StyleConfig
-from .images import ImageSource, load_image
-from .models import IMAGENET_MEAN, IMAGENET_STD, DownloadProgress, load_vgg19_features
-from .transfer import default_size, get_style_model_and_losses, initial_image, resolve_device
+from ..core.backward import run_backward
+from ..config import BACKWARDS, StyleConfig
+from ..io.images import ImageSource, load_image
+from ..core.vgg import IMAGENET_MEAN, IMAGENET_STD, DownloadProgress, load_vgg19_features
+from .prepare import default_size, initial_image, resolve_device
+from ..core.transfer import get_style_model_and_losses
 
 CUDA_MEMORY = "torch.cuda.max_memory_allocated"
 TRACKED_MEMORY = "bytes of live tensors, tracked op by op"

@@ -24,14 +24,15 @@ from collections.abc import Iterator, Sequence
 import torch
 from torch import nn
 
-from . import guards
-from .backward import weighted_scores
-from .config import StyleConfig
-from .errors import ResourceError
+from . import memory as guards
+from ..core.backward import weighted_scores
+from ..config import StyleConfig
+from ..errors import ResourceError
 from .fast import TORCH_LBFGS_HISTORY, Speed
-from .layers import model_layer_names, resolve_layers
-from .loss_terms import PaperContentLoss, TotalVariationLoss, WeightedStyleLoss, normalized_blend, paper_style_loss
-from .losses import ContentLoss, StyleLoss
+from ..layers import model_layer_names, resolve_layers
+from ..core.loss_terms import (PaperContentLoss, TotalVariationLoss, WeightedStyleLoss, normalized_blend,
+                               paper_style_loss)
+from ..core.losses import ContentLoss, StyleLoss
 from .crops import Crop, check_tile, layer_spec, network_geometry, plan_crops, vgg19_geometry, vgg19_target_bytes
 
 STAND_IN_SIDE = 32  # VGG19's deepest layer (after its 5th pool) still has a position at this side

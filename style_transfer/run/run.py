@@ -24,18 +24,21 @@ from typing import Any
 import torch
 from PIL import Image
 
-from . import colors, provenance, tiling
-from .config import RunOptions, StyleConfig
-from .errors import CheckpointError, Interrupted, NonFiniteLoss
-from .fast import speed_from_config
-from .files import atomic_output, shown
-from .guards import RunStats, SizeFn, out_of_memory
-from .images import ImageSource, header_size, load_image, tensor_to_pil
-from .loss_terms import normalized_blend
-from .models import IMAGENET_MEAN, IMAGENET_STD, DownloadProgress, Network, load_network
+from ..core import colors
+from ..io import provenance
+from ..speed import tiling
+from ..config import RunOptions, StyleConfig
+from ..errors import CheckpointError, Interrupted, NonFiniteLoss
+from ..speed.fast import speed_from_config
+from ..io.files import atomic_output, shown
+from ..core.stats import RunStats
+from ..speed.memory import SizeFn, out_of_memory
+from ..io.images import ImageSource, header_size, load_image, tensor_to_pil
+from ..core.loss_terms import normalized_blend
+from ..core.vgg import IMAGENET_MEAN, IMAGENET_STD, DownloadProgress, Network, load_network
 from .plans import plan_run, scale_sizes
-from .transfer import (Resume, StepInfo, fit_to, default_size, initial_image, prepare_colors, resolve_device,
-                       run_style_transfer, sizes_from, style_size)
+from ..core.transfer import ProgressCallback, Resume, StepInfo, run_style_transfer
+from .prepare import fit_to, default_size, initial_image, prepare_colors, resolve_device, sizes_from, style_size
 
 EventCallback = Callable[[StepInfo], None]
 CHECKPOINT_VERSION = 1
@@ -240,6 +243,38 @@ class Run:
                 seconds: float) -> RunResult:
         return RunResult(image, evaluations, stopped, dict(losses), seconds,
                          self.record(evaluations, stopped, losses, seconds))
+
+
+def stylize(
+    content: ImageSource,
+    style: ImageSource | Sequence[ImageSource],
+    config: StyleConfig | None = None,
+    *,
+    progress: ProgressCallback | None = None,
+    download_progress: DownloadProgress | None = None,
+    stats: RunStats | None = None,
+) -> Image.Image:
+    """Repaint ``content`` in the style of ``style``; the one-call API (a ``run.Run`` without options).
+
+    Args:
+        content, style: file paths, Pillow images or ``(1, 3, H, W)`` tensors in [0, 1];
+            ``style`` may be a list of them (several styles, blended by ``config.style_blend``).
+        config: every setting; ``StyleConfig()`` (the tutorial's) when None.
+        progress: called after every closure evaluation with a ``StepInfo``.
+        download_progress: called while the pretrained weights download (first run only).
+        stats: filled in with the evaluations run and whether LBFGS converged.
+
+    Returns:
+        The result as an RGB Pillow image, long side ``config.size`` (RGBA with the content's
+        alpha when ``config.keep_alpha`` and the content has one).
+
+    Raises:
+        ImageError: an input image cannot be read. WeightsError: weights cannot be had.
+        ValueError: a bad setting (unknown layer, unavailable device).
+        ResourceError: the size cannot fit in memory (checked before the model loads) or ran out.
+        Interrupted, NonFiniteLoss: the run stopped early; the exception carries the last good image.
+    """
+    return Run(content, style, config, download_progress=download_progress).execute(progress, stats=stats).image
 
 
 def check_fits(content: ImageSource | tuple[int, int], style: ImageSource | Sequence[ImageSource],

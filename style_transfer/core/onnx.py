@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import WeightsError
-from .files import open_regular, shown
-from .layers import VGG_LAYOUTS as _LAYOUTS
+from ..errors import WeightsError
+from ..io.files import open_regular, shown
+from ..layers import VGG_LAYOUTS as _LAYOUTS
 
 if TYPE_CHECKING:  # torch is imported where tensors are made: config asks preprocess_of without it
     import torch
