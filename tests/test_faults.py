@@ -20,7 +20,8 @@ from torch import nn
 
 from style_transfer import StyleConfig, get_style_model_and_losses, run_style_transfer, stylize
 from style_transfer.speed import memory as guards
-from style_transfer.core import losses, transfer
+from style_transfer.core import losses
+from style_transfer.run import prepare
 from style_transfer.run import run as run_module
 from style_transfer.errors import Interrupted, NonFiniteLoss, ResourceError
 from style_transfer.speed.fast import Speed, accelerate, bf16_supported
@@ -284,7 +285,7 @@ def test_an_impossible_size_is_refused_from_the_headers_before_any_image_is_upsc
     style = noise_png(tmp_path / "s.png", 50, 50)
     monkeypatch.setattr(guards, "available_bytes", lambda device: 380_000_000)  # as above
     monkeypatch.setattr(run_module, "load_image", lambda *a, **k: pytest.fail("an image was loaded at the size"))
-    monkeypatch.setattr(transfer, "load_image", lambda *a, **k: pytest.fail("an image was loaded at the size"))
+    monkeypatch.setattr(prepare, "load_image", lambda *a, **k: pytest.fail("an image was loaded at the size"))
     out = tmp_path / "o.png"
     line = one_error_line(invoke([content, style, "-o", str(out), "--weights", "random", "--size", "16384",
                                   "--device", "cpu", *extra], 1))

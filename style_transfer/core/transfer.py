@@ -22,7 +22,7 @@ from ..layers import resolve_layers, swap_pooling
 from .loss_terms import TotalVariationLoss, make_content_loss, make_style_loss, normalized_blend
 from .losses import ContentLoss, StyleLoss
 from .vgg import Normalization
-from ..run.plans import LBFGS_MAX_ITER, default_size_of, planned_evaluations  # noqa: F401  (without torch: plans.py)
+from .steps import planned_evaluations
 
 
 @dataclass(frozen=True)

@@ -12,24 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..config import CPU_DEFAULT_SIZE, GPU_DEFAULT_SIZE, StyleConfig
+from ..core.steps import LBFGS_MAX_ITER, planned_evaluations  # noqa: F401  (the plan's counts are the loop's)
 
-LBFGS_MAX_ITER = 20  # torch.optim.LBFGS's default max_iter: evaluations per optimizer.step()
 # --fast's evaluations per size as shares of --steps, smallest size first, for its FAST_SCALES (3) sizes:
 # 300 steps give 100, 60 and 100 evaluations at 128, 256 and 512 px (benchmarks/fast_budgets.py; docs/speed.md).
 FAST_SCALE_SHARES = (1 / 3, 1 / 5, 1 / 3)
 FAST_HISTORY_SIZE = 20  # --fast's LBFGS history: see README, "Speed"
-
-
-def planned_evaluations(num_steps: int, optimizer_name: str = "lbfgs") -> int:
-    """The evaluations the tutorial's loop runs for ``num_steps`` when every LBFGS step runs in full.
-
-    The loop calls ``optimizer.step`` while at most ``num_steps`` evaluations ran, and each LBFGS step
-    runs up to ``LBFGS_MAX_ITER`` (20): 300 steps run 320. A step that ends early (its loss stops
-    changing) makes the run end sooner or, rarely, one step later. Adam: one evaluation a step.
-    """
-    if optimizer_name == "adam":
-        return num_steps + 1
-    return LBFGS_MAX_ITER * (num_steps // LBFGS_MAX_ITER + 1)
 
 
 def scale_sizes(size: int, scales: int = 1, min_size: int | None = None) -> list[int]:

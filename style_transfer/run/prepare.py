@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from ..core import colors
 from ..speed.memory import SizeFn
 from ..io.images import MIN_SIDE, load_image, working_size
-from .plans import LBFGS_MAX_ITER, default_size_of, planned_evaluations  # noqa: F401  (without torch: plans.py)
+from .plans import default_size_of
 
 
 def resolve_device(name: str = "auto") -> torch.device:
