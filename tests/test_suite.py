@@ -112,7 +112,7 @@ def test_the_slow_kinds_are_slow_so_the_quick_run_leaves_them_out() -> None:
     markers = json.loads(line[len("MARKERS "):])
     kinds = ("browser", "ray", "video", "real_features")
     assert [t for t, names in markers.items() if set(kinds) & set(names) and "slow" not in names] == []
-    for path, kind in (("tests/test_web_browser.py", "browser"), ("tests/test_batch_ray.py", "ray")):
+    for path, kind in (("tests/web/test_web_browser.py", "browser"), ("tests/batch/test_batch_ray.py", "ray")):
         tests = [names for t, names in markers.items() if t.startswith(path + "::")]
         assert tests and all(kind in names for names in tests), (path, tests)
     for kind in kinds:

@@ -21,7 +21,7 @@ from ..run.plans import LBFGS_MAX_ITER, default_size_of, fast_levers, plan_run
 from ..io.provenance import check_replay_inputs, replay_config
 
 
-# Nothing above imports torch (tests/test_startup.py checks it): --help, --version, option errors and
+# Nothing above imports torch (tests/cli/test_startup.py checks it): --help, --version, option errors and
 # unreadable inputs answer in a fraction of a second. torch, tqdm and the model load once a run starts.
 
 ALPHA_FORMATS = ("PNG", "WEBP", "TIFF")  # output formats that keep --keep-alpha's transparency

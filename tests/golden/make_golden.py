@@ -1,4 +1,4 @@
-"""Regenerate the golden data of test_golden.py: ``python tests/golden/make_golden.py``.
+"""Regenerate the golden data of tests/core/test_golden.py: ``python tests/golden/make_golden.py``.
 
 Run it only when a change is meant to alter the default path's numbers, and say why in
 the commit. Pinned on the CPU (golden numbers are CPU-only). Two files:

@@ -1,0 +1,211 @@
+"""The stylize command through click's CliRunner: happy path, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from PIL import Image
+
+from style_transfer.cli.stylize import main
+from style_transfer.cli.options import option_reference
+
+from ..conftest import IMAGES
+from ..helpers import FAST, invoker, one_error_line
+
+invoke = invoker(main)
+
+
+
+def test_happy_path_writes_output(tmp_path: Path) -> None:
+    out = tmp_path / "out.jpg"
+    result = invoke([str(IMAGES / "chelsea.png"), str(IMAGES / "ihc.png"), "-o", str(out), *FAST], 0)
+    with Image.open(out) as image:
+        assert image.format == "JPEG"
+        assert image.size == (32, 21)
+    assert result.stdout == ""  # progress and summary go to stderr
+    assert "wrote" in result.stderr and "step" in result.stderr
+
+
+def test_quiet_prints_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "out.png"
+    result = invoke([str(IMAGES / "chelsea.png"), str(IMAGES / "ihc.png"), "-o", str(out), "-q", *FAST], 0)
+    assert result.output == ""
+    assert Image.open(out).format == "PNG"
+
+
+def test_missing_input(tmp_path: Path) -> None:
+    result = invoke([str(tmp_path / "nope.jpg"), str(IMAGES / "ihc.png"), "-o", str(tmp_path / "o.png"), *FAST], 1)
+    line = one_error_line(result)
+    assert "nope.jpg" in line and "no such file" in line
+    assert not (tmp_path / "o.png").exists()
+
+
+@pytest.mark.parametrize("option, value, needle", [
+    ("--steps", "0", "steps"),
+    ("--size", "8", "size"),
+    ("--steps", "many", "many"),
+    ("--init", "zeros", "zeros"),
+    ("--device", "tpu", "device"),
+    ("--style-layers", "conv_99", "conv_99"),
+])
+def test_bad_option_value(tmp_path: Path, option: str, value: str, needle: str) -> None:
+    out = tmp_path / "o.png"
+    args = [str(IMAGES / "chelsea.png"), str(IMAGES / "ihc.png"), "-o", str(out), *FAST, option, value]
+    line = one_error_line(invoke(args, 2))
+    assert needle in line
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("make_output, needle", [
+    (lambda tmp: tmp / "missing-folder" / "o.png", "does not exist"),
+    (lambda tmp: tmp / "o.unknownext", "extension"),
+    (lambda tmp: tmp / "noext", "no extension"),
+    (lambda tmp: tmp, "is a directory"),
+    pytest.param(lambda tmp: Path("/proc/stylize-o.png"), "not writable",  # root can write almost anywhere else
+                 marks=pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")),
+])
+def test_unwritable_output(tmp_path: Path, make_output, needle: str) -> None:
+    out = make_output(tmp_path)
+    before = sorted(os.listdir(tmp_path))
+    line = one_error_line(invoke([str(IMAGES / "chelsea.png"), str(IMAGES / "ihc.png"), "-o", str(out), *FAST], 2))
+    assert needle in line
+    assert sorted(os.listdir(tmp_path)) == before  # nothing written, no temp file left
+
+
+def test_existing_output_untouched_on_error(tmp_path: Path) -> None:
+    out = tmp_path / "o.png"
+    out.write_bytes(b"precious")
+    invoke([str(tmp_path / "missing.png"), str(IMAGES / "ihc.png"), "-o", str(out), *FAST], 1)
+    assert out.read_bytes() == b"precious"
+
+
+def test_version() -> None:
+    from style_transfer import __version__
+
+    assert __version__ in invoke(["--version"], 0).output
+
+
+def test_help_mentions_random_weights_and_cpu_default() -> None:
+    text = " ".join(option_reference(main, "stylize").split())  # each option in full (docs/options.md)
+    assert "no artistic result" in text
+    assert "on a CPU" in text
+
+
+class ModelBuilt(Exception):
+    """Raised by the patched VGG19 builder: the run got as far as building the model."""
+
+
+@pytest.fixture
+def no_model(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Make building the network (every loader goes through models.vgg_features) fail loudly; count the tries."""
+    from style_transfer.core import vgg as models
+
+    built: list[int] = []
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        built.append(1)
+        raise ModelBuilt("the model was built")
+
+    monkeypatch.setattr(models, "vgg_features", refuse)
+    return built
+
+
+@pytest.mark.parametrize("extra, output, needle", [
+    (["--steps", "0"], "o.png", "steps"),
+    (["--size", "8"], "o.png", "size"),
+    (["--style-layers", "conv_99"], "o.png", "conv_99"),
+    (["--scale-steps", "1,x"], "o.png", "scale-steps"),
+    (["--style-blend", "1,2,3"], "o.png", "3 weight"),
+    (["--init", "missing-start.png"], "o.png", "missing-start.png"),
+    (["--keep-alpha"], "o.jpg", "keep-alpha"),
+    ([], "o.unknownext", "extension"),
+    (["--precision", "bf16"], "o.png", "bf16"),  # refused here: bf16_supported is patched to say no
+])
+def test_exit_2_checks_run_before_the_model_is_built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     no_model: list[int], extra: list[str], output: str,
+                                                     needle: str) -> None:
+    monkeypatch.setattr("style_transfer.speed.fast.bf16_supported", lambda device: False)
+    monkeypatch.chdir(tmp_path)  # relative names (--init's missing file) resolve in the empty tmp_path
+    args = [str(IMAGES / "chelsea.png"), str(IMAGES / "ihc.png"), "-o", str(tmp_path / output), *FAST, *extra]
+    line = one_error_line(invoke(args, 2))
+    assert needle in line and "model was built" not in line
+    assert no_model == []
+
+
+def test_the_model_builder_patch_is_reached_by_a_good_run(tmp_path: Path, no_model: list[int]) -> None:
+    """The control of the test above: with good options the same patch is hit, so its silence means something."""
+    result = CliRunner().invoke(main, [str(IMAGES / "chelsea.png"), str(IMAGES / "ihc.png"), "-o",
+                                       str(tmp_path / "o.png"), *FAST])
+    assert result.exit_code != 0 and no_model == [1]
+    assert not (tmp_path / "o.png").exists()
+
+
+def test_steps_says_whole_lbfgs_steps_and_the_bar_shows_what_runs_from_the_start(tmp_path: Path) -> None:
+    """Issue 24.4: --steps N runs whole LBFGS steps of 20 (the tutorial's loop ends with the step that passes
+    N: 20 runs 40, 30 with --fast runs 60); the help says so, and the bar's total is that number at once."""
+    short = invoke(["--help"], 0).stdout
+    assert "Closure evaluations" not in short and "in whole LBFGS steps of 20" in " ".join(short.split())
+    reference = " ".join(option_reference(main, "stylize").split())
+    assert "the run ends with the step that passes N" in reference and "--fast --steps 30 runs 60" in reference
+    base = [str(IMAGES / "chelsea.png"), str(IMAGES / "ihc.png"), "--weights", "random", "--size", "32",
+            "--device", "cpu"]
+    for extra, planned in ((["--steps", "20"], 40), (["--steps", "30", "--fast"], 60)):
+        result = invoke([*base, "-o", str(tmp_path / "out.png"), *extra], 0)
+        totals = {int(n) for n in re.findall(r"\b\d+/(\d+) \[", result.stderr)}
+        assert totals == {planned}, result.stderr  # every redraw of the bar, the first included
+        assert f"{planned} evaluations)" in result.stderr
+
+
+def test_print_config_shows_what_fast_resolves_to() -> None:
+    """Issue 24.5: --print-config --fast shows the levers --fast turns on, its sizes, each size's share of
+    --steps and the evaluations that run, not the fields as typed."""
+    lines = dict(line.split(": ", 1) for line in invoke(["--print-config", "--fast", "--device", "cpu"], 0)
+                 .stdout.splitlines())
+    assert (lines["fast"], lines["channels_last"], lines["fused_gram"]) == ("True", "True", "True")
+    assert (lines["history_size"], lines["precision"], lines["scales"]) == ("20", "fp32", "3")
+    assert lines["scale_steps"] == "100,60,100" and lines["sizes"] == "112,224,448 on a CPU"
+    assert lines["evaluations"] == "260 (100,60,100), in whole LBFGS steps of 20"
+    auto = dict(line.split(": ", 1) for line in invoke(["--print-config", "--fast", "--size", "512"], 0)
+                .stdout.splitlines())
+    assert auto["precision"] == "fp32 on a CPU, bf16 on a GPU with native bf16" and auto["sizes"] == "128,256,512"
+    plain = dict(line.split(": ", 1) for line in invoke(["--print-config"], 0).stdout.splitlines())
+    assert (plain["channels_last"], plain["history_size"], plain["scale_steps"]) == ("False", "100", "")
+    assert plain["sizes"] == "448 on a CPU; 512 on a GPU" and plain["evaluations"].startswith("320,")
+
+
+# --- an output that is an input (issue 24) ---
+
+@pytest.mark.parametrize("name", ["relative", "symlink", "hard link", "style", "init", "log"])
+def test_an_output_that_is_an_input_is_refused_before_any_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              name: str) -> None:
+    """-o (or a side output) that names CONTENT, a STYLE or --init FILE by any name: one line, exit 2, the
+    input as it was (it used to be replaced by the result, silently, exit 0)."""
+    from style_transfer.run import run
+
+    photo, style = tmp_path / "photo.png", tmp_path / "style.png"
+    photo.write_bytes((IMAGES / "chelsea.png").read_bytes())
+    style.write_bytes((IMAGES / "ihc.png").read_bytes())
+    before = photo.read_bytes(), style.read_bytes()
+    link = tmp_path / "link.png"
+    if name == "symlink":
+        link.symlink_to(photo)
+    elif name == "hard link":
+        os.link(photo, link)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(run, "load_network", lambda *a, **k: pytest.fail("the run started"))
+    args, named = {"relative": (["-o", "./photo.png"], "-o ./photo.png: is the same file as CONTENT photo.png"),
+                   "symlink": (["-o", "link.png"], "-o link.png: is the same file as CONTENT photo.png"),
+                   "hard link": (["-o", "link.png"], "-o link.png: is the same file as CONTENT photo.png"),
+                   "style": (["-o", str(style)], f"-o {style}: is the same file as STYLE style.png"),
+                   "init": (["-o", "photo.png", "--init", str(photo)], "-o photo.png: is the same file as CONTENT"),
+                   "log": (["-o", "out.png", "--log", "style.png"], "--log style.png: is the same file as STYLE")}[name]
+    line = one_error_line(invoke(["photo.png", "style.png", *args, *FAST], 2))
+    assert line.startswith(f"Error: {named}") and line.endswith("give another output name"), line
+    assert (photo.read_bytes(), style.read_bytes()) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["photo.png", "style.png"] +
+                                                                 (["link.png"] if link.exists() else []))

@@ -1,0 +1,57 @@
+"""Helpers the test modules share: a command run in-process with its exit code checked, an image's pixels."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import click
+import numpy as np
+from click.testing import CliRunner, Result
+from PIL import Image
+
+
+def run_command(command: click.Command, args: Sequence[Any], exit_code: int = 0) -> Result:
+    """Run ``command`` with ``args`` (paths become strings) through ``CliRunner``; assert its exit code,
+    showing the arguments, both streams and the exception when it differs."""
+    args = [str(a) for a in args]
+    result = CliRunner().invoke(command, args)
+    assert result.exit_code == exit_code, (
+        f"{command.name} {' '.join(args)} exited {result.exit_code}, expected {exit_code}\n"
+        f"stdout: {result.stdout!r}\nstderr: {result.stderr!r}\nexception: {result.exception!r}")
+    return result
+
+
+def invoker(command: click.Command) -> Any:
+    """``invoke(args, exit_code=0)`` for one command: ``run_command`` bound to it."""
+    return partial(run_command, command)
+
+
+def pixels(image: Path | str | Image.Image) -> np.ndarray:
+    """An image file's (or a Pillow image's) RGB pixels, ``(H, W, 3)`` uint8."""
+    if isinstance(image, Image.Image):
+        return np.asarray(image.convert("RGB"))
+    with Image.open(image) as opened:
+        return np.asarray(opened.convert("RGB"))
+
+
+def one_error_line(result: Result) -> str:
+    """The command's only stderr line, an ``Error: ...`` line with no traceback."""
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("Error: ")
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
+# `stylize` at its smallest: random weights, 32 px, 2 steps (one LBFGS step), on the CPU.
+FAST = ["--weights", "random", "--size", "32", "--steps", "2", "--device", "cpu"]
+
+
+def invoke_stylize(args: Sequence[Any], exit_code: int = 0) -> Result:
+    """``stylize`` in-process (``run_command``)."""
+    from style_transfer.cli.stylize import main
+
+    return run_command(main, args, exit_code)

@@ -1,0 +1,239 @@
+"""The run API (run.Run): events, previews, cancellation, checkpoints and resume, early stop.
+
+VGG19 with seeded random weights, tiny images. Both loss weights x1000 where LBFGS must store
+curvature pairs (under random weights and the tutorial's weights it often stores none and the
+optimiser state would hold nothing to lose); resumed runs are compared bit for bit with the
+uninterrupted run on the same machine, in the same process.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from style_transfer import StyleConfig
+from style_transfer.errors import CheckpointError
+from style_transfer.io.images import pil_to_tensor
+from style_transfer.run.run import Run, RunOptions
+from style_transfer.run.plans import planned_evaluations
+
+from ..conftest import small_image
+from ..helpers import pixels
+
+SCALED = {"style_weight": 1e9, "content_weight": 1e3}  # LBFGS's normal regime under random weights
+
+
+@pytest.fixture(scope="module")
+def images() -> tuple:
+    return small_image("chelsea.png", (32, 21)), small_image("ihc.png", (32, 32))
+
+
+def config(**fields) -> StyleConfig:
+    return StyleConfig(**{"size": 32, "steps": 30, "weights": "random", "device": "cpu", **SCALED, **fields})
+
+
+@pytest.mark.slow
+def test_events_count_up_to_a_fixed_plan(images) -> None:
+    events = []
+    result = Run(*images, config()).execute(events.append)
+    assert [e.step for e in events] == list(range(1, len(events) + 1))
+    assert {e.total for e in events} == {planned_evaluations(30)} == {40}
+    assert len(events) == result.evaluations <= 40
+    assert all(b.elapsed >= a.elapsed >= 0 for a, b in zip(events, events[1:]))
+    assert {e.size for e in events} == {(32, 21)} and {e.scale for e in events} == {0}
+    assert all(e.preview is None for e in events)  # none asked for
+    assert result.stopped in ("done", "converged")
+    assert result.losses["loss"] == pytest.approx(events[-1].loss)
+    assert result.record["evaluations"] == result.evaluations and result.record["settings"]["size"] == 32
+
+
+@pytest.mark.slow
+def test_coarse_to_fine_events_name_each_size(images) -> None:
+    events = []
+    Run(*images, config(size=64, scales=3, scale_steps=(20, 20, 20))).execute(events.append)
+    sizes = [e.size for e in events if e.step in (1, 21, 41)]
+    assert sizes == [(16, 16), (32, 21), (64, 42)]  # long sides 16, 32, 64 of a 32x21 image; short sides floored at 16
+    assert [e.scale for e in events if e.step in (1, 21, 41)] == [0, 1, 2]
+    assert {e.scales for e in events} == {3} and {e.total for e in events} == {60}
+
+
+def test_preview_is_the_image_a_cancel_at_that_step_keeps(images) -> None:
+    """Two mechanisms, one truth: the preview of evaluation k, and the image a run cancelled at k returns."""
+    previews = {}
+    Run(*images, config(steps=20), RunOptions(preview_every=7)).execute(
+        lambda e: previews.__setitem__(e.step, e.preview))
+    assert sorted(k for k, v in previews.items() if v is not None) == [7, 14, 21, 28, 35]
+
+    run = Run(*images, config(steps=20))
+    result = run.execute(lambda e: run.cancel() if e.step == 14 else None)
+    assert (result.stopped, result.evaluations) == ("cancelled", 14)
+    assert np.array_equal(pixels(result.image), pixels(previews[14]))
+    assert not np.array_equal(pixels(previews[7]), pixels(previews[14]))  # the previews do change
+
+
+def test_cancel_from_another_thread_ends_within_one_evaluation(images) -> None:
+    run = Run(*images, config(steps=200))
+    reached, cancelled = threading.Event(), threading.Event()
+    seen = []
+
+    def on_event(event) -> None:
+        seen.append(event.step)
+        if event.step == 3:
+            reached.set()
+            assert cancelled.wait(60)  # the other thread has called cancel() by now
+
+    outcome = {}
+    worker = threading.Thread(target=lambda: outcome.setdefault("result", run.execute(on_event)))
+    worker.start()
+    assert reached.wait(120)
+    run.cancel()
+    cancelled.set()
+    worker.join(120)
+    assert not worker.is_alive()
+    result = outcome["result"]
+    assert (result.stopped, result.evaluations, seen[-1]) == ("cancelled", 3, 3)
+    assert result.image.size == (32, 21)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fields, stop_at", [({}, 25), ({"fast": True, "size": 64, "steps": 60}, 27)],
+                         ids=["single-size", "coarse-to-fine"])
+def test_resume_gives_the_uninterrupted_image(images, tmp_path: Path, fields: dict, stop_at: int) -> None:
+    """Interrupt after `stop_at` evaluations (mid LBFGS step), resume from the checkpoint: bit for bit."""
+    settings = config(**fields)
+    whole = Run(*images, settings).execute()
+
+    checkpoint = tmp_path / "run.ckpt"
+    first = Run(*images, settings, RunOptions(checkpoint=str(checkpoint)))
+    stopped = first.execute(lambda e: first.cancel("interrupted") if e.step == stop_at else None)
+    assert (stopped.stopped, stopped.evaluations) == ("interrupted", stop_at)
+    assert checkpoint.exists()
+
+    events = []
+    resumed = Run(*images, settings, RunOptions(resume=str(checkpoint))).execute(events.append)
+    assert events[0].step == 21  # the checkpoint is the last whole LBFGS step (20), redone from there
+    assert resumed.evaluations == whole.evaluations
+    assert np.array_equal(pixels(resumed.image), pixels(whole.image))
+
+
+@pytest.mark.slow
+def test_resume_needs_the_optimiser_state(images, tmp_path: Path) -> None:
+    """The negative control of the test above: the checkpoint's image alone, with a fresh LBFGS, differs."""
+    settings = config()
+    whole = Run(*images, settings).execute()
+    checkpoint = tmp_path / "run.ckpt"
+    first = Run(*images, settings, RunOptions(checkpoint=str(checkpoint)))
+    first.execute(lambda e: first.cancel() if e.step == 25 else None)
+    saved = torch.load(checkpoint, weights_only=True)
+    assert saved["evaluations"] == 20 and saved["optimizer"]["state"][0]["old_dirs"]  # pairs were stored
+    saved["optimizer"] = {}
+    torch.save(saved, checkpoint)
+    resumed = Run(*images, settings, RunOptions(resume=str(checkpoint))).execute()
+    assert not np.array_equal(pixels(resumed.image), pixels(whole.image))
+
+
+@pytest.mark.slow
+def test_checkpoint_every_writes_as_the_run_goes(images, tmp_path: Path) -> None:
+    checkpoint = tmp_path / "run.ckpt"
+    written = []
+    Run(*images, config(steps=50), RunOptions(checkpoint=str(checkpoint), checkpoint_every=20)).execute(
+        lambda e: written.append((e.step, torch.load(checkpoint, weights_only=True)["evaluations"]
+                                  if checkpoint.exists() else None)))
+    by_step = dict(written)
+    assert by_step[20] is None and by_step[21] == 20 and by_step[41] == 40  # written after each LBFGS step
+    assert torch.load(checkpoint, weights_only=True)["evaluations"] == 60  # and at the end
+    assert list(tmp_path.iterdir()) == [checkpoint]  # no temp files left
+
+
+def test_a_checkpoint_from_another_run_is_refused(images, tmp_path: Path) -> None:
+    checkpoint = tmp_path / "run.ckpt"
+    first = Run(*images, config(), RunOptions(checkpoint=str(checkpoint)))
+    first.execute(lambda e: first.cancel() if e.step == 21 else None)
+    with pytest.raises(CheckpointError, match=r"other settings \(style_weight: 1e\+09 in the checkpoint, 1e\+08 here\)"):
+        Run(*images, config(style_weight=1e8), RunOptions(resume=str(checkpoint))).execute()
+    with pytest.raises(CheckpointError, match="another content image"):
+        Run(small_image("coffee.png", (32, 21)), images[1], config(), RunOptions(resume=str(checkpoint))).execute()
+    damaged = tmp_path / "damaged.ckpt"
+    damaged.write_bytes(checkpoint.read_bytes()[:200])
+    with pytest.raises(CheckpointError, match="not a readable checkpoint"):
+        Run(*images, config(), RunOptions(resume=str(damaged))).execute()
+    with pytest.raises(CheckpointError, match="no such checkpoint"):
+        Run(*images, config(), RunOptions(resume=str(tmp_path / "missing.ckpt"))).execute()
+
+
+def test_plateau_stops_where_the_rule_says(images) -> None:
+    events = []
+    rate, patience = 0.05, 5
+    result = Run(*images, config(steps=200, min_improvement=rate, patience=patience)).execute(events.append)
+    assert result.stopped == "plateau" and result.evaluations < planned_evaluations(200)
+    best = np.minimum.accumulate([e.loss for e in events])  # the rule, worked out again from the events
+    stalled = [n for n in range(patience, len(best)) if best[n - patience] - best[n] < rate * best[n - patience]]
+    assert stalled and stalled[0] == len(events) - 1  # stopped at the first evaluation the rule names
+
+
+@pytest.mark.slow
+def test_resume_keeps_the_early_stop_window(images, tmp_path: Path) -> None:
+    """--min-improvement's window travels in the checkpoint: a run resumed late in its window stops at the
+    evaluation the uninterrupted run stopped at, with its image. The negative control: with the window
+    emptied in the checkpoint, the resumed run cannot stop before `patience` more evaluations."""
+    settings = config(steps=200, min_improvement=0.01, patience=25)  # longer than an LBFGS step (20): see below
+    whole = Run(*images, settings).execute()
+    assert whole.stopped == "plateau" and whole.evaluations > 21
+    checkpoint = tmp_path / "run.ckpt"
+    first = Run(*images, settings, RunOptions(checkpoint=str(checkpoint)))
+    first.execute(lambda e: first.cancel("interrupted") if e.step == whole.evaluations - 1 else None)
+    saved = torch.load(checkpoint, weights_only=True)
+    assert len(saved["plateau"]) == saved["evaluations"] > 0  # one running minimum per evaluation so far
+    # The checkpoint is at most one LBFGS step (20 evaluations) behind, so within the window: else the control
+    # below would prove nothing.
+    assert whole.evaluations - saved["evaluations"] <= settings.patience
+    resumed = Run(*images, settings, RunOptions(resume=str(checkpoint))).execute()
+    assert (resumed.stopped, resumed.evaluations) == ("plateau", whole.evaluations)
+    assert np.array_equal(pixels(resumed.image), pixels(whole.image))
+
+    saved["plateau"] = []
+    torch.save(saved, checkpoint)
+    forgetful = Run(*images, settings, RunOptions(resume=str(checkpoint))).execute()
+    assert forgetful.evaluations > whole.evaluations
+
+
+def test_options_are_checked() -> None:
+    with pytest.raises(ValueError, match="preview_every"):
+        RunOptions(preview_every=-1)
+    with pytest.raises(ValueError, match="checkpoint_every needs a checkpoint"):
+        RunOptions(checkpoint_every=20)
+    with pytest.raises(ValueError, match="give both or neither"):
+        StyleConfig(min_improvement=0.01)
+    with pytest.raises(ValueError, match="min_improvement must be a fraction"):
+        StyleConfig(min_improvement=2.0, patience=3)
+
+
+@pytest.mark.slow
+def test_the_default_run_is_stylize(images) -> None:
+    from style_transfer import stylize
+
+    settings = config(steps=20)
+    assert np.array_equal(pixels(Run(*images, settings).execute().image), pixels(stylize(*images, settings)))
+    assert pil_to_tensor(stylize(*images, settings)).shape == (1, 3, 21, 32)
+
+
+@pytest.mark.slow
+def test_run_overhead_benchmark_smoke(tmp_path: Path) -> None:
+    """benchmarks/run_overhead.py runs end to end and reports each path's median and its ratio to the loop."""
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "overhead.json"
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, str(root / "benchmarks" / "run_overhead.py"), "--smoke", "--threads", "1",
+                           "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    size = json.loads(out.read_text())["sizes"]["32"]
+    assert set(size["ratio"]) == {"loop", "run", "run+previews", "run+served"} and size["ratio"]["loop"] == 1.0
+    for name, seconds in size["median_s"].items():
+        assert seconds > 0 and abs(size["ratio"][name] - seconds / size["median_s"]["loop"]) < 1e-12
