@@ -8,6 +8,14 @@ if TYPE_CHECKING:
     import torch
 
 
+
+def first_line(exc: BaseException, limit: int | None = None) -> str:
+    """The first non-empty line of ``exc``'s message (at most ``limit`` characters), or its type's name: what a
+    one-line error shows of an exception from another library."""
+    lines = str(exc).strip().splitlines()
+    text = lines[0] if lines else type(exc).__name__
+    return text if limit is None else text[:limit]
+
 class StyleTransferError(Exception):
     """Base class of the errors this package raises on purpose (never a bug)."""
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..io import provenance
 from ..io.metadata import read_record, record_text
-from ..errors import ImageError, OutputError, StyleTransferError
+from ..errors import ImageError, OutputError, StyleTransferError, first_line
 from ..io.files import atomic_output
 from .items import Item, check_outputs
 from .report import Outcome, Report
@@ -133,7 +133,7 @@ def _write(item: Item, made: Made) -> Outcome:
         with atomic_output(item.output, OutputError) as handle:
             handle.write(made.data)
     except (OSError, StyleTransferError) as exc:
-        outcome.status, outcome.error = "failed", str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        outcome.status, outcome.error = "failed", first_line(exc)
     return outcome
 
 

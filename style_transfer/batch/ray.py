@@ -18,7 +18,7 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ..errors import ImageError, StyleTransferError, WeightsError
+from ..errors import ImageError, StyleTransferError, WeightsError, first_line
 from ..io.files import open_regular
 from .engine import Engine
 from .items import Item
@@ -79,7 +79,7 @@ class RayEngine(Engine):
             try:
                 ray.init(address=self.address, logging_level=logging.WARNING, log_to_driver=False)
             except (ConnectionError, RuntimeError, ValueError) as exc:
-                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                first = first_line(exc)
                 raise RayUnavailable(f"no Ray cluster at {self.address} ({first}); start one with "
                                      f"'ray start --head' or give --address HOST:PORT") from None
             self._connected = True

@@ -1,15 +1,16 @@
 """Recorders: turn a run's per-evaluation events into files (frames, an animation, a loss log, a plot).
 
-Each recorder is a callable taking the run's ``StepInfo`` (see ``StepEvent``), so the run API,
-the CLI, the web app and batch plug in the same objects::
+Each recorder is a callable taking the run's ``StepInfo`` (the ``StepEvent`` protocol below), so the
+command, the web app and batch plug the same objects into a ``Run``::
 
     frames = FrameSaver("out.png", 40)              # --save-every 40: out.0040.png, out.0080.png, ...
     movie = Animation("run.webp", 10)               # --animate run.webp
+    options = RunOptions(preview_every=preview_interval(frames.every, movie.every))
     with LossLog("losses.jsonl") as log:            # --log losses.jsonl
-        result = run(..., callback=lambda info: (frames(info), movie(info), log(info)),
-                     preview_every=preview_interval(frames.every, movie.every))
-    movie.close(result.image, record)
-    plot_losses(log.rows, "losses.png")              # --plot losses.png (needs matplotlib)
+        result = Run("photo.jpg", "style.jpg", config, options).execute(
+            lambda info: (frames(info), movie(info), log(info)))
+    movie.close(result.image, result.record)
+    plot_losses(log.rows, "losses.png")             # --plot losses.png (needs matplotlib)
 
 This module never imports torch (a tensor passed in is converted by ``images``, which imports
 it then) and never imports matplotlib at module level: ``plot_losses`` does, and says which
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TextIO, Union
 
 from PIL import Image, features
 
-from ..io.metadata import RECORD_KEY, record_text, save_options
+from ..io.metadata import RECORD_KEY, json_float, record_text, save_options
 from ..errors import OutputError, StyleTransferError
 from ..io.files import atomic_output, check_writable, open_regular, shown
 from ..io.images import check_output, is_tensor, save_image, tensor_to_pil
@@ -323,14 +324,6 @@ def _shared_palette(frames: Sequence[Image.Image]) -> list[Image.Image]:
     return [f.quantize(palette=palette, dither=Image.Dither.NONE) for f in frames]
 
 
-def _number(value: float) -> float | str:
-    """A float as JSON allows it: NaN and infinities as the names provenance records use."""
-    value = float(value)
-    if math.isfinite(value):
-        return value
-    return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-
-
 def loss_row(info: StepEvent) -> dict[str, Any]:
     """One evaluation as a log row: step, seconds, each loss term, total loss, size [w, h], scale.
 
@@ -339,8 +332,8 @@ def loss_row(info: StepEvent) -> dict[str, Any]:
     """
     row: dict[str, Any] = {"step": int(info.step), "seconds": float(info.elapsed)}
     for key, field in LOSS_TERMS:
-        row[key] = _number(getattr(info, field))
-    row["loss"] = _number(info.loss)
+        row[key] = json_float(getattr(info, field))
+    row["loss"] = json_float(info.loss)
     row["size"] = [int(info.size[0]), int(info.size[1])]
     row["scale"] = int(info.scale)
     return row

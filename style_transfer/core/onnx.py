@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import WeightsError
+from ..errors import WeightsError, first_line
 from ..io.files import open_regular, shown
 from ..layers import VGG_LAYOUTS as _LAYOUTS
 
@@ -132,7 +132,7 @@ def _graph(path: Path) -> Any:
     try:
         return onnx.load(str(path)).graph
     except Exception as exc:  # protobuf's DecodeError, external data that is missing, ...
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+        first = first_line(exc, 160)
         raise WeightsError(f"{shown(path)}: not a readable ONNX model ({first})") from None
 
 

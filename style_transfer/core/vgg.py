@@ -22,7 +22,7 @@ from torch import nn
 from torchvision.models import VGG16_Weights, VGG19_Weights
 
 from ..config import PREPROCESSINGS, preprocess_by_name
-from ..errors import WeightsError
+from ..errors import WeightsError, first_line
 from ..io.files import open_regular, shown
 from ..layers import MODELS, VGG_LAYOUTS
 
@@ -223,7 +223,7 @@ def load_network(model: str = "vgg19", weights: str = "imagenet", *, preprocess:
     try:
         features.load_state_dict(state)
     except (RuntimeError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first_line(exc)
         raise WeightsError(f"{shown(path)}: weights do not fit {model.upper()} features ({first}); "
                            f"expected a {model.upper()} state dict") from None
     bad = [name for name, value in state.items() if value.is_floating_point() and not bool(torch.isfinite(value).all())]
@@ -305,7 +305,7 @@ def load_state_file(path: Path, *, hint: str) -> Mapping[str, torch.Tensor]:
         try:
             state = torch.load(handle, map_location="cpu", weights_only=True)
         except Exception as exc:  # torch raises many types for bad files: pickle, zip, EOF, runtime
-            reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+            reason = first_line(exc, 200)
             if "central directory" in reason or isinstance(exc, EOFError):
                 reason = f"truncated or corrupt: {reason}"
             elif not head.startswith((b"PK\x03\x04", b"\x80")):  # torch.save writes a zip, or else a pickle

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Union
 from PIL import Image, ImageOps
 
 from .metadata import save_options
-from ..errors import ImageError, OutputError
+from ..errors import ImageError, OutputError, first_line
 from .files import atomic_output, check_writable, open_regular, shown
 
 if TYPE_CHECKING:
@@ -165,7 +165,7 @@ def open_image(path: str | os.PathLike) -> Image.Image:
                 # Departure from the tutorial: phone photos carry an EXIF orientation; show them upright.
                 return ImageOps.exif_transpose(image)
             except Exception as exc:  # OSError (truncated), SyntaxError (bad CRC), ValueError, ...
-                reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+                reason = first_line(exc, 200)
                 raise ImageError(f"{shown(name)}: not a readable image: corrupt or truncated "
                                  f"{image.format} data ({reason})") from None
 

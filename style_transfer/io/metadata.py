@@ -13,7 +13,7 @@ from xml.sax.saxutils import escape
 
 from PIL import Image, PngImagePlugin
 
-from ..errors import ImageError, OutputError
+from ..errors import ImageError, OutputError, first_line
 from .files import open_regular, shown
 # The PNG text keyword, and the first key of every record.
 RECORD_KEY = "style_transfer"
@@ -33,6 +33,15 @@ def plain_number(value: Any) -> Any:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
 
 
+def json_float(value: float) -> float | str:
+    """A float as JSON allows it: NaN and the infinities as the names ``"NaN"``, ``"Infinity"``, ``"-Infinity"``
+    (what Python's ``json`` reads back as floats)."""
+    value = float(value)
+    if math.isfinite(value):
+        return value
+    return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+
+
 def jsonable(value: Any) -> Any:
     """``value`` as plain JSON values: tuples as lists, paths as strings, non-finite floats as names."""
     if isinstance(value, Mapping):
@@ -42,9 +51,7 @@ def jsonable(value: Any) -> Any:
     if value is None or isinstance(value, (bool, int, str)):
         return value
     if isinstance(value, float):
-        if math.isfinite(value):
-            return value
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+        return json_float(value)
     if isinstance(value, os.PathLike):
         return os.fsdecode(os.fspath(value))
     if hasattr(value, "item"):
@@ -127,7 +134,7 @@ def read_record(path: str | os.PathLike) -> dict[str, Any] | None:
         except _DamagedRecord as exc:
             raise ImageError(f"{shown(name)}: damaged style_transfer record ({exc})") from None
         except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
-            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            reason = first_line(exc)
             raise ImageError(f"{shown(name)}: cannot be read as an image ({shown(reason)})") from None
     if text is None:
         return None

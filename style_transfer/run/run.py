@@ -28,7 +28,7 @@ from ..core import colors
 from ..io import provenance
 from ..speed import tiling
 from ..config import RunOptions, StyleConfig
-from ..errors import CheckpointError, Interrupted, NonFiniteLoss
+from ..errors import CheckpointError, Interrupted, NonFiniteLoss, first_line
 from ..speed.fast import speed_from_config
 from ..io.files import atomic_output, shown
 from ..core.stats import RunStats
@@ -430,7 +430,7 @@ def _read_checkpoint(path: str) -> dict[str, Any]:
     except FileNotFoundError:
         raise CheckpointError(f"{name}: no such checkpoint file") from None
     except Exception as exc:  # pickle errors, zip errors, an unsafe global refused by weights_only
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+        first = first_line(exc, 160)
         raise CheckpointError(f"{name}: not a readable checkpoint ({first})") from None
     if not isinstance(data, dict) or data.get("format") != "style_transfer checkpoint":
         raise CheckpointError(f"{name}: not a style_transfer checkpoint")

@@ -22,6 +22,7 @@ from PIL import Image
 from ..io.files import atomic_output, file_problem, shown
 from ..io.images import open_image, pil_to_rgb
 from . import VideoError, require
+from ..errors import first_line
 
 # Output container and video codec by extension (the format the extension names; H.264 by default).
 OUTPUTS = {".mp4": ("mp4", "libx264"), ".m4v": ("mp4", "libx264"), ".mov": ("mov", "libx264"),
@@ -206,8 +207,6 @@ def _encode(av, handle, container_name: str, codec: str, pictures: Iterable[Imag
 
 def _ffmpeg_reason(exc: BaseException) -> str:
     """FFmpeg's words for an error, without PyAV's ``[Errno N]`` and the repeated file name."""
-    return getattr(exc, "strerror", None) or _first_line(exc)
+    return getattr(exc, "strerror", None) or first_line(exc, 200)
 
 
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]

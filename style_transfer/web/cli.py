@@ -19,6 +19,7 @@ from ..config import PREPROCESSINGS
 from ..io.files import shown
 from ..layers import MODELS
 from ..cli.options import DEFAULTS, OneLineCommand
+from ..errors import first_line
 
 EXTRA_HINT = "pip install 'style_transfer[web]'"
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
@@ -141,7 +142,7 @@ def _check_weights(model: str, weights: str, preprocess: str | None) -> None:
     try:
         load_network(model, weights, preprocess=preprocess)
     except StyleTransferError as exc:
-        raise click.ClickException(str(exc).strip().splitlines()[0]) from None
+        raise click.ClickException(first_line(exc)) from None
 
 
 def _check_bind(host: str, port: int) -> None:

@@ -26,7 +26,7 @@ from typing import Any
 from PIL import Image
 
 from ..config import RunOptions, StyleConfig
-from ..errors import RunStopped, StyleTransferError, WeightsError
+from ..errors import RunStopped, StyleTransferError, WeightsError, first_line
 from .gallery import Gallery, new_id
 
 FINAL_EVENTS = ("done", "cancelled", "failed")
@@ -308,7 +308,7 @@ class JobQueue:
                 self._run(job, device)
             except BaseException as exc:  # noqa: BLE001 - a worker must survive any job
                 if not job.finished:
-                    self._finish(job, "failed", error=f"unexpected {type(exc).__name__}: {_first_line(exc)}")
+                    self._finish(job, "failed", error=f"unexpected {type(exc).__name__}: {first_line(exc)}")
             finally:
                 with self._lock:
                     self._busy.discard(device)
@@ -342,7 +342,7 @@ class JobQueue:
         try:
             result = run.execute(on_event)
         except RunStopped as exc:  # a non-finite loss (or an interrupt): keep the last good image
-            message = _first_line(exc)
+            message = first_line(exc)
             if exc.image is not None:
                 record = run.record(exc.step, "non-finite", last["losses"], last["elapsed"])
                 entry = self._keep(job, _to_pil(exc.image), record, "non-finite", exc.step, last["elapsed"])
@@ -353,9 +353,9 @@ class JobQueue:
         except WeightsError as exc:  # the server's weights, not the browser user's doing: say who can fix it
             self._finish(job, "failed", error=weights_problem(exc, job.config.model))
         except (StyleTransferError, ValueError) as exc:
-            self._finish(job, "failed", error=_first_line(exc))
+            self._finish(job, "failed", error=first_line(exc))
         except MemoryError as exc:
-            self._finish(job, "failed", error=f"out of memory: {_first_line(exc)}")
+            self._finish(job, "failed", error=f"out of memory: {first_line(exc)}")
         else:
             entry = self._keep(job, result.image, result.record, result.stopped, result.evaluations, result.seconds)
             self._finish(job, _STATE_OF_STOP.get(result.stopped, "done"), error=None, result=entry,
@@ -403,16 +403,13 @@ def weights_problem(exc: WeightsError, model: str = "vgg19") -> str:
     """
     from ..io.provenance import IMAGENET_WEIGHTS_OF
 
-    what = _first_line(exc).split("; ")[0]
+    what = first_line(exc).split("; ")[0]
     return (f"the server cannot load its {model.upper()} weights ({what}). The server's operator can put "
             f"torchvision's {IMAGENET_WEIGHTS_OF[model][1]} in the server's torch hub cache (TORCH_HOME/hub/checkpoints) or "
             f"start the server with stylize-serve --weights FILE. Meanwhile, Weights: random in the form checks "
             f"that the page works (no artistic result).")
 
 
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
 
 
 def _finite(values: dict[str, float]) -> dict[str, float | None]:
