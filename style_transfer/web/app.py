@@ -149,6 +149,12 @@ def create_app(data_dir: str | os.PathLike, *, weights: str = "imagenet", model:
     return app
 
 
+def _preset_weights(preprocess: str) -> dict[str, dict[str, float]]:
+    """Each preset's style and content weight for inputs preprocessed by ``preprocess``."""
+    return {name: {key: preset_values(name, preprocess)[key] for key in ("style_weight", "content_weight")}
+            for name in PRESET_NAMES}
+
+
 def _api(queue: JobQueue, gallery: Gallery, work: Path, network: ServerNetwork, limits: Limits) -> APIRouter:
     router = APIRouter()
 
@@ -156,12 +162,16 @@ def _api(queue: JobQueue, gallery: Gallery, work: Path, network: ServerNetwork, 
     def options() -> dict[str, Any]:
         """Defaults, choices and limits of the form, and the sample images."""
         defaults = StyleConfig()
+        server_preprocess = StyleConfig(weights=network.weights, model=network.model,
+                                        preprocess=network.preprocess).preprocess or "torchvision"
         return {
             "defaults": {"steps": defaults.steps, "seed": defaults.seed, "preset": defaults.preset,
                          "preserve_colors": defaults.preserve_colors,
                          "weights": "server" if network.is_file else network.weights, "model": network.model},
-            "presets": {name: {"style_weight": preset_values(name)["style_weight"],
-                               "content_weight": preset_values(name)["content_weight"]} for name in PRESET_NAMES},
+            # The loss weights of each preset for the built-in weights (torchvision's scale) and, with a file, for the
+            # server's weights (Caffe's 0-255 scale takes a style weight of 300 where torchvision's takes 1e6).
+            "presets": _preset_weights("torchvision"),
+            "server_presets": _preset_weights(server_preprocess) if network.is_file else None,
             "preserve_colors": list(PRESERVE_COLORS),
             "weights": list(WEIGHTS_CHOICES) + (["server"] if network.is_file else []),
             "models": list(MODELS),

@@ -547,6 +547,28 @@ def test_the_form_offers_every_network_with_built_in_weights(tmp_path: Path) -> 
         assert client.get(f"/api/results/{result['id']}").json()["settings"]["model"] == "vgg16"
 
 
+def test_the_form_takes_the_loss_weights_of_the_servers_scale(tmp_path: Path) -> None:
+    """The form's style weight follows the weights' scale: the tutorial's 1e6 for the built-in (torchvision)
+    weights, and for a server file at Caffe's 0-255 scale the preset's weight there (300). The form once sent
+    1e6 to a Caffe-scale server, which paints the photo away."""
+    import torch
+
+    from style_transfer.core.vgg import random_vgg_features
+    from style_transfer.presets import CAFFE_TUTORIAL_STYLE_WEIGHT
+
+    weights = tmp_path / "caffe-vgg16.pth"
+    torch.save(random_vgg_features("vgg16", seed=1).state_dict(), weights)
+    with TestClient(make_app(tmp_path / "data", weights=str(weights), model="vgg16", preprocess="caffe")) as client:
+        options = client.get("/api/options").json()
+        assert options["presets"]["tutorial"] == {"style_weight": 1e6, "content_weight": 1}
+        assert options["server_presets"]["tutorial"]["style_weight"] == CAFFE_TUTORIAL_STYLE_WEIGHT == 300
+        assert options["server_presets"]["tutorial"]["content_weight"] == 1
+    with TestClient(make_app(tmp_path / "data")) as client:
+        assert client.get("/api/options").json()["server_presets"] is None  # no file: the built-in scale only
+    script = (Path(__file__).resolve().parents[2] / "style_transfer" / "web" / "static" / "app.js").read_text()
+    assert "state.options.server_presets" in script  # the page applies them when the weights are the server's
+
+
 def test_the_servers_weights_file_comes_with_its_network_and_no_other(tmp_path: Path) -> None:
     """With a weights file the form's ``server`` is the server's file, model and preprocessing: a job that
     names another model is refused in one line naming the server's network; imagenet and random still run

@@ -71,8 +71,9 @@ function styleWeight() {
   return Math.pow(10, Number($("style-weight-exp").value));
 }
 
-function applyPreset(name) {
-  const preset = state.options.presets[name];
+function applyPreset(name) {  // the server's weights may take another scale (Caffe's): their own loss weights
+  const server = $("weights").value === "server" && state.options.server_presets;
+  const preset = (server ? state.options.server_presets : state.options.presets)[name];
   if (!preset) return;
   $("style-weight-exp").value = Math.log10(preset.style_weight).toFixed(1);
   $("content-weight").value = preset.content_weight;
@@ -305,7 +306,7 @@ function init() {
   $("preview").addEventListener("load", (e) => { e.target.dataset.updates = String(Number(e.target.dataset.updates) + 1); });
   $("style-weight-exp").addEventListener("input", () => { $("style-weight-value").textContent = weightText(styleWeight()); });
   $("preset").addEventListener("change", (e) => applyPreset(e.target.value));
-  $("weights").addEventListener("change", fitNetwork);
+  $("weights").addEventListener("change", () => { fitNetwork(); applyPreset($("preset").value); });
   $("options").addEventListener("submit", start);
   $("cancel").addEventListener("click", cancel);
   $("use-as-content").addEventListener("click", async () => {
