@@ -67,8 +67,9 @@ function weightText(value) {
   return value >= 1000 ? value.toExponential(1).replace("e+", "e") : String(Math.round(value * 100) / 100);
 }
 
-function styleWeight() {
-  return Math.pow(10, Number($("style-weight-exp").value));
+function styleWeight() {  // the preset's own value until the slider is moved (its steps of 0.1 in log10 miss 300)
+  const slider = $("style-weight-exp");
+  return slider.dataset.exact ? Number(slider.dataset.exact) : Math.pow(10, Number(slider.value));
 }
 
 function applyPreset(name) {  // the server's weights may take another scale (Caffe's): their own loss weights
@@ -76,6 +77,7 @@ function applyPreset(name) {  // the server's weights may take another scale (Ca
   const preset = (server ? state.options.server_presets : state.options.presets)[name];
   if (!preset) return;
   $("style-weight-exp").value = Math.log10(preset.style_weight).toFixed(1);
+  $("style-weight-exp").dataset.exact = String(preset.style_weight);
   $("content-weight").value = preset.content_weight;
   $("style-weight-value").textContent = weightText(styleWeight());
 }
@@ -304,7 +306,10 @@ function init() {
   wireDrop($("content-drop"), $("content-input"), (files) => { if (files.length) setContent(files[0]); });
   wireDrop($("style-drop"), $("style-input"), (files) => { if (files.length) setStyles(files); });
   $("preview").addEventListener("load", (e) => { e.target.dataset.updates = String(Number(e.target.dataset.updates) + 1); });
-  $("style-weight-exp").addEventListener("input", () => { $("style-weight-value").textContent = weightText(styleWeight()); });
+  $("style-weight-exp").addEventListener("input", () => {
+    delete $("style-weight-exp").dataset.exact;
+    $("style-weight-value").textContent = weightText(styleWeight());
+  });
   $("preset").addEventListener("change", (e) => applyPreset(e.target.value));
   $("weights").addEventListener("change", () => { fitNetwork(); applyPreset($("preset").value); });
   $("options").addEventListener("submit", start);
