@@ -225,7 +225,7 @@ class GuidedStyleLoss(StyleLoss):
         self.weight, self.form = float(weight), form
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        x = input.float()  # bf16 features (--precision bf16): the loss in float32, as the other loss modules
+        x = _full(input)  # bf16 features (--precision bf16): the loss in float32, as the other loss modules
         loss = x.new_zeros(())
         for k in range(self.target.shape[0]):
             gram = guided_gram(x, self.masks[k:k + 1])
@@ -255,9 +255,14 @@ class MaskedContentLoss(ContentLoss):
         self.form = form
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        squared = (input.float() - self.target).pow(2) * self.mask
+        squared = (_full(input) - self.target).pow(2) * self.mask
         self.loss = squared.sum() / 2 if self.form == "paper" else squared.mean()
         return input
+
+
+def _full(x: torch.Tensor) -> torch.Tensor:
+    """Features in float32 unless already float32 or float64."""
+    return x if x.dtype in (torch.float32, torch.float64) else x.float()
 
 
 def mask_image(mask: torch.Tensor) -> Image.Image:
