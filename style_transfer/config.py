@@ -94,7 +94,7 @@ class StyleConfig:
     # at most tile x tile px, with the untiled loss and gradient (up to rounding) and memory that stays flat.
     tile: int | None = None  # crop side in px; None: tiles chosen from the free memory, only where a size does not fit
     # Quality controls (issue 26; core/masks.py, core/averaging.py). Off by default: the tutorial's run.
-    style_masks: tuple = ()  # one mask per style image, in order (paths, PIL images or tensors); unmasked share the rest
+    style_masks: tuple = ()  # one mask per style, in order (paths, PIL images or tensors); unmasked share the rest
     content_mask: object = None  # a mask weighting the content loss by region (a path, PIL image or tensor), or None
     average: float | None = None  # the output is the bias-corrected moving average of the iterates, this decay
 

@@ -153,10 +153,10 @@ def read_manifest(path: str, *, styles: Sequence[str], out_dir: str, options: Ma
     """The items of a manifest: CSV with a header row, or JSON Lines (``.jsonl``, one object a line).
 
     Columns/keys: ``content`` (required); ``style`` (one file, or several separated by ``;`` in CSV or
-    a list in JSON: blended into one output); ``output`` (a file name, relative to ``out_dir``); and
+    a list in JSON: blended into one output); ``output`` (a file name, relative to ``out_dir``);
     ``style-mask`` (one mask per style, in the styles' order, separated by ``;`` in CSV or a list in JSON) and
-    ``content-mask`` (issue 26); any setting of ``stylize`` by its option name (``size``, ``style-weight`` or ``style_weight``),
-    which overrides ``options`` for that row. Relative input paths are relative to the manifest's
+    ``content-mask`` (issue 26); and any setting of ``stylize`` by its option name (``size``, ``style-weight``
+    or ``style_weight``), which overrides ``options`` for that row. Relative input paths are relative to the manifest's
     folder. A row without a style gives one item per file of ``styles``.
 
     Args:

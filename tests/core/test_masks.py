@@ -196,7 +196,8 @@ class TestErrors:
         return {k: str(v) for k, v in paths.items()} | {"missing": str(tmp_path / "missing.png")}
 
     @pytest.mark.parametrize("given, needle", [
-        ("--style-mask square", "style mask 1 (square.png): 300x300 has another aspect ratio than the content (451x300)"),
+        ("--style-mask square",
+         "style mask 1 (square.png): 300x300 has another aspect ratio than the content (451x300)"),
         ("--style-mask black", "style mask 1 (black.png): the mask is empty (all black)"),
         ("--style-mask left --style-mask right --style-mask left", "3 style masks for 2 style image(s)"),
         ("--style-mask corrupt", "style mask 1 (corrupt.png): "),
