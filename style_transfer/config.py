@@ -93,6 +93,10 @@ class StyleConfig:
     # Print size (tiling.py; docs/print-size.md): a size larger than the tile is evaluated in overlapping crops of
     # at most tile x tile px, with the untiled loss and gradient (up to rounding) and memory that stays flat.
     tile: int | None = None  # crop side in px; None: tiles chosen from the free memory, only where a size does not fit
+    # Quality controls (issue 26; core/masks.py, core/averaging.py). Off by default: the tutorial's run.
+    style_masks: tuple = ()  # one mask per style, in order (paths, PIL images or tensors); unmasked share the rest
+    content_mask: object = None  # a mask weighting the content loss by region (a path, PIL image or tensor), or None
+    average: float | None = None  # the output is the bias-corrected moving average of the iterates, this decay
 
     def __post_init__(self) -> None:
         _resolve_preprocess(self)  # before the preset: its loss weights depend on the input's scale
@@ -130,6 +134,7 @@ class StyleConfig:
         if not self.content_layers and not self.style_layers:
             raise ValueError("content_layers and style_layers are both empty: nothing to optimise")
         _check_speed_fields(self)
+        _check_quality(self)
         _check_tile(self)
 
 
@@ -169,6 +174,28 @@ def _check_speed_fields(config: StyleConfig) -> None:
         raise ValueError(f"scale_steps must be positive integers, got {config.scale_steps!r}")
 
 
+def _is_source(value: object) -> bool:
+    """A path, a PIL image or a tensor (checked by type name: config imports neither Pillow nor torch)."""
+    if isinstance(value, (str, os.PathLike)):
+        return bool(os.fspath(value))
+    return any(cls.__name__ in ("Image", "Tensor") for cls in type(value).__mro__)
+
+
+def _check_quality(config: StyleConfig) -> None:
+    """Validate the masks and the iterate average (issue 26); the masks' files are read when the run starts."""
+    masks = config.style_masks
+    if isinstance(masks, (str, os.PathLike)) or not isinstance(masks, (list, tuple)):
+        masks = (masks,) if masks else ()
+    object.__setattr__(config, "style_masks", tuple(masks))
+    for mask in config.style_masks:
+        if not _is_source(mask):
+            raise ValueError(f"style_masks must hold mask files, PIL images or tensors, got {mask!r}")
+    if config.content_mask is not None and not _is_source(config.content_mask):
+        raise ValueError(f"content_mask must be a mask file, a PIL image or a tensor, got {config.content_mask!r}")
+    if config.average is not None and (not _is_number(config.average) or not 0 < config.average < 1):
+        raise ValueError(f"average must be a decay between 0 and 1 (e.g. 0.99), got {config.average!r}")
+
+
 MIN_TILE = 16  # px; the layers used may need more (crops.Geometry.minimum_tile: 26 px for the tutorial's)
 
 
@@ -178,6 +205,9 @@ def _check_tile(config: StyleConfig) -> None:
         return
     if not _is_int(config.tile) or config.tile < MIN_TILE:
         raise ValueError(f"tile must be an integer >= {MIN_TILE} (px), got {config.tile!r}")
+    if config.style_masks or config.content_mask is not None:
+        raise ValueError("tile cannot be combined with style or content masks: a crop's Gram matrices would need the "
+                         "mask cropped with it, which tiled evaluations do not do (give no --tile, or no masks)")
     if config.backward != "combined":
         raise ValueError(f"tile cannot be combined with backward {config.backward!r}: a tiled evaluation "
                          "backpropagates once per crop (use backward 'combined')")

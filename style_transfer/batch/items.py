@@ -29,7 +29,7 @@ from ..cli.options import SETTINGS_FIELDS, config_from_options, settings_options
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp", ".tif", ".tiff", ".bmp", ".gif")
 # Output formats a batch writes: each holds the provenance record the resume check reads.
 OUTPUT_EXTENSIONS = ("png", "jpg", "webp", "tiff")
-MANIFEST_COLUMNS = ("content", "style", "styles", "output")
+MANIFEST_COLUMNS = ("content", "style", "styles", "output", "style-mask", "content-mask")
 
 
 @dataclass(frozen=True)
@@ -153,9 +153,10 @@ def read_manifest(path: str, *, styles: Sequence[str], out_dir: str, options: Ma
     """The items of a manifest: CSV with a header row, or JSON Lines (``.jsonl``, one object a line).
 
     Columns/keys: ``content`` (required); ``style`` (one file, or several separated by ``;`` in CSV or
-    a list in JSON: blended into one output); ``output`` (a file name, relative to ``out_dir``); and
-    any setting of ``stylize`` by its option name (``size``, ``style-weight`` or ``style_weight``),
-    which overrides ``options`` for that row. Relative input paths are relative to the manifest's
+    a list in JSON: blended into one output); ``output`` (a file name, relative to ``out_dir``);
+    ``style-mask`` (one mask per style, in the styles' order, separated by ``;`` in CSV or a list in JSON) and
+    ``content-mask`` (issue 26); and any setting of ``stylize`` by its option name (``size``, ``style-weight``
+    or ``style_weight``), which overrides ``options`` for that row. Relative input paths are relative to the manifest's
     folder. A row without a style gives one item per file of ``styles``.
 
     Args:
@@ -184,6 +185,11 @@ def read_manifest(path: str, *, styles: Sequence[str], out_dir: str, options: Ma
                 row_styles = tuple(_relative(str(s).strip(), folder) for s in listed if str(s).strip())
             elif field == "output":
                 output = str(value)
+            elif field in ("style_mask", "style_masks"):  # issue 26: one per style, in order, like the styles
+                listed = value if isinstance(value, list) else str(value).split(";")
+                values["style_masks"] = tuple(_relative(str(m).strip(), folder) for m in listed if str(m).strip())
+            elif field == "content_mask":
+                values["content_mask"] = _relative(str(value).strip(), folder)
             elif field in params:
                 values[field] = _convert(params[field], value, where)
             else:
@@ -288,7 +294,8 @@ def _input_files(items: Sequence[Item]) -> dict[tuple[int, int], str]:
     found: dict[tuple[int, int], str] = {}
     for item in items:
         init = () if item.config.init in ("content", "noise", "style") else (item.config.init,)
-        for path in (item.content, *item.styles, *init):
+        masks = [m for m in (*item.config.style_masks, item.config.content_mask) if isinstance(m, (str, os.PathLike))]
+        for path in (item.content, *item.styles, *init, *masks):
             identity = file_identity(path)
             if identity is not None:
                 found.setdefault(identity, shown(path))

@@ -60,7 +60,8 @@ SECTION_OF = {
     "Basics": ("output", "size", "steps", "style_weight", "content_weight", "seed", "model", "weights", "preprocess",
                "device", "preset", "quiet"),
     "Style": ("init", "content_layers", "style_layers", "style_layer_weights", "style_blend", "style_scale",
-              "preserve_colors", "tv_weight", "pooling", "loss_form", "keep_alpha"),
+              "preserve_colors", "tv_weight", "pooling", "loss_form", "keep_alpha", "style_masks", "content_mask",
+              "average"),
     "Output and run control": ("save_every", "save_dir", "animate", "log_path", "plot", "no_metadata", "replay",
                                "checkpoint", "checkpoint_every", "resume", "min_improvement", "patience"),
     "Speed": ("fast", "precision", "channels_last", "fused_gram", "history_size", "scales", "min_size",
@@ -92,6 +93,9 @@ SHORT_HELP = {
     "optimizer": "lbfgs (the tutorial's) or adam.",
     "lr": "Learning rate (default 1 for lbfgs, 0.02 for adam).",
     "keep_alpha": "Keep the content's transparency (.png, .webp, .tiff).",
+    "style_masks": "Where a STYLE goes: a grey mask FILE over the content, once per STYLE.",
+    "content_mask": "A grey mask FILE weighting the content loss by region.",
+    "average": "Output the moving average of the iterates, this decay (e.g. 0.99).",
     "backward": "combined (one backward) or per-module (retain_graph).",
     "fast": "Coarse-to-fine plus the device's fast paths: about 3.5x less time at 512 px.",
     "precision": "fp32, or bf16 for the VGG layers where the device has it.",
@@ -334,16 +338,32 @@ SETTINGS: list[Callable[[F], F]] = [
     click.option("--min-improvement", type=float, default=None,
                  help="Stop early once the lowest loss improved by less than this fraction (e.g. 0.001) over the "
                       "last --patience evaluations, at the final size. Off by default."),
-    click.option("--patience", type=int, default=None, help="Evaluations that --min-improvement looks back over.")
+    click.option("--patience", type=int, default=None, help="Evaluations that --min-improvement looks back over."),
+    click.option("--style-mask", "style_masks", multiple=True, type=click.Path(path_type=str), metavar="FILE",
+                 help="Spatial control (Gatys et al. 2017): a grey-level image over the content, white where this "
+                      "STYLE goes (soft edges allowed), resized with the content; give it once per STYLE, in order. "
+                      "STYLEs after the last mask share what no mask covers. Each style's Gram matrices are taken "
+                      "over its own region (guided Gram matrices). The mask must have the content's aspect ratio."),
+    click.option("--content-mask", type=click.Path(path_type=str), default=None, metavar="FILE",
+                 help="A grey-level image over the content weighting the content loss by region: white keeps the "
+                      "photo's shapes as usual, black leaves the region to the style alone."),
+    click.option("--average", type=float, default=None, metavar="DECAY",
+                 help="Write the bias-corrected exponential moving average of the images the optimiser evaluates "
+                      "(avg = DECAY*avg + (1-DECAY)*image after every evaluation) instead of the last one: smoother "
+                      "results. 0.99 averages about the last 100 evaluations; restarted at each coarse-to-fine "
+                      "size. Off by default."),
 ]
 SETTINGS_FIELDS = ("size", "steps", "style_weight", "content_weight", "init", "seed", "model", "weights", "preprocess",
                    "device",
                    "content_layers", "style_layers", "style_layer_weights", "preset", "style_blend", "style_scale",
                    "preserve_colors", "tv_weight", "pooling", "loss_form", "optimizer", "lr", "keep_alpha",
                    "backward", "fast", "precision", "channels_last", "fused_gram", "history_size", "scales",
-                   "min_size", "scale_steps", "threads", "tile", "min_improvement", "patience")
+                   "min_size", "scale_steps", "threads", "tile", "min_improvement", "patience", "style_masks",
+                   "content_mask", "average")
+# Inputs given as options: like CONTENT and STYLE they are given again to --replay and --resume (checked by hash).
+MASK_FIELDS = ("style_masks", "content_mask")
 # With --replay these come from the record, so giving one on the command line is a mistake.
-RECORDED_FIELDS = tuple(name for name in SETTINGS_FIELDS if name not in ("weights", "device", "threads"))
+RECORDED_FIELDS = tuple(name for name in SETTINGS_FIELDS if name not in ("weights", "device", "threads", *MASK_FIELDS))
 
 
 def settings_options(function: F) -> F:

@@ -15,8 +15,8 @@ from ..config import RunOptions, StyleConfig
 from ..errors import Interrupted, RunStopped, StyleTransferError
 from ..io.files import check_not_an_input, check_writable, shown
 from ..io.images import INPUT_FORMATS_TEXT, MAX_PIXELS, MIN_INPUT_SIDE, check_output, open_image, save_image
-from .options import (RECORDED_FIELDS, SETTINGS_FIELDS, OneLineCommand, UsageFault, config_from_options, one_line_error,
-                      settings_options, show_traceback, unexpected_error)
+from .options import (MASK_FIELDS, OneLineCommand, RECORDED_FIELDS, SETTINGS_FIELDS, UsageFault, config_from_options,
+                      one_line_error, settings_options, show_traceback, unexpected_error)
 from ..run.plans import LBFGS_MAX_ITER, default_size_of, fast_levers, plan_run
 from ..io.provenance import check_replay_inputs, replay_config
 
@@ -111,10 +111,11 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
         config = config_from_options(settings)
         if replay is not None and resume is not None:
             raise UsageFault("give --replay or --resume, not both")
+        masks = {name: getattr(config, name) for name in MASK_FIELDS}  # inputs: given again, checked by hash
         if replay is not None:
-            config = _replay_config(replay, config.weights, config.device)
+            config = dataclasses.replace(_replay_config(replay, config.weights, config.device), **masks)
         if resume is not None:
-            config = _resume_config(resume, config)
+            config = dataclasses.replace(_resume_config(resume, config), **masks)
         if print_config:
             show_config(config)
             return
@@ -134,7 +135,8 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
     _check_inputs([content, *styles], debug)  # before torch is imported: a bad image answers at once
     if replay is not None:
         try:
-            check_replay_inputs(read_record(replay), content, styles, config.weights)
+            check_replay_inputs(read_record(replay), content, styles, config.weights, style_masks=config.style_masks,
+                                content_mask=config.content_mask)
         except (ValueError, StyleTransferError) as exc:
             raise UsageFault(f"--replay {shown(replay)}: {exc}") from None
 
@@ -210,7 +212,8 @@ def _check_not_inputs(content: str, styles: tuple[str, ...], config: StyleConfig
     init = None if config.init in ("content", "noise", "style") else config.init
     weights = None if config.weights in ("imagenet", "random") else config.weights
     inputs = [("CONTENT", content), *(("STYLE", style) for style in styles), ("--init", init), ("--replay", replay),
-              ("--weights", weights)]
+              ("--weights", weights), *(("--style-mask", mask) for mask in config.style_masks),
+              ("--content-mask", config.content_mask)]
     check_not_an_input([("-o", output), ("--animate", animate), ("--log", log_path), ("--plot", plot)],
                        [*inputs, ("--resume", resume)])
     check_not_an_input([("--checkpoint", checkpoint)], inputs)  # --resume keeps saving to its own file
@@ -269,7 +272,8 @@ def _resume_config(path: str, config: StyleConfig) -> StyleConfig:
     except CheckpointError as exc:
         raise click.ClickException(str(exc)) from None
     context = click.get_current_context()
-    given = [name for name in SETTINGS_FIELDS if name != "threads" and context.get_parameter_source(name) in
+    skipped = ("threads", *MASK_FIELDS)  # --threads may be given anew; masks are inputs (the checkpoint checks them)
+    given = [name for name in SETTINGS_FIELDS if name not in skipped and context.get_parameter_source(name) in
              (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)]
     where = f"--resume {shown(path)}"
     recorded = saved["weights"]
@@ -309,6 +313,10 @@ def _resume_hint(checkpoint: str | None, content: str, styles: tuple[str, ...], 
     if checkpoint is None or not os.path.isfile(checkpoint):
         return "no checkpoint was asked for (--checkpoint FILE keeps a run's state to resume it)"
     words = ["stylize", content, *styles, "-o", output, "--resume", checkpoint]
+    for mask in config.style_masks:  # masks are inputs: given again, checked by hash
+        words += ["--style-mask", mask]
+    if config.content_mask is not None:
+        words += ["--content-mask", config.content_mask]
     if config.weights not in ("imagenet", "random"):
         words += ["--weights", config.weights]  # a checkpoint names a weights file, it cannot hold one
     command = " ".join(shlex.quote(shown(word)) for word in words)

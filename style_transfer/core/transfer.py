@@ -13,6 +13,7 @@ import torch
 from PIL import Image
 from torch import nn, optim
 
+from . import masks
 from .backward import check_backward, per_module_backward, weighted_scores
 from ..config import TUTORIAL_CONTENT_LAYERS, TUTORIAL_STYLE_LAYERS
 from ..speed import tiling
@@ -85,6 +86,7 @@ def get_style_model_and_losses(
     pooling: str = "max",
     style_targets: MutableMapping[str, torch.Tensor] | None = None,
     normalization: nn.Module | None = None,
+    guides: masks.Guides | None = None,
 ) -> tuple[nn.Sequential, list[StyleLoss], list[ContentLoss]]:
     """Copy ``cnn`` into a new ``nn.Sequential`` with loss modules after the named layers.
 
@@ -101,6 +103,9 @@ def get_style_model_and_losses(
     forward passes skipped) when it holds every style layer. The caller owns what it keys it by.
     ``normalization``: the module put first in place of ``Normalization(mean, std)`` (then not used), such as
     ``models.CaffeNormalization`` for Caffe-converted weights (``models.Network.normalization()``).
+    ``guides`` (issue 26, ``core/masks.py``): masks over the content at its size, followed through the layers;
+    with style masks each style layer gets a ``GuidedStyleLoss`` (no shared ``style_targets``), with a content
+    mask each content layer a ``MaskedContentLoss``.
 
     Raises:
         ValueError: a requested layer is not in the network (the message lists valid names).
@@ -121,6 +126,8 @@ def get_style_model_and_losses(
     content_losses: list[ContentLoss] = []
     style_losses: list[StyleLoss] = []
     model = nn.Sequential(normalization)
+    if guides is not None and guides.styles is not None:
+        style_targets = None  # guided losses keep one target per style, not the blend a cache holds
     cached = style_targets is not None and all(name in style_targets for name in style_layers)
     style_count = len(style_imgs)
     if cached:  # the style images' targets are known: only the content passes through the network
@@ -140,16 +147,23 @@ def get_style_model_and_losses(
         with torch.no_grad():
             content_x = layer(content_x)
             style_xs = [layer(x) for x in style_xs]
+        if guides is not None:  # issue 26: the masks follow the features' resolution
+            guides = guides.follow(layer, tuple(content_x.shape[-2:]))
         index = name.split("_")[1]
         if name in content_layers:
-            content_loss = make_content_loss(content_x, form=loss_form)
+            content_loss = (make_content_loss(content_x, form=loss_form) if guides is None or guides.content is None
+                            else masks.MaskedContentLoss(content_x, guides.content, form=loss_form))
             model.add_module(f"content_loss_{index}", content_loss)
             content_losses.append(content_loss)
         if name in style_layers:
             # With cached targets, stand-ins of the right channel count make a loss of the same class.
             features = style_xs if not cached else [content_x[..., :1, :1]] * style_count
-            style_loss = make_style_loss(features, style_blend, weight=layer_weights[style_layers.index(name)],
-                                         form=loss_form)
+            if guides is not None and guides.styles is not None:  # issue 26: one masked region per style
+                style_loss = masks.GuidedStyleLoss(features, guides.styles, style_blend,
+                                                   weight=layer_weights[style_layers.index(name)], form=loss_form)
+            else:
+                style_loss = make_style_loss(features, style_blend, weight=layer_weights[style_layers.index(name)],
+                                             form=loss_form)
             if cached:
                 style_loss.target = style_targets[name].clone()
             elif style_targets is not None:
@@ -332,6 +346,7 @@ def run_style_transfer(
     tile: int | None = None,
     style_targets: MutableMapping[str, torch.Tensor] | None = None,
     normalization: nn.Module | None = None,
+    guides: masks.Guides | None = None,
 ) -> torch.Tensor:
     """The tutorial's ``run_style_transfer``: build the style model, optimise ``input_img``.
 
@@ -357,6 +372,7 @@ def run_style_transfer(
             when tiled (the crops compute their own).
         normalization: the preprocessing module in place of ``Normalization(mean, std)`` (Caffe's for
             Caffe-converted weights; see ``get_style_model_and_losses``).
+        guides: masks over the content (issue 26, ``core/masks.py``; see ``get_style_model_and_losses``).
 
     Returns:
         ``input_img``, clamped to [0, 1].
@@ -366,11 +382,14 @@ def run_style_transfer(
     if tiled and (speed.changes_model or backward != "combined"):  # refused before the targets' passes
         raise ValueError("precision bf16, channels_last, fused_gram and backward per-module cannot be combined "
                          "with tiling (tile): tiled evaluations run in float32 with one backward per crop")
+    if tiled and guides is not None:
+        raise ValueError("style or content masks cannot be combined with tiling (tile, or a size that does not fit "
+                         "untiled): give a smaller size, or no masks")
     model, style_losses, content_losses = get_style_model_and_losses(  # tiled: the targets come below
         cnn, normalization_mean, normalization_std, tiling.stand_ins(style_img) if tiled else style_img,
         tiling.stand_ins(content_img) if tiled else content_img, content_layers, style_layers,
         style_layer_weights=style_layer_weights, style_blend=style_blend, loss_form=loss_form, pooling=pooling,
-        style_targets=None if tiled else style_targets, normalization=normalization)
+        style_targets=None if tiled else style_targets, normalization=normalization, guides=guides)
     tiled_model = None
     if tiled:  # issue 16: evaluations and targets over crops, the untiled numbers up to rounding
         tiled_model = tiling.TiledStyleModel(model, tile)

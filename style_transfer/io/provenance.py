@@ -221,6 +221,7 @@ def make_record(settings: Any, *, content: Any, styles: Sequence[Any], weights: 
         values["init"] = base_name(init)
     if isinstance(values.get("weights"), (str, os.PathLike)) and values["weights"] not in _WEIGHTS_WORDS:
         values["weights"] = base_name(values["weights"])
+    inputs.update(mask_inputs(values))
     if seed is None:
         seed = values.get("seed")
     when = created if created is not None else datetime.datetime.now(datetime.timezone.utc)
@@ -241,6 +242,24 @@ def make_record(settings: Any, *, content: Any, styles: Sequence[Any], weights: 
         "created": when.astimezone(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
     return jsonable(record)
+
+
+def mask_inputs(values: dict[str, Any]) -> dict[str, Any]:
+    """The record's entries of a run's masks (issue 26), hashed as inputs are: ``{"style_masks": [entry, ...],
+    "content_mask": entry}`` (only those given). ``values`` (``settings_dict``'s) keep each mask file's base
+    name in its place (None for an image or tensor), as ``init`` does.
+
+    Raises:
+        ImageError: a mask file that cannot be read.
+    """
+    entries: dict[str, Any] = {}
+    if values.get("style_masks"):
+        entries["style_masks"] = [input_entry(m) for m in values["style_masks"]]
+        values["style_masks"] = [e["name"] for e in entries["style_masks"]]
+    if values.get("content_mask") is not None:
+        entries["content_mask"] = input_entry(values["content_mask"])
+        values["content_mask"] = entries["content_mask"]["name"]
+    return entries
 
 
 def settings_dict(settings: Any) -> dict[str, Any]:
@@ -289,9 +308,19 @@ def replay_config(record: dict[str, Any], *, weights: str | None = None, device:
 
 
 def check_replay_inputs(record: dict[str, Any], content: Any, styles: Sequence[Any],
-                        weights: str) -> None:
-    """Raise ``ValueError`` (one line) unless the inputs and weights are the recorded run's, by SHA-256."""
+                        weights: str, *, style_masks: Sequence[Any] = (), content_mask: Any = None) -> None:
+    """Raise ``ValueError`` (one line) unless the inputs, masks and weights are the recorded run's, by SHA-256."""
     inputs = record.get("inputs") or {}
+    recorded_masks = [(m or {}).get("sha256") for m in inputs.get("style_masks") or []]
+    if len(recorded_masks) != len(style_masks):
+        raise ValueError(f"the recorded run had {len(recorded_masks)} style mask(s), {len(style_masks)} given "
+                         f"(give them again with --style-mask)")
+    for i, (want, mask) in enumerate(zip(recorded_masks, style_masks)):
+        if want != input_entry(mask)["sha256"]:
+            raise ValueError(f"style mask {i + 1} is not the recorded run's (SHA-256 differs)")
+    want = (inputs.get("content_mask") or {}).get("sha256")
+    if (want is None) != (content_mask is None) or (want is not None and want != input_entry(content_mask)["sha256"]):
+        raise ValueError("the content mask is not the recorded run's (give the recorded one with --content-mask)")
     wanted = [(inputs.get("content") or {}).get("sha256")] + [s.get("sha256") for s in inputs.get("styles") or []]
     given = [input_entry(content)["sha256"]] + [input_entry(s)["sha256"] for s in styles]
     if len(wanted) != len(given):

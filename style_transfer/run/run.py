@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from PIL import Image
 
-from ..core import colors
+from ..core import colors, masks
 from ..io import provenance
 from ..speed import tiling
 from ..config import RunOptions, StyleConfig
@@ -35,7 +35,8 @@ from ..core.stats import RunStats
 from ..speed.memory import SizeFn, out_of_memory
 from ..io.images import ImageSource, header_size, load_image, tensor_to_pil
 from ..core.loss_terms import normalized_blend
-from ..core.vgg import IMAGENET_MEAN, IMAGENET_STD, DownloadProgress, Network, load_network
+from ..core.vgg import DownloadProgress, IMAGENET_MEAN, IMAGENET_STD, Network, load_network
+from ..core.averaging import IterateAverage
 from .plans import plan_run, scale_sizes
 from ..core.transfer import ProgressCallback, Resume, StepInfo, run_style_transfer
 from .prepare import fit_to, default_size, initial_image, prepare_colors, resolve_device, sizes_from, style_size
@@ -169,6 +170,8 @@ class Run:
         stats.evaluations = done
         last: dict[str, float] = {}
         plateau = keeper.plateau = _Plateau(config.min_improvement, config.patience)
+        # Issue 26: the output is the average of the iterates, restarted at each size (see _restart_average).
+        averager = keeper.averager = IterateAverage(config.average) if config.average is not None else None
         if saved is not None:
             plateau.best = list(saved.plateau)  # the window as it was, so a resumed run stops where it would have
         image: torch.Tensor | None = None
@@ -179,9 +182,13 @@ class Run:
             inputs = final if scale == len(sizes) - 1 else _Inputs(self.content, self.styles, config, working_size,
                                                                      device)
             resume = None
+            if averager is not None:
+                averager.reset()
             if saved is not None and scale == saved.scale:  # a checkpoint at a size's start holds no optimiser
                 image = saved.image.to(device)
                 resume = Resume(saved.optimizer, saved.evaluations_in_scale) if saved.optimizer else None
+                if averager is not None and saved.average is not None:
+                    averager.load_state_dict(saved.average, device)
             elif image is None:
                 image = inputs.start_image() if self.init is None else fit_to(self.init.to(device).contiguous(),
                                                                                 inputs.transfer_content)
@@ -200,9 +207,11 @@ class Run:
             def report(info: StepInfo, scale: int = scale, inputs: _Inputs = inputs, last_scale: bool = last_scale) -> None:
                 nonlocal done
                 done += 1
+                if averager is not None:
+                    averager.update(stats.last_image())
                 preview = None
                 if options.preview_every and done % options.preview_every == 0:
-                    preview = inputs.finish(stats.last_image())
+                    preview = inputs.finish(stats.last_image() if averager is None else averager.value())
                 event = dataclasses.replace(info, step=done, total=total, elapsed=clock(), size=inputs.size,
                                             scale=scale, scales=len(sizes), preview=preview)
                 last.update(style=event.style_loss, content=event.content_loss, tv=event.tv_loss, loss=event.loss)
@@ -225,9 +234,13 @@ class Run:
                     image_losses=self.image_losses,
                     on_step_end=lambda optimizer, img, n, scale=scale: keeper.step_end(
                         scale, img, optimizer, n, done, clock), tile=tiles[scale], style_targets=targets,
-                    normalization=normalization)
+                    normalization=normalization, guides=inputs.guides)
+                if averager is not None and averager.count:  # the size's result is its average
+                    image = averager.value()
             except (Interrupted, NonFiniteLoss) as exc:
                 keeper.save()  # the state after the last whole LBFGS step, to resume from
+                if averager is not None and averager.count:
+                    exc.image = averager.value()
                 # A run stopped at a coarse size still gives a picture of the size asked for.
                 kept = None if exc.image is None else fit_to(exc.image.to(device), final.transfer_content)
                 if isinstance(exc, NonFiniteLoss) or not self._stop.is_set():
@@ -339,6 +352,9 @@ class _Inputs:
         styles_at = [load_image(s, style_size(size, config.style_scale), device) for s in styles]
         self.transfer_content, self.styles = prepare_colors(self.content, styles_at, config.preserve_colors)
         self.size = (self.content.shape[-1], self.content.shape[-2])
+        # Issue 26: the masks at this size (checked: count, files, emptiness, aspect), or None.
+        self.guides = masks.load_guides(config.style_masks, config.content_mask, content,
+                                        tuple(self.content.shape[-2:]), len(styles), device)
 
     def start_image(self) -> torch.Tensor:
         image = initial_image(self.transfer_content, self.config.init, self.config.seed, style_img=self.styles[0])
@@ -385,6 +401,7 @@ class _Saved:
     image: torch.Tensor
     optimizer: dict
     plateau: list[float] = field(default_factory=list)  # _Plateau's running minimum, oldest first
+    average: dict | None = None  # IterateAverage.state_dict() (issue 26), None without averaging
 
 
 def style_targets_key(config: StyleConfig, content: ImageSource, styles: Sequence[ImageSource],
@@ -453,7 +470,9 @@ def _fingerprint(config: StyleConfig, content: ImageSource, styles: Sequence[Ima
     """What a checkpoint must match to be resumed: the settings (threads aside) and the inputs' hashes."""
     settings = provenance.settings_dict(config)
     settings.pop("threads", None)
+    masks = provenance.mask_inputs(settings)  # issue 26: masks by name in the settings, by hash beside the inputs
     return {"settings": settings, "content": provenance.input_entry(content)["sha256"],
+            "masks": {k: [e["sha256"] for e in v] if isinstance(v, list) else v["sha256"] for k, v in masks.items()},
             "styles": [provenance.input_entry(s)["sha256"] for s in styles],
             "weights": provenance.weights_entry(config.weights, model=config.model)}
 
@@ -472,6 +491,7 @@ class _Checkpoints:
         self.snapshot: dict[str, Any] | None = None
         self.written_at = -1
         self.plateau: _Plateau | None = None  # the early stop's window, saved with each snapshot
+        self.averager: IterateAverage | None = None  # the iterate average (issue 26), saved with each snapshot
 
     def load(self) -> _Saved:
         """The checkpoint to resume, checked against this run's settings and inputs.
@@ -482,8 +502,9 @@ class _Checkpoints:
         name = shown(self.resume)
         data = _read_checkpoint(self.resume)
         theirs = data.get("fingerprint", {})
-        for key, what in (("content", "another content image"), ("styles", "other style image(s)")):
-            if theirs.get(key) != self.fingerprint[key]:
+        for key, what in (("content", "another content image"), ("styles", "other style image(s)"),
+                          ("masks", "other masks")):
+            if theirs.get(key, {}) != self.fingerprint[key]:
                 raise CheckpointError(f"{name}: made with {what}; resume with the inputs it was made from")
         if _same_weights(theirs.get("weights") or {}) != _same_weights(self.fingerprint["weights"]):
             raise CheckpointError(f"{name}: made with other weights ({_weights_text(theirs.get('weights') or {})}); "
@@ -500,7 +521,7 @@ class _Checkpoints:
         try:
             return _Saved(int(data["scale"]), int(data["evaluations_in_scale"]), int(data["evaluations"]),
                           float(data["seconds"]), data["image"].float(), data["optimizer"],
-                          [float(loss) for loss in data.get("plateau", [])])
+                          [float(loss) for loss in data.get("plateau", [])], data.get("average"))
         except (KeyError, TypeError, ValueError, AttributeError):
             raise CheckpointError(f"{name}: damaged checkpoint (fields missing)") from None
 
@@ -527,7 +548,8 @@ class _Checkpoints:
             "seconds": clock(), "image": image.detach().to("cpu", copy=True),
             # A deep copy: LBFGS updates some of its state tensors in place during its next step.
             "optimizer": copy.deepcopy(optimizer.state_dict()) if optimizer is not None else None,
-            "plateau": list(self.plateau.best) if self.plateau is not None else []}
+            "plateau": list(self.plateau.best) if self.plateau is not None else [],
+            "average": self.averager.state_dict() if self.averager is not None else None}
 
     def save(self) -> None:
         """Write the latest snapshot (atomically), unless it is the one already written."""

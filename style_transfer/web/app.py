@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import io
 import json
 import os
@@ -188,7 +189,7 @@ def _api(queue: JobQueue, gallery: Gallery, work: Path, network: ServerNetwork, 
                             429: {"description": "the queue is full"}})
     async def create_job(request: Request) -> JSONResponse:
         """Start a job from a multipart upload: ``content``, one or more ``style`` files, and settings."""
-        form = await request.form(max_files=limits.max_styles + 2, max_fields=40)
+        form = await request.form(max_files=2 * limits.max_styles + 2, max_fields=40)
         try:
             content = form.get("content")
             styles = form.getlist("style")
@@ -199,14 +200,25 @@ def _api(queue: JobQueue, gallery: Gallery, work: Path, network: ServerNetwork, 
             if len(styles) > limits.max_styles:
                 raise _Bad(422, f"{len(styles)} style images, at most {limits.max_styles}")
             config = _config(form, network, limits, len(styles))
+            style_masks = form.getlist("style_mask")  # issue 26: one per style, in order (the first styles)
+            if not all(isinstance(m, UploadFile) for m in style_masks):
+                raise _Bad(422, "style_mask must be files (one mask image per style, in order)")
+            if len(style_masks) > len(styles):
+                raise _Bad(422, f"{len(style_masks)} style masks for {len(styles)} style image(s)")
             job_id = new_id()
             folder = work / job_id
             folder.mkdir()
             try:
                 files = [(content, folder / "content", "content")] + [
                     (style, folder / f"style-{i + 1}", f"style {i + 1}") for i, style in enumerate(styles)]
+                files += [(mask, folder / f"style-mask-{i + 1}", f"style mask {i + 1}")
+                          for i, mask in enumerate(style_masks)]
                 for upload, path, label in files:
                     await run_in_threadpool(_store, upload, path, label)
+                if style_masks:
+                    config = dataclasses.replace(config, style_masks=tuple(
+                        str(folder / f"style-mask-{i + 1}") for i in range(len(style_masks))))
+                    await run_in_threadpool(_check_masks, config, folder / "content", len(styles))
             except BaseException:
                 shutil.rmtree(folder, ignore_errors=True)
                 raise
@@ -375,6 +387,16 @@ def _store(upload: UploadFile, path: Path, label: str) -> None:
         raise _Bad(400, str(exc).replace(shown(str(path)), shown_as)) from None
 
 
+def _check_masks(config: StyleConfig, content: Path, styles: int) -> None:
+    """Refuse masks the run would refuse (empty, another aspect ratio than the content's), answering 422."""
+    from ..core.masks import load_guides
+
+    try:
+        load_guides(config.style_masks, config.content_mask, str(content), (16, 16), styles)
+    except ValueError as exc:
+        raise _Bad(422, str(exc).replace(str(content.parent) + os.sep, "")) from None
+
+
 def _config(form: Any, network: ServerNetwork, limits: Limits, styles: int) -> StyleConfig:
     """The job's settings from the form's fields; a bad one answers 422 naming it."""
     def field(name: str) -> str | None:
@@ -395,7 +417,7 @@ def _config(form: Any, network: ServerNetwork, limits: Limits, styles: int) -> S
 
     values: dict[str, Any] = {}
     for name, kind in (("size", int), ("steps", int), ("seed", int), ("style_weight", float),
-                       ("content_weight", float)):
+                       ("content_weight", float), ("average", float)):
         value = number(name, kind)
         if value is not None:
             values[name] = value
@@ -483,6 +505,10 @@ _UPLOAD_SCHEMA = {
             "preserve_colors": {"type": "string", "enum": list(PRESERVE_COLORS)},
             "style_blend": {"type": "string", "description": "one weight per style image, comma separated"},
             "fast": {"type": "boolean"}, "seed": {"type": "integer"},
+            "style_mask": {"type": "array", "items": {"type": "string", "format": "binary"},
+                           "description": "grey masks over the content, one per style in order (white: the style "
+                                          "goes there); styles without one share the rest"},
+            "average": {"type": "number", "description": "output the moving average of the iterates, this decay"},
             "weights": {"type": "string", "enum": [*WEIGHTS_CHOICES, "server"],
                         "description": "server: the server's network (its file, model and preprocessing)"},
             "model": {"type": "string", "enum": list(MODELS),

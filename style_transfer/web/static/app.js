@@ -127,9 +127,10 @@ function formData() {
   const data = new FormData();
   data.append("content", state.content, state.content.name);
   for (const style of state.styles) data.append("style", style, style.name);
+  for (const mask of $("mask-input").files) data.append("style_mask", mask, mask.name);
   for (const [name, id] of [["size", "size"], ["steps", "steps"], ["content_weight", "content-weight"], ["preset", "preset"],
                             ["preserve_colors", "preserve-colors"], ["style_blend", "style-blend"], ["seed", "seed"], ["weights", "weights"],
-                            ["model", "model"]]) {
+                            ["model", "model"], ["average", "average"]]) {
     const value = $(id).value.trim();
     if (value !== "") data.append(name, value);
   }
