@@ -16,7 +16,7 @@ from style_transfer.io.images import tensor_to_pil
 from style_transfer.run.run import Run, RunOptions
 
 from ..conftest import IMAGES, small_image
-from ..test_cli import FAST, invoke, one_error_line
+from ..helpers import FAST, one_error_line, invoke_stylize as invoke
 
 SCALED = {"style_weight": 1e9, "content_weight": 1e3}  # LBFGS's normal regime under random weights (test_run.py)
 

@@ -20,7 +20,7 @@ from style_transfer.run.run import Run
 from style_transfer.core.transfer import get_style_model_and_losses
 
 from ..conftest import IMAGES, small_image
-from ..test_cli import FAST, invoke, one_error_line
+from ..helpers import FAST, one_error_line, invoke_stylize as invoke
 
 CAT = str(IMAGES / "chelsea.png")  # 451 x 300
 STYLE = str(IMAGES / "ihc.png")

@@ -14,7 +14,7 @@ from style_transfer.io.metadata import read_record
 from style_transfer.io.provenance import sha256_file
 
 from ..conftest import IMAGES, small_image
-from ..test_cli import FAST, invoke, one_error_line
+from ..helpers import FAST, one_error_line, invoke_stylize as invoke
 
 CAT, STYLE, BRICK = str(IMAGES / "chelsea.png"), str(IMAGES / "ihc.png"), str(IMAGES / "brick.png")
 
@@ -103,7 +103,7 @@ class TestWebApp:
         mask = png(left_mask(48, 32))
         response = self.post(client, [mask], average="0.9")
         assert response.status_code == 201, response.text
-        from ..test_web import events
+        from ..web.test_web import events
 
         final = events(client, response.json()["id"])[-1]
         assert final[0] == "done", final
