@@ -18,7 +18,9 @@ from torch import nn
 from .config import StyleConfig
 from .losses import ContentLoss, StyleLoss
 # What a run plans, worked out without torch (plans.py); imported here for the names' old home.
-from .plans import FAST_HISTORY_SIZE, FAST_SCALE_SHARES, LBFGS_MAX_ITER, fast_levers, scale_budgets, scale_sizes  # noqa: F401
+from .plans import (  # noqa: F401
+    FAST_HISTORY_SIZE, FAST_SCALE_SHARES, FAST_STEPS_SHARE, LBFGS_MAX_ITER, fast_levers, scale_budgets, scale_sizes,
+)
 
 TORCH_LBFGS_HISTORY = 100  # torch.optim.LBFGS's default history_size, the tutorial's
 
@@ -200,12 +202,20 @@ def speed_from_config(config: StyleConfig, device: torch.device) -> Speed:
     precision = config.precision
     if precision == "bf16":
         check_bf16(device)
-    if config.fast:
-        # bf16 only on a GPU: on CPUs with bf16 units (AMX) it made --fast 2.5x faster still, but its
-        # rounding cost the quality target (docs/speed.md); --precision bf16 still asks for it there.
-        if precision == "fp32" and device.type == "cuda" and bf16_supported(device):
-            precision = "bf16"
+    if config.fast and precision == "fp32" and bf16_pays_off(device):
+        precision = "bf16"
     return Speed(precision, **fast_levers(config))  # type: ignore[arg-type]
+
+
+def bf16_pays_off(device: torch.device) -> bool:
+    """Whether --fast runs bf16 on ``device``: a GPU with native bf16, or a CPU with AMX (bf16 matrix units).
+
+    On the real VGG16 (Sapphire Rapids, 256 px, benchmarks/fast_pairs.py) bf16 + channels_last ran an evaluation
+    about 1.6x faster at the same loss per evaluation as float32 (docs/speed.md); AVX512-BF16 alone is not measured.
+    """
+    if device.type == "cpu":
+        return "amx_bf16" in (_cpu_flags() or set()) and bf16_supported(device)
+    return device.type == "cuda" and bf16_supported(device)
 
 
 def bf16_supported(device: torch.device) -> bool:
