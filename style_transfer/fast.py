@@ -210,8 +210,9 @@ def speed_from_config(config: StyleConfig, device: torch.device) -> Speed:
 def bf16_pays_off(device: torch.device) -> bool:
     """Whether --fast runs bf16 on ``device``: a GPU with native bf16, or a CPU with AMX (bf16 matrix units).
 
-    On the real VGG16 (Sapphire Rapids, 256 px, benchmarks/fast_pairs.py) bf16 + channels_last ran an evaluation
-    about 1.6x faster at the same loss per evaluation as float32 (docs/speed.md); AVX512-BF16 alone is not measured.
+    On the real VGG16 (Sapphire Rapids, 256 px, benchmarks/levers_real.py) bf16 took --fast's levers from 0.74 to
+    0.42 of the default's CPU time at 1.5 % more loss after 100 evaluations (docs/speed.md); AVX512-BF16 without
+    AMX is not measured.
     """
     if device.type == "cpu":
         return "amx_bf16" in (_cpu_flags() or set()) and bf16_supported(device)

@@ -93,7 +93,7 @@ SHORT_HELP = {
     "lr": "Learning rate (default 1 for lbfgs, 0.02 for adam).",
     "keep_alpha": "Keep the content's transparency (.png, .webp, .tiff).",
     "backward": "combined (one backward) or per-module (retain_graph).",
-    "fast": "60 % of the steps, faster arithmetic: about half the time, more loss.",
+    "fast": "60 % of the steps, faster arithmetic: about a fifth of the time, more loss.",
     "precision": "fp32, or bf16 for the VGG layers where the device has it.",
     "channels_last": "NHWC layout for the VGG layers.",
     "fused_gram": "The Gram matrix's backward as one matmul.",
@@ -300,7 +300,7 @@ SETTINGS: list[Callable[[F], F]] = [
                       "measures both."),
     click.option("--fast", is_flag=True,
                  help="Speed: 60 % of --steps at --size, plus --channels-last, --fused-gram and bf16 on a CPU with "
-                      "AMX or a GPU with native bf16: on a real VGG16 about 0.35-0.5x the time at about 1.4x the "
+                      "AMX or a GPU with native bf16: on a real VGG16 about 0.2x the CPU time at 1.1-1.8x the "
                       "loss, the content kept (docs/speed.md). Explicit --scales, --min-size or --scale-steps make it "
                       "coarse-to-fine (which lost the content on real features)."),
     click.option("--precision", type=click.Choice(PRECISIONS), default=DEFAULTS.precision, show_default=True,
