@@ -32,7 +32,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))  # networks.py
 
+import networks  # noqa: E402
 import torch  # noqa: E402
 
 from style_transfer.config import StyleConfig  # noqa: E402
@@ -110,9 +112,7 @@ def cpu_model() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default="vgg19")
-    parser.add_argument("--weights", default="imagenet")
-    parser.add_argument("--preprocess", default=None)
+    networks.add_options(parser, weights="imagenet")  # the command's --model, --weights, --preprocess
     parser.add_argument("--size", type=int, default=512)
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1: a shared machine)")

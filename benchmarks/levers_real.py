@@ -21,6 +21,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import torch  # noqa: E402
 
+import networks  # noqa: E402
 from fast_pairs import Scorer, cpu_model, timed  # noqa: E402
 from style_transfer.config import StyleConfig  # noqa: E402
 from style_transfer.models import load_network  # noqa: E402
@@ -32,9 +33,7 @@ PATHS = {"default": {}, "bf16+channels_last": {"precision": "bf16", "channels_la
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default="vgg16")
-    parser.add_argument("--weights", required=True)
-    parser.add_argument("--preprocess", default=None)
+    networks.add_options(parser, weights="imagenet")  # the command's --model, --weights, --preprocess
     parser.add_argument("--size", type=int, default=256)
     parser.add_argument("--steps", type=int, default=99)
     parser.add_argument("--threads", type=int, default=1)
