@@ -69,16 +69,16 @@ sys.path.insert(0, str(ROOT / "benchmarks"))  # machines.py and quality.py, also
 import torch  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
-from style_transfer.config import FAST_SCALES, StyleConfig  # noqa: E402
-from style_transfer.run.plans import FAST_SCALE_SHARES, scale_budgets, scale_sizes  # noqa: E402
+from style_transfer.config import StyleConfig  # noqa: E402
+from style_transfer.run.plans import FAST_STEPS_SHARE, scale_sizes  # noqa: E402
 from style_transfer.speed.fast import Speed, accelerate, bf16_supported, physical_cores, speed_from_config  # noqa: E402
 from style_transfer.io.images import load_image, save_image  # noqa: E402
 from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD, Network  # noqa: E402
 from style_transfer.errors import NonFiniteLoss, StyleTransferError  # noqa: E402
 from style_transfer.core.stats import RunStats  # noqa: E402
 from style_transfer.io.images import pil_to_tensor, tensor_to_pil  # noqa: E402
-from style_transfer.core.transfer import get_style_model_and_losses, run_style_transfer  # noqa: E402
-from style_transfer.run.plans import planned_evaluations  # noqa: E402
+from style_transfer.run.plans import RunPlan, plan_run  # noqa: E402
+from style_transfer.core.transfer import get_style_model_and_losses, planned_evaluations, run_style_transfer  # noqa: E402
 from style_transfer.run.run import stylize  # noqa: E402
 from machines import describe as describe_machine, summary as machine_summary  # noqa: E402
 import networks  # noqa: E402
@@ -444,8 +444,8 @@ def quality_runs(network: Network, weights: str, inputs: Inputs, device: torch.d
     default_walls = [run["default"]["wall_s"] for run in runs]
     quality: dict[str, Any] = {
         "steps": evals, "default_evaluations": planned_evaluations(evals),
-        "fast_sizes": scale_sizes(inputs.size, FAST_SCALES),
-        "fast_budgets": scale_budgets(evals, FAST_SCALES, shares=FAST_SCALE_SHARES),
+        "fast_sizes": list(fast_plan(inputs.size, evals).sizes),
+        "fast_budgets": list(fast_plan(inputs.size, evals).budgets),
         "seeds": runs, "default": spread(default_walls, "wall_s"), "fast": _summary(runs, "fast")}
     if any("control" in run for run in runs):
         quality["control"] = _summary(runs, "control")
@@ -480,11 +480,16 @@ def quality_estimate(entry: dict[str, Any], evals: int, seeds: int, control_seed
     """Seconds the quality runs of one size should take, from its measured seconds per evaluation."""
     paths = entry["paths"]
     default = planned_evaluations(evals) * paths["default"]["s_per_eval"]
-    budgets = scale_budgets(evals, FAST_SCALES, shares=FAST_SCALE_SHARES)
-    fast = sum(planned_evaluations(n - 1) * paths["fast"]["s_per_eval"] / 4 ** (len(budgets) - 1 - i)
-               for i, n in enumerate(budgets))  # each halving: a quarter of the pixels
+    plan = fast_plan(entry["size"], evals)
+    fast = sum(n * paths["fast"]["s_per_eval"] * (size / plan.sizes[-1]) ** 2  # each halving: a quarter of the pixels
+               for n, size in zip(plan.evaluations, plan.sizes))
     control = planned_evaluations(evals) * paths["channels_last"]["s_per_eval"]
     return (seeds * (default + fast) + control_seeds * control) * 1.15
+
+
+def fast_plan(size: int, evals: int) -> RunPlan:
+    """The sizes and evaluations of ``--fast --steps evals`` at ``size`` (plans.plan_run)."""
+    return plan_run(StyleConfig(fast=True, steps=evals, weights="random"), size)
 
 
 def growth(sizes: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
@@ -546,8 +551,8 @@ def main(argv: list[str] | None = None) -> int:
         "control_seeds": min(args.seeds, args.control_seeds),
         "device": _device_name(device), "threads": threads, "torch": torch.__version__, "bf16_native": bf16,
         "paths": {n: PATHS[n] for n in names}, "fast_resolves_to": path_speed("fast", device).__dict__,
-        "fast_runs": "stylize(fast=True): coarse-to-fine, in the quality runs and memory probes",
-        "fast_scale_shares": list(FAST_SCALE_SHARES), "evals_budget": args.evals,
+        "fast_runs": "stylize(fast=True): its share of the steps at one size, in the quality runs and memory probes",
+        "fast_steps_share": FAST_STEPS_SHARE, "evals_budget": args.evals,
         "style_weight": STYLE_WEIGHT, "content_weight": CONTENT_WEIGHT,
         "sizes": [], "notes": [],
     }

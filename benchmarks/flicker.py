@@ -122,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from style_transfer.config import StyleConfig
-    from style_transfer.video.runner import DEFAULT_TEMPORAL_WEIGHT, VideoSettings
+    from style_transfer.video.runner import VideoSettings
+    from style_transfer.video.weights import default_temporal_weight
 
     rows = []
     for size in args.size or [48]:
@@ -137,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
                                  preprocess=args.preprocess, device=args.device, **extra)
             base = measure(folder, style_picture(), config, VideoSettings(independent=True))
             rows.append({"size": size, "mode": "independent", **base})
-            for weight in args.temporal_weight or [DEFAULT_TEMPORAL_WEIGHT]:
+            for weight in args.temporal_weight or [default_temporal_weight(config.preprocess)]:  # the network's
                 row = measure(folder, style_picture(), config,
                               VideoSettings(temporal_weight=weight, first_frame_steps=args.first_frame_steps))
                 row.update(size=size, mode="consistent", temporal_weight=weight,

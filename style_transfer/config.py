@@ -81,7 +81,7 @@ class StyleConfig:
     channels_last: bool = False  # NHWC layout for the VGG layers: faster with bf16 on a CPU, same values
     fused_gram: bool = False  # Gram backward as one matmul, fused with the next ReLU (bf16: Gram in bf16 chunks)
     history_size: int = 100  # LBFGS curvature pairs kept (torch's default); each costs 2 image copies
-    scales: int | None = None  # coarse-to-fine: this many sizes, each half the next, ending at size (None: 1; fast: 3)
+    scales: int | None = None  # coarse-to-fine: this many sizes, each half the next, ending at size (None: 1)
     min_size: int | None = None  # or coarse-to-fine from this size up, sizes at most 2x apart
     scale_steps: tuple[int, ...] = ()  # evaluations per size, smallest first; () splits steps
     threads: int | None = None  # CPU threads, None: physical cores; set by the CLI, never by the library
@@ -89,7 +89,7 @@ class StyleConfig:
     # than the fraction min_improvement over the last patience evaluations, at the final size (run.Run).
     min_improvement: float | None = None  # e.g. 0.001 (0.1 %); needs patience
     patience: int | None = None  # evaluations, e.g. 20; needs min_improvement
-    fast: bool = False  # coarse-to-fine over FAST_SCALES sizes plus the levers the device has (fast.py; docs/speed.md)
+    fast: bool = False  # a share of steps at FAST_SCALES size(s) plus the device's levers (fast.py; docs/speed.md)
     # Print size (tiling.py; docs/print-size.md): a size larger than the tile is evaluated in overlapping crops of
     # at most tile x tile px, with the untiled loss and gradient (up to rounding) and memory that stays flat.
     tile: int | None = None  # crop side in px; None: tiles chosen from the free memory, only where a size does not fit
@@ -139,9 +139,9 @@ class StyleConfig:
 
 
 PRECISIONS = ("fp32", "bf16")
-# --fast's coarse-to-fine sizes when scales and min_size are not given: 128, 256, 512 px for --size 512.
-# Its budgets per size are plans.FAST_SCALE_SHARES of --steps (chosen by benchmarks/fast_budgets.py).
-FAST_SCALES = 3
+# --fast's sizes when scales and min_size are not given: one (plans.FAST_STEPS_SHARE of --steps at --size). On the
+# real VGG16 at 256 px 3 sizes ended at 3.1x the default's content loss, the cat painted away (fast_pairs.py).
+FAST_SCALES = 1
 
 
 def _check_speed_fields(config: StyleConfig) -> None:

@@ -97,12 +97,12 @@ SHORT_HELP = {
     "content_mask": "A grey mask FILE weighting the content loss by region.",
     "average": "Output the moving average of the iterates, this decay (e.g. 0.99).",
     "backward": "combined (one backward) or per-module (retain_graph).",
-    "fast": "Coarse-to-fine plus the device's fast paths: about 3.5x less time at 512 px.",
+    "fast": "60 % of the steps, faster arithmetic: about a fifth of the time, more loss.",
     "precision": "fp32, or bf16 for the VGG layers where the device has it.",
     "channels_last": "NHWC layout for the VGG layers.",
     "fused_gram": "The Gram matrix's backward as one matmul.",
     "history_size": "LBFGS curvature pairs kept (memory: two images each).",
-    "scales": "Coarse-to-fine over this many sizes (default 1; 3 with --fast).",
+    "scales": "Coarse-to-fine over this many sizes (default 1).",
     "min_size": "Coarse-to-fine from this size up to --size.",
     "scale_steps": "Evaluations per coarse-to-fine size, e.g. 100,60,100.",
     "threads": "CPU threads (default: the physical cores).",
@@ -215,8 +215,8 @@ SETTINGS: list[Callable[[F], F]] = [
                        f"{CPU_DEFAULT_SIZE} on a CPU (the default 300 steps take 2.5 to 3.5 minutes on 2 cores)."),
     click.option("--steps", type=int, default=DEFAULTS.steps, show_default=True,
                  help="Evaluations (forward+backward passes), in whole LBFGS steps of 20: the run ends with the step "
-                      "that passes N, as in the tutorial (300 runs 320, 20 runs 40; adam: N+1). Coarse-to-fine "
-                      "sizes (--fast, --scales) round each size's share up the same way: --fast --steps 30 runs 60; "
+                      "that passes N, as in the tutorial (300 runs 320, 20 runs 40; adam: N+1). --fast's share "
+                      "and coarse-to-fine sizes (--scales) round up the same way: --fast --steps 300 runs 180; "
                       "stylize --print-config shows the number."),
     click.option("--style-weight", type=float, default=None,
                  help=f"Weight of the style losses. Default: the preset's (tutorial {TUTORIAL['style_weight']:g}, "
@@ -303,10 +303,10 @@ SETTINGS: list[Callable[[F], F]] = [
                       "twice the time, more memory). See docs/retain_graph.md; stylize-compare-backward "
                       "measures both."),
     click.option("--fast", is_flag=True,
-                 help="Speed: coarse-to-fine over 3 sizes (--size/4, --size/2, --size; a third, a fifth and a third "
-                      "of --steps), plus --channels-last, --fused-gram, --history-size 20, and bf16 on a GPU that has "
-                      "it natively (a CPU stays float32: bf16 cost quality there). The image differs from the default's; measured quality and time: "
-                      "docs/speed.md. Explicit --scales, --min-size or --scale-steps override its sizes."),
+                 help="Speed: 60 % of --steps at --size, plus --channels-last, --fused-gram and bf16 on a CPU with "
+                      "AMX or a GPU with native bf16: on a real VGG16 about 0.2x the CPU time at 1.1-1.8x the "
+                      "loss, the content kept (docs/speed.md). Explicit --scales, --min-size or --scale-steps make it "
+                      "coarse-to-fine (which lost the content on real features)."),
     click.option("--precision", type=click.Choice(PRECISIONS), default=DEFAULTS.precision, show_default=True,
                  help="Speed: bf16 runs the VGG layers in bfloat16 (losses, image and optimiser stay float32; "
                       "LBFGS's first step, 20 evaluations, runs in float32); faster, the image differs slightly; "
@@ -322,8 +322,8 @@ SETTINGS: list[Callable[[F], F]] = [
                  help="Speed/memory: LBFGS curvature pairs kept; each pair holds two copies of the image."),
     click.option("--scales", type=int, default=None,
                  help="Speed: coarse-to-fine over this many sizes, each half the next, ending at --size; each "
-                      "result, upsampled, starts the next. Needs fewer full-size evaluations. "
-                      "Default: 1, 3 with --fast."),
+                      "result, upsampled, starts the next. Needs fewer full-size evaluations; on a real VGG16 "
+                      "it loses content (docs/speed.md). Default: 1."),
     click.option("--min-size", type=int, default=None,
                  help="Speed: coarse-to-fine from this size up to --size (sizes at most 2x apart)."),
     click.option("--scale-steps", default="",

@@ -31,8 +31,8 @@ def show_config(config: StyleConfig) -> None:
     """The resolved settings, one ``name: value`` per line, on stdout: the preset filled in, the speed
     settings --fast turns on, and the plan (``plans.plan_run``: the sizes and the evaluations that run)."""
     resolved: dict[str, Any] = {**vars(config), **fast_levers(config)}
-    if config.fast and config.precision == "fp32" and config.device != "cpu":  # speed_from_config's rule
-        resolved["precision"] = "fp32 on a CPU, bf16 on a GPU with native bf16"
+    if config.fast and config.precision == "fp32":  # speed_from_config's rule (fast.bf16_pays_off)
+        resolved["precision"] = "bf16 on a CPU with AMX or a GPU with native bf16, else fp32"
     devices = ["cpu"] if config.device == "cpu" else ["cuda"] if config.device.startswith("cuda") else ["cpu", "cuda"]
     plans = {device: plan_run(config, config.size or default_size_of(device)) for device in devices}
     plan = plans[devices[-1]]

@@ -14,10 +14,14 @@ from dataclasses import dataclass
 from ..config import CPU_DEFAULT_SIZE, GPU_DEFAULT_SIZE, StyleConfig
 from ..core.steps import LBFGS_MAX_ITER, planned_evaluations  # noqa: F401  (the plan's counts are the loop's)
 
-# --fast's evaluations per size as shares of --steps, smallest size first, for its FAST_SCALES (3) sizes:
-# 300 steps give 100, 60 and 100 evaluations at 128, 256 and 512 px (benchmarks/fast_budgets.py; docs/speed.md).
+# --fast runs one size (config.FAST_SCALES) for this share of --steps (300 steps: 180 evaluations): on the real VGG16,
+# 256 px, 4 pairs (benchmarks/fast_pairs.py, docs/speed.md) it kept the photo that 3 coarse-to-fine sizes painted away.
+FAST_STEPS_SHARE = 0.6
+# Evaluations per size as shares of --steps, smallest size first, for --fast with --scales 3 (the random-weight
+# split: 300 steps give 100, 60 and 100 evaluations at 128, 256 and 512 px; benchmarks/fast_budgets.py).
 FAST_SCALE_SHARES = (1 / 3, 1 / 5, 1 / 3)
-FAST_HISTORY_SIZE = 20  # --fast's LBFGS history: see README, "Speed"
+# --fast's LBFGS history: the schedule above was measured with 20 (alone, at 320 evaluations: 0.91x the time).
+FAST_HISTORY_SIZE = 20
 
 
 def scale_sizes(size: int, scales: int = 1, min_size: int | None = None) -> list[int]:
@@ -82,9 +86,12 @@ def plan_run(config: StyleConfig, size: int) -> RunPlan:
     sizes = scale_sizes(size, config.scales, config.min_size)  # [size] unless coarse-to-fine
     budgets = scale_budgets(config.steps, len(sizes), config.scale_steps,
                             FAST_SCALE_SHARES if config.fast else None)
-    # The tutorial's loop for one size runs `steps`; coarse-to-fine sizes get their budget - 1 so that each
-    # runs its budget rounded up to whole LBFGS steps (the loop ends with the step that passes `steps`).
-    loop_steps = [config.steps] if len(sizes) == 1 else [budget - 1 for budget in budgets]
+    shared = config.fast and len(sizes) == 1
+    if shared:  # --fast at one size: its share of --steps
+        budgets = [max(1, round(FAST_STEPS_SHARE * config.steps))]
+    # The tutorial's loop for one size runs `steps`; coarse-to-fine sizes (and --fast's share) get their budget - 1
+    # so that each runs its budget rounded up to whole LBFGS steps (the loop ends with the step that passes `steps`).
+    loop_steps = [config.steps] if len(sizes) == 1 and not shared else [budget - 1 for budget in budgets]
     evaluations = [planned_evaluations(n, config.optimizer) for n in loop_steps]
     return RunPlan(tuple(sizes), tuple(budgets), tuple(loop_steps), tuple(evaluations))
 

@@ -17,9 +17,8 @@ from torch import nn
 
 from ..config import StyleConfig
 from ..core.losses import ContentLoss, StyleLoss
-# What a run plans, worked out without torch (plans.py); imported here for the names' old home.
-from ..run.plans import (FAST_HISTORY_SIZE, FAST_SCALE_SHARES, LBFGS_MAX_ITER, fast_levers, scale_budgets,  # noqa: F401
-                         scale_sizes)
+from ..core.steps import LBFGS_MAX_ITER
+from ..run.plans import fast_levers  # what --fast turns on, worked out without torch
 
 TORCH_LBFGS_HISTORY = 100  # torch.optim.LBFGS's default history_size, the tutorial's
 
@@ -201,12 +200,21 @@ def speed_from_config(config: StyleConfig, device: torch.device) -> Speed:
     precision = config.precision
     if precision == "bf16":
         check_bf16(device)
-    if config.fast:
-        # bf16 only on a GPU: on CPUs with bf16 units (AMX) it made --fast 2.5x faster still, but its
-        # rounding cost the quality target (docs/speed.md); --precision bf16 still asks for it there.
-        if precision == "fp32" and device.type == "cuda" and bf16_supported(device):
-            precision = "bf16"
+    if config.fast and precision == "fp32" and bf16_pays_off(device):
+        precision = "bf16"
     return Speed(precision, **fast_levers(config))  # type: ignore[arg-type]
+
+
+def bf16_pays_off(device: torch.device) -> bool:
+    """Whether --fast runs bf16 on ``device``: a GPU with native bf16, or a CPU with AMX (bf16 matrix units).
+
+    On the real VGG16 (Sapphire Rapids, 256 px, benchmarks/levers_real.py) bf16 took --fast's levers from 0.74 to
+    0.42 of the default's CPU time at 1.5 % more loss after 100 evaluations (docs/speed.md); AVX512-BF16 without
+    AMX is not measured.
+    """
+    if device.type == "cpu":
+        return "amx_bf16" in (_cpu_flags() or set()) and bf16_supported(device)
+    return device.type == "cuda" and bf16_supported(device)
 
 
 def bf16_supported(device: torch.device) -> bool:

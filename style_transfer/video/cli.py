@@ -21,9 +21,9 @@ from ..io.files import atomic_output, check_not_an_input, check_writable, shown
 from ..cli.options import (OneLineCommand, UsageFault, config_from_options, one_line_error, settings_options,
                            show_traceback)
 from . import EXTRA, MissingExtra, VideoError
+from .weights import CAFFE_TEMPORAL_WEIGHT, DEFAULT_TEMPORAL_WEIGHT
 
 EXIT_CODES = {"interrupted": 130, "cancelled": 130, "terminated": 143}
-DEFAULT_TEMPORAL_WEIGHT = 1e3  # runner.DEFAULT_TEMPORAL_WEIGHT, written here too so --help needs no torch
 
 
 VIDEO = {name: "Video" for name in ("temporal_weight", "first_frame_steps", "independent", "work_dir", "keep_frames",
@@ -47,10 +47,11 @@ SHORT = {
               help="The video to write (atomically, at the end): .mp4 (H.264), .m4v, .mov, .mkv, .webm (VP9) "
                    "or .gif.")
 @settings_options
-@click.option("--temporal-weight", type=float, default=DEFAULT_TEMPORAL_WEIGHT, show_default=True,
+@click.option("--temporal-weight", type=float, default=None,
               help="Weight of the temporal loss: the mean squared difference (images in [0, 1]) to the previous "
                    "result warped by optical flow, where the flow is reliable (Ruder et al. 2016). 0 keeps the "
-                   "warped start only. How the default was chosen: docs/video.md.")
+                   f"warped start only. Default: {DEFAULT_TEMPORAL_WEIGHT:g}, {CAFFE_TEMPORAL_WEIGHT:g} for weights "
+                   "on Caffe's 0-255 scale (--preprocess caffe/caffe256). How they were chosen: docs/video.md.")
 @click.option("--first-frame-steps", type=int, default=None,
               help="Evaluations of the first frame (later frames start from the previous result and run "
                    "--steps). Default: twice --steps.")
@@ -71,9 +72,9 @@ SHORT = {
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar or summary on stderr.")
 @click.option("--debug", is_flag=True, help="On an error, print the traceback before the one-line message.")
 @click.version_option(__version__, "--version", prog_name="stylize-video")
-def main(source: str, styles: tuple[str, ...], output: str, temporal_weight: float, first_frame_steps: int | None,
-         independent: bool, work_dir: str | None, keep_frames: bool, fps: float, report: str | None, quiet: bool,
-         debug: bool, **settings: Any) -> None:
+def main(source: str, styles: tuple[str, ...], output: str, temporal_weight: float | None,
+         first_frame_steps: int | None, independent: bool, work_dir: str | None, keep_frames: bool, fps: float,
+         report: str | None, quiet: bool, debug: bool, **settings: Any) -> None:
     """Stylise the video IN in the style of STYLE (one or more, blended) and write OUT.
 
     IN: any video FFmpeg reads, an animated GIF, or a folder of image files (sorted by name, --fps).
@@ -93,7 +94,7 @@ def main(source: str, styles: tuple[str, ...], output: str, temporal_weight: flo
             raise UsageFault("--keep-alpha: video frames have no transparency")
         if first_frame_steps is not None and first_frame_steps < 1:
             raise UsageFault(f"--first-frame-steps must be >= 1, got {first_frame_steps}")
-        if not temporal_weight >= 0:
+        if temporal_weight is not None and not temporal_weight >= 0:
             raise UsageFault(f"--temporal-weight must be >= 0, got {temporal_weight}")
         if not fps > 0:
             raise UsageFault(f"--fps must be > 0, got {fps}")

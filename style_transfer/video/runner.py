@@ -34,8 +34,7 @@ from ..io.images import ImageSource
 from . import VideoError
 from .io import Clip, folder_frames, frames, probe
 
-# The temporal weight for images in [0, 1] (Ruder et al.'s 1e3 was for 0..255): chosen in docs/video.md.
-DEFAULT_TEMPORAL_WEIGHT = 1e3
+from .weights import DEFAULT_TEMPORAL_WEIGHT, default_temporal_weight  # noqa: F401  (the default's old home)
 WORK_VERSION = 1
 CANCEL_REASONS = ("cancelled", "interrupted", "terminated")
 
@@ -44,14 +43,15 @@ CANCEL_REASONS = ("cancelled", "interrupted", "terminated")
 class VideoSettings:
     """What the video run adds to a StyleConfig (which every frame uses)."""
 
-    temporal_weight: float = DEFAULT_TEMPORAL_WEIGHT  # weight of the temporal loss (0: warped start only)
+    # Weight of the temporal loss (0: warped start only); None: the network's (weights.default_temporal_weight).
+    temporal_weight: float | None = None
     first_frame_steps: int | None = None  # evaluations of frame 0 in the consistent mode; None: 2 x config.steps
     independent: bool = False  # every frame on its own from config.init (the flicker baseline)
     work_dir: str | None = None  # where finished frames are kept; None: none kept (no resume)
     fps: float = 25.0  # frame rate of a folder of frames
 
     def __post_init__(self) -> None:
-        if not self.temporal_weight >= 0:
+        if self.temporal_weight is not None and not self.temporal_weight >= 0:
             raise ValueError(f"temporal_weight must be >= 0, got {self.temporal_weight!r}")
         if self.first_frame_steps is not None and self.first_frame_steps < 1:
             raise ValueError(f"first_frame_steps must be >= 1, got {self.first_frame_steps!r}")
@@ -87,7 +87,10 @@ class VideoRun:
 
     def __init__(self, source: str | os.PathLike, styles: Sequence[ImageSource], config: StyleConfig,
                  settings: VideoSettings | None = None) -> None:
-        self.settings = settings or VideoSettings()
+        settings = settings or VideoSettings()
+        if settings.temporal_weight is None:  # resolved here, so work.json and the records show what runs
+            settings = dataclasses.replace(settings, temporal_weight=default_temporal_weight(config.preprocess))
+        self.settings = settings
         self.clip: Clip = probe(source, self.settings.fps)
         self.styles = list(styles)
         self.config = config

@@ -271,7 +271,5 @@ def test_video_frames_stay_consistent(vgg16_onnx: Path, tmp_path: Path) -> None:
     control, ours = flicker(independent, 48), flicker(consistent, 48)
     print(f"warping error on real features: consistent {ours:.6f}, independent {control:.6f}")
     assert control > 1e-3
-    # Less flicker than frame by frame; not the half the random-weight test asks (tests/video/test_video_run.py): at
-    # Caffe's scale the default temporal weight, chosen on random weights, is relatively weak (measured here,
-    # 2026-12-01: 0.78 of the control at the default 1e3; 0.22 at 1e6 and 1e7, 0.73 at 3.4e6). Open: docs/video.md.
+
     assert ours < control, (ours, control)
