@@ -16,6 +16,9 @@ LAYER_WEIGHTINGS = ("one", "mean")
 # Loss definitions: the tutorial's (mse of Grams normalised by N*M; mse of features) or the
 # paper's (E_l = sum (G - A)^2 / (4 N^2 M^2); 1/2 sum (F - P)^2).
 LOSS_FORMS = ("tutorial", "paper")
+# Style statistics (issue 26; core/statistics.py): the tutorial's Gram matrices, the Wasserstein-2 distance of
+# the features' Gaussian fits, or the sliced Wasserstein distance of their distributions.
+STYLE_LOSSES = ("gram", "wasserstein", "sliced")
 
 # The tutorial's layers: content after conv_4, style after conv_1 .. conv_5.
 TUTORIAL_CONTENT_LAYERS: tuple[str, ...] = ("conv_4",)
@@ -62,14 +65,26 @@ CAFFE_WEIGHTS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
 })
 
 
-def preset_values(name: str, preprocess: str = "torchvision") -> Mapping[str, Any]:
-    """The settings of a preset, with the loss weights for the input scale of ``preprocess``.
+# The style weights of the other style losses, per preset. Both losses are quadratic in the features, as the
+# content loss is (the Gram loss is quartic), so the balance does not move with the input's scale: one weight
+# serves torchvision's normalised input and Caffe's 0-255 alike. Chosen by looking at pictures: see below and
+# docs/style-controls.md.
+STYLE_LOSS_WEIGHTS: Mapping[str, Mapping[str, float]] = MappingProxyType({
+    "wasserstein": MappingProxyType({"tutorial": 1.0, "paper": 1.0}),
+    "sliced": MappingProxyType({"tutorial": 1.0, "paper": 1.0}),
+})
+
+
+def preset_values(name: str, preprocess: str = "torchvision", style_loss: str = "gram") -> Mapping[str, Any]:
+    """The settings of a preset, with the loss weights for the input scale of ``preprocess`` and ``style_loss``.
 
     Raises:
         ValueError: an unknown preset name.
     """
     if name not in PRESETS:
         raise ValueError(f"preset must be one of {', '.join(PRESET_NAMES)}, got {name!r}")
+    if style_loss in STYLE_LOSS_WEIGHTS:  # quadratic in the features: one weight for every input scale
+        return MappingProxyType({**PRESETS[name], "style_weight": STYLE_LOSS_WEIGHTS[style_loss][name]})
     if preprocess.startswith("caffe") and name in CAFFE_WEIGHTS:
         return MappingProxyType({**PRESETS[name], **CAFFE_WEIGHTS[name]})
     return PRESETS[name]

@@ -15,7 +15,7 @@ from PIL import Image
 from torch import nn, optim
 
 from .backward import check_backward, per_module_backward, weighted_scores
-from .config import TUTORIAL_CONTENT_LAYERS, TUTORIAL_STYLE_LAYERS, StyleConfig
+from .config import TILING_REFUSAL, TUTORIAL_CONTENT_LAYERS, TUTORIAL_STYLE_LAYERS, StyleConfig
 from . import colors, tiling
 from .fast import TORCH_LBFGS_HISTORY, Speed, accelerate
 from .guards import RunStats, SizeFn, keeps_image_on_interrupt
@@ -23,6 +23,7 @@ from .images import MIN_SIDE, ImageSource, load_image, working_size
 from .layers import resolve_layers, swap_pooling
 from .loss_terms import TotalVariationLoss, make_content_loss, make_style_loss, normalized_blend
 from .losses import ContentLoss, StyleLoss
+from .core.statistics import SlicedStyleLoss, make_statistics_loss
 from .models import DownloadProgress, Normalization
 from .plans import LBFGS_MAX_ITER, default_size_of, planned_evaluations  # noqa: F401  (without torch: plans.py)
 
@@ -115,6 +116,8 @@ def get_style_model_and_losses(
     pooling: str = "max",
     style_targets: MutableMapping[str, torch.Tensor] | None = None,
     normalization: nn.Module | None = None,
+    style_loss: str = "gram",
+    seed: int = 0,
 ) -> tuple[nn.Sequential, list[StyleLoss], list[ContentLoss]]:
     """Copy ``cnn`` into a new ``nn.Sequential`` with loss modules after the named layers.
 
@@ -131,6 +134,9 @@ def get_style_model_and_losses(
     forward passes skipped) when it holds every style layer. The caller owns what it keys it by.
     ``normalization``: the module put first in place of ``Normalization(mean, std)`` (then not used), such as
     ``models.CaffeNormalization`` for Caffe-converted weights (``models.Network.normalization()``).
+    ``style_loss`` (issue 26): ``gram`` (the tutorial's), or ``wasserstein`` / ``sliced``
+    (``core.statistics``; their targets blend as those modules say; ``loss_form`` is the Gram's and the
+    content's); ``seed`` seeds the sliced loss's directions.
 
     Raises:
         ValueError: a requested layer is not in the network (the message lists valid names).
@@ -138,6 +144,7 @@ def get_style_model_and_losses(
     if normalization is None:  # the tutorial's: torchvision's weights take ImageNet's mean and std
         normalization = Normalization(normalization_mean, normalization_std)
     normalization = normalization.to(content_img.device)
+    style_loss_kind = style_loss
     valid = layer_names(cnn)
     content_layers = resolve_layers(content_layers, valid)  # paper names (conv2_2) become conv_4
     style_layers = resolve_layers(style_layers, valid)
@@ -178,8 +185,13 @@ def get_style_model_and_losses(
         if name in style_layers:
             # With cached targets, stand-ins of the right channel count make a loss of the same class.
             features = style_xs if not cached else [content_x[..., :1, :1]] * style_count
-            style_loss = make_style_loss(features, style_blend, weight=layer_weights[style_layers.index(name)],
-                                         form=loss_form)
+            if style_loss_kind == "gram":
+                style_loss = make_style_loss(features, style_blend, weight=layer_weights[style_layers.index(name)],
+                                             form=loss_form)
+            else:  # issue 26: other style statistics (core/statistics.py)
+                style_loss = make_statistics_loss(style_loss_kind, features, style_blend, seed=seed,
+                                                  weight=layer_weights[style_layers.index(name)],
+                                                  layer=style_layers.index(name))
             if cached:
                 style_loss.target = style_targets[name].clone()
             elif style_targets is not None:
@@ -362,6 +374,8 @@ def run_style_transfer(
     tile: int | None = None,
     style_targets: MutableMapping[str, torch.Tensor] | None = None,
     normalization: nn.Module | None = None,
+    style_loss: str = "gram",
+    seed: int = 0,
 ) -> torch.Tensor:
     """The tutorial's ``run_style_transfer``: build the style model, optimise ``input_img``.
 
@@ -387,6 +401,8 @@ def run_style_transfer(
             when tiled (the crops compute their own).
         normalization: the preprocessing module in place of ``Normalization(mean, std)`` (Caffe's for
             Caffe-converted weights; see ``get_style_model_and_losses``).
+        style_loss, seed: the style statistics and the sliced loss's seed (``get_style_model_and_losses``);
+            tiling runs the Gram loss only.
 
     Returns:
         ``input_img``, clamped to [0, 1].
@@ -396,11 +412,17 @@ def run_style_transfer(
     if tiled and (speed.changes_model or backward != "combined"):  # refused before the targets' passes
         raise ValueError("precision bf16, channels_last, fused_gram and backward per-module cannot be combined "
                          "with tiling (tile): tiled evaluations run in float32 with one backward per crop")
+    if tiled and style_loss != "gram":
+        raise ValueError(f"tile cannot be combined with style_loss {style_loss!r}: {TILING_REFUSAL[style_loss]}")
     model, style_losses, content_losses = get_style_model_and_losses(  # tiled: the targets come below
         cnn, normalization_mean, normalization_std, tiling.stand_ins(style_img) if tiled else style_img,
         tiling.stand_ins(content_img) if tiled else content_img, content_layers, style_layers,
         style_layer_weights=style_layer_weights, style_blend=style_blend, loss_form=loss_form, pooling=pooling,
-        style_targets=None if tiled else style_targets, normalization=normalization)
+        style_targets=None if tiled else style_targets, normalization=normalization, style_loss=style_loss, seed=seed)
+    if resume is not None:  # the sliced directions of a resumed run continue from the evaluations it had done
+        for module in style_losses:
+            if isinstance(module, SlicedStyleLoss):
+                module.evaluations = resume.evaluations
     tiled_model = None
     if tiled:  # issue 16: evaluations and targets over crops, the untiled numbers up to rounding
         tiled_model = tiling.TiledStyleModel(model, tile)
