@@ -24,9 +24,6 @@ from torch import nn
 from ..loss_terms import normalized_blend
 from ..losses import StyleLoss
 
-# The eigenvalues below this fraction of the largest count as 0 in the square roots (rounding noise of a
-# covariance with fewer positions than channels); their derivative 1/(2 sqrt(lambda)) would be noise too.
-EIGEN_FLOOR = 1e-10
 # Each sliced evaluation draws this many directions per channel (Heitz et al. use as many as channels).
 SLICED_DIRECTIONS_PER_CHANNEL = 1
 
@@ -126,7 +123,9 @@ def wasserstein_distance(features: torch.Tensor, target_mean: torch.Tensor, targ
     channels (so a wider layer does not weigh more, as the Gram loss's mean over its n^2 entries).
     ``tr((S C S)^(1/2))`` is the sum of the square roots of the eigenvalues of ``S C S`` (``eigvalsh`` in float64):
     its backward is ``U diag(1 / (2 sqrt(lambda))) U^T``, with no division by eigenvalue gaps (eigenvalues only),
-    so it stays finite where eigenvalues repeat; eigenvalues below ``EIGEN_FLOOR`` of the largest count as 0.
+    so it stays finite where eigenvalues repeat. Eigenvalues below the features' dtype's machine epsilon times the
+    largest count as 0: that is rounding noise (a covariance with fewer positions than channels, a float32 one),
+    and their derivative ``1/(2 sqrt(lambda))`` would be noise too.
 
     Args:
         features: ``(1, C, H, W)``.
@@ -141,7 +140,7 @@ def wasserstein_distance(features: torch.Tensor, target_mean: torch.Tensor, targ
     s = _wide(target_sqrt)
     product = s @ _wide(cov) @ s
     eigen = torch.linalg.eigvalsh((product + product.t()) / 2)
-    floor = EIGEN_FLOOR * eigen.detach().abs().max().clamp(min=torch.finfo(eigen.dtype).tiny)
+    floor = torch.finfo(features.dtype).eps * eigen.detach().abs().max().clamp(min=torch.finfo(eigen.dtype).tiny)
     cross = torch.where(eigen > floor, eigen.clamp(min=floor).sqrt(), torch.zeros_like(eigen)).sum()
     distance = (_wide(mean) - _wide(target_mean)).pow(2).sum() + _wide(cov).trace() + s.pow(2).sum() - 2 * cross
     return (distance / n).to(device=features.device, dtype=features.dtype)

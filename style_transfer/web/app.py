@@ -47,7 +47,7 @@ from ..files import shown
 from ..images import open_image
 from ..layers import MODELS
 from ..plans import LBFGS_MAX_ITER, plan_run, planned_evaluations
-from ..presets import PRESET_NAMES, preset_values
+from ..presets import PRESET_NAMES, STYLE_LOSSES, preset_values
 from ..provenance import read_record, save_options
 from .gallery import Gallery, new_id
 from .guard import Guard
@@ -158,11 +158,14 @@ def _api(queue: JobQueue, gallery: Gallery, work: Path, network: ServerNetwork, 
         defaults = StyleConfig()
         return {
             "defaults": {"steps": defaults.steps, "seed": defaults.seed, "preset": defaults.preset,
-                         "preserve_colors": defaults.preserve_colors,
+                         "preserve_colors": defaults.preserve_colors, "style_loss": defaults.style_loss,
                          "weights": "server" if network.is_file else network.weights, "model": network.model},
             "presets": {name: {"style_weight": preset_values(name)["style_weight"],
-                               "content_weight": preset_values(name)["content_weight"]} for name in PRESET_NAMES},
+                               "content_weight": preset_values(name)["content_weight"],
+                               "style_weights": {kind: preset_values(name, style_loss=kind)["style_weight"]
+                                                 for kind in STYLE_LOSSES}} for name in PRESET_NAMES},
             "preserve_colors": list(PRESERVE_COLORS),
+            "style_losses": list(STYLE_LOSSES),
             "weights": list(WEIGHTS_CHOICES) + (["server"] if network.is_file else []),
             "models": list(MODELS),
             "limits": {"max_body": limits.max_body, "max_styles": limits.max_styles, "max_size": limits.max_size,
@@ -393,7 +396,7 @@ def _config(form: Any, network: ServerNetwork, limits: Limits, styles: int) -> S
         raise _Bad(422, f"size must be at most {limits.max_size} px on this server, got {values['size']}")
     if values.get("steps", 0) > limits.max_steps:
         raise _Bad(422, f"steps must be at most {limits.max_steps} on this server, got {values['steps']}")
-    for name in ("preset", "preserve_colors"):
+    for name in ("preset", "preserve_colors", "style_loss"):
         if field(name) is not None:
             values[name] = field(name)
     blend = field("style_blend")
@@ -471,6 +474,8 @@ _UPLOAD_SCHEMA = {
             "style_weight": {"type": "number"}, "content_weight": {"type": "number"},
             "preset": {"type": "string", "enum": list(PRESET_NAMES)},
             "preserve_colors": {"type": "string", "enum": list(PRESERVE_COLORS)},
+            "style_loss": {"type": "string", "enum": list(STYLE_LOSSES),
+                           "description": "the style statistics: gram (the tutorial's), wasserstein or sliced"},
             "style_blend": {"type": "string", "description": "one weight per style image, comma separated"},
             "fast": {"type": "boolean"}, "seed": {"type": "integer"},
             "weights": {"type": "string", "enum": [*WEIGHTS_CHOICES, "server"],
