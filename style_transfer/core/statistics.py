@@ -186,6 +186,20 @@ def _quantiles(levels: torch.Tensor, cumulative: torch.Tensor, values: torch.Ten
     return f0 + t.clamp(0, 1) * (f1 - f0)
 
 
+def _sorted(values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row of ``values`` sorted, and the order: ``values.sort(dim=1)``, the gradient through a gather.
+
+    On the CPU the order comes from numpy's argsort, 4 to 20 times faster than torch's CPU sort on rows of
+    10^4 to 10^5 projections (benchmarks/style_losses.py; the sort is most of a sliced evaluation's time).
+    """
+    if values.device.type != "cpu":
+        return values.sort(dim=1)
+    import numpy as np
+
+    order = torch.from_numpy(np.argsort(values.detach().numpy(), axis=1))
+    return values.gather(1, order), order
+
+
 def _resampled(values: torch.Tensor, count: int) -> torch.Tensor:
     """``_quantiles`` of equal-mass sorted ``values`` ``(D, N)`` at the levels ``(i + 1/2) / count``, without a search:
     the level of sorted position ``j`` is ``(j + 1/2) / N``, so level ``q`` lies at position ``q N - 1/2``."""
@@ -230,13 +244,13 @@ def sliced_wasserstein(features: torch.Tensor, target: torch.Tensor, directions:
         raise ValueError(f"target must have shape ({c + 1}, N) for {c} channels, got {tuple(target.shape)}")
     dirs = directions.to(device=features.device, dtype=features.dtype)
     p = _position_weights(weights, features)
-    projected, order = (dirs @ features.reshape(c, -1)).sort(dim=1)
+    projected, order = _sorted(dirs @ features.reshape(c, -1))
     m = projected.shape[1]
     if p is None:
         mass = projected.new_full((1, m), 1.0 / m).expand_as(projected)
     else:
         mass = p[order]
-    target_projected, target_order = (dirs @ target[1:]).sort(dim=1)
+    target_projected, target_order = _sorted(dirs @ target[1:])
     if p is None and bool((target[0] == target[0][0]).all()):  # equal masses: the same levels, by arithmetic
         matched = _resampled(target_projected, m)
     else:
