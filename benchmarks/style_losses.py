@@ -113,7 +113,8 @@ def sqrt_methods(network, content: torch.Tensor, style: torch.Tensor, layers: tu
                     value = newton_schulz_sqrt(s.float() @ c @ s.float(), int(method.split()[-1])).trace()
                 value.backward()
                 times.append(time.perf_counter() - start)
-            row[method] = {"ms": round(1000 * min(times), 2), "relative error": abs(float(value) - exact) / exact}
+            row[method] = {"ms": round(1000 * min(times), 2),
+                           "relative error": abs(float(value.detach()) - exact) / exact}
         rows.append(row)
     return rows
 

@@ -15,7 +15,8 @@ import pytest
 from .conftest import load_benchmark
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPTS = ("benchmark", "flicker", "tiling", "batch", "memory", "run_overhead", "fast_budgets", "gpu_check")
+SCRIPTS = ("benchmark", "flicker", "tiling", "batch", "memory", "run_overhead", "fast_budgets", "gpu_check",
+           "style_losses")
 
 
 load = load_benchmark  # a script of benchmarks/ as a module (conftest.load_benchmark)

@@ -186,3 +186,42 @@ def test_on_real_features_each_loss_lowers_its_value_and_paints_toward_the_style
     assert style_value(out) < 0.5 * style_value(content)
     colour = {name: image.mean((0, 2, 3)) for name, image in (("content", content), ("out", out), ("style", style))}
     assert (colour["out"] - colour["style"]).norm() < 0.8 * (colour["content"] - colour["style"]).norm()
+
+
+@pytest.mark.parametrize("kind", ["wasserstein", "sliced"])
+def test_automatic_tiling_refuses_the_other_losses_saying_tiles_would_fit(kind: str) -> None:
+    from style_transfer import crops, guards, tiling
+    from style_transfer.errors import ResourceError
+    from style_transfer.transfer import working_sizes
+
+    sizes = working_sizes(torch.zeros(1, 3, 85, 128), torch.zeros(1, 3, 128, 128), 1.0)
+    speed = Speed()
+    tiled_need = tiling.tiled_estimate_bytes((85, 128), (128, 128), 64, tiling.tiled_speed(speed),
+                                             crops.vgg19_target_bytes(["conv_4"]))
+    assert tiled_need < guards.estimate_bytes((85, 128), (128, 128), speed)
+    gram = StyleConfig(size=128)
+    assert tiling.plan_tiles([128], sizes, gram, speed, torch.device("cpu"), available=tiled_need) == [64]
+    with pytest.raises(ResourceError, match=f"tiles of 64 px would fit, but tiling cannot run with style_loss {kind}"):
+        tiling.plan_tiles([128], sizes, StyleConfig(size=128, style_loss=kind), speed, torch.device("cpu"),
+                          available=tiled_need)
+
+
+@pytest.mark.slow
+def test_the_benchmark_reports_time_and_the_distances_not_optimised(tmp_path: Path, capsys) -> None:
+    from ..conftest import load_benchmark
+
+    bench = load_benchmark("style_losses")
+    out = tmp_path / "report.json"
+    assert bench.main(["--weights", "random", "--size", "32", "--steps", "20", "--losses", "gram,sliced",
+                       "--pictures", str(tmp_path), "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["machine"]["cpu"] and report["network"]["weights"] == "random"
+    assert [run["style_loss"] for run in report["runs"]] == ["gram", "sliced"]
+    for run in report["runs"]:
+        assert set(run["ratios"]) == {"gram", "wasserstein", "sliced", "gram held-out"}
+        assert run["ratios"][run["style_loss"]] < 1  # each run came closer to the style by its own statistic
+        assert run["median_evaluation_s"] > 0
+    assert [row["layer"] for row in report["sqrt"]] == report["style_layers"]
+    assert (tmp_path / "style-loss-sliced.jpg").exists()
+    table = capsys.readouterr().out
+    assert "| sliced |" in table and "Network: VGG19, seeded random weights" in table
