@@ -11,7 +11,7 @@ style's statistics exactly), so the figures of different statistics can stand si
 optimised is marked. Also measured: the matrix square root behind the W2 loss, eigendecomposition against
 Newton-Schulz, on the photo's real covariances (time and error), the reason for the choice in
 ``core/statistics.py``. ``--pictures DIR`` writes each run's image as ``DIR/style-loss-KIND.jpg``
-(docs/make_quality_gallery.py). The machine (CPU model from /proc/cpuinfo) and network are named.
+(docs/make_style_loss_gallery.py). The machine (CPU model from /proc/cpuinfo) and network are named.
 """
 
 from __future__ import annotations
