@@ -178,7 +178,7 @@ def markdown(report: dict) -> str:
              "| style loss | style weight | evaluations | s | median s / evaluation | "
              + " | ".join(heads[n] for n in names) + " |", "|---" * (5 + len(names)) + "|"]
     for run in report["runs"]:
-        cells = [f"{run['ratios'][n]:.3f}{'*' if n == run['style_loss'] else ''}" for n in names]
+        cells = [f"{run['ratios'][n]:.2g}{'*' if n == run['style_loss'] else ''}" for n in names]
         lines.append(f"| {run['style_loss']} | {run['style_weight']:g} | {run['evaluations']} | {run['seconds']:.0f} "
                      f"| {run['median_evaluation_s']:.3f} | " + " | ".join(cells) + " |")
     lines += ["", "| layer | channels | eigvalsh float64: ms, rel. error | Newton-Schulz 10 | Newton-Schulz 30 |",
