@@ -127,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--content", default=str(ROOT / "images" / "chelsea.png"))
     parser.add_argument("--style", default=str(ROOT / "images" / "ihc.png"))
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1: spare the shared CPU)")
-    parser.add_argument("--losses", default=",".join(STYLE_LOSSES), help="comma-separated; default all")
+    parser.add_argument("--losses", default=",".join(STYLE_LOSSES),
+                        help="comma-separated style losses, each at its preset weight or KIND=WEIGHT; default all")
     parser.add_argument("--pictures", help="write each result as DIR/style-loss-KIND.jpg")
     parser.add_argument("--json", help="write the report here too")
     args = parser.parse_args(argv)
@@ -142,9 +143,10 @@ def main(argv: list[str] | None = None) -> int:
               "content": Path(args.content).name, "style": Path(args.style).name, "style_layers": list(layers),
               "held_out_layers": list(HELD_OUT), "photo_distances": start_distances, "runs": [],
               "sqrt": sqrt_methods(network, content, style, layers)}
-    for kind in args.losses.split(","):
-        config = StyleConfig(**{**{f: getattr(base, f) for f in ("size", "steps", "model", "weights", "preprocess",
-                                                                    "device", "threads")}, "style_loss": kind})
+    for item in args.losses.split(","):
+        kind, _, weight = item.partition("=")
+        fields = {f: getattr(base, f) for f in ("size", "steps", "model", "weights", "preprocess", "device", "threads")}
+        config = StyleConfig(**fields, style_loss=kind, style_weight=float(weight) if weight else None)
         stamps: list[float] = []
         result = Run(args.content, args.style, config, cnn=network).execute(lambda e: stamps.append(e.elapsed))
         gaps = [b - a for a, b in zip(stamps, stamps[1:])]
@@ -158,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
             Path(args.pictures).mkdir(parents=True, exist_ok=True)
             from style_transfer.provenance import save_options  # the run's record, as stylize embeds it
 
-            result.image.convert("RGB").save(Path(args.pictures) / f"style-loss-{kind}.jpg", quality=88,
+            result.image.convert("RGB").save(Path(args.pictures) / f"style-loss-{kind}{'-' + weight if weight else ''}.jpg", quality=88,
                                              **save_options(result.record, "JPEG"))
         print(f"{kind}: {result.evaluations} evaluations in {stamps[-1]:.0f} s", file=sys.stderr, flush=True)
     print(markdown(report))

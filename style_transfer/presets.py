@@ -69,17 +69,18 @@ CAFFE_WEIGHTS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
 # as the content loss is (the Gram loss is quartic), so the balance does not move with the input's scale: one
 # weight serves torchvision's normalised input and Caffe's 0-255 alike (at Caffe's scale the content loss and
 # these both grow about 3400x). Looked at on the real VGG16 (chelsea in ihc, 100 steps at 128 px), against the
-# Gram loss at its preset's 300: from lightest to strongest wasserstein 10 (the cat clear), sliced 100,
-# wasserstein 100 (the cat fading), sliced 1000 and the Gram preset (the cat mostly gone at 128 px); wasserstein
-# 1000 and sliced 10 at either end. At 256 px, the size the Gram preset was chosen at, wasserstein 100 looks like
-# the Gram preset's 300 there (the cat clear under the stain's strands and nuclei): wasserstein 100, and sliced
-# 300, between its 100 and 1000 as wasserstein 100 was at 128 px (docs/gallery.md shows both at 256 px). The
+# Gram loss at its preset's 300: from lightest to strongest sliced 10, wasserstein 10 (the cat clear), sliced 100,
+# wasserstein 100 (the cat fading), sliced 1000 and the Gram preset (the cat mostly gone at 128 px), wasserstein
+# 1000 (gone). At 256 px, the size the Gram preset was chosen at, wasserstein 100 looks like
+# the Gram preset's 300 there (the cat clear under the stain's strands and nuclei), a little lighter; sliced 300
+# there paints harder than the Gram preset (the nose and mouth break up), sliced 100 looks like wasserstein 100
+# (docs/gallery.md shows all of them at 256 px): wasserstein 100 and sliced 100. The
 # paper preset's content loss is 1/2 sum (F - P)^2, a sum over about 1.7e5 elements at conv4_2 at 256 px where
 # the tutorial's is a mean, and its layer weights are 1/5: 100 x 5 x 1.7e5 is about 1e8 -- computed, not judged
 # by pictures, and like every paper-form balance it moves with the size.
 STYLE_LOSS_WEIGHTS: Mapping[str, Mapping[str, float]] = MappingProxyType({
     "wasserstein": MappingProxyType({"tutorial": 100.0, "paper": 1e8}),
-    "sliced": MappingProxyType({"tutorial": 300.0, "paper": 3e8}),
+    "sliced": MappingProxyType({"tutorial": 100.0, "paper": 1e8}),
 })
 
 
