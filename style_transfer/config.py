@@ -8,8 +8,8 @@ import re
 from dataclasses import dataclass
 
 from .layers import MODELS, POOLINGS, model_layer_names, resolve_layers
-from .presets import (LOSS_FORMS, PRESET_NAMES, TUTORIAL_CONTENT_LAYERS, TUTORIAL_STYLE_LAYERS,  # noqa: F401
-                      layer_weights, preset_values)
+from .presets import (LOSS_FORMS, PRESET_NAMES, STYLE_LOSSES, TUTORIAL_CONTENT_LAYERS,  # noqa: F401
+                      TUTORIAL_STYLE_LAYERS, layer_weights, preset_values)
 
 
 # Long side of the working image when `size` is None. The tutorial uses 512 on a GPU and
@@ -72,6 +72,7 @@ class StyleConfig:
     tv_weight: float = 0.0  # weight of the total variation (smoothness) term; 0 as in the tutorial
     pooling: str | None = None  # max | avg: VGG's pools (None: the preset's; tutorial max, paper avg)
     loss_form: str | None = None  # tutorial (mse of normalised Grams) | paper (E_l, 1/2 sum) (None: preset's)
+    style_loss: str = "gram"  # gram (the tutorial's) | wasserstein (Gaussian W2) | sliced (core/statistics.py)
     optimizer: str = "lbfgs"  # lbfgs (the tutorial's) | adam; every step runs the same closure
     lr: float | None = None  # learning rate (None: 1 for LBFGS, torch's default; 0.02 for Adam)
     keep_alpha: bool = False  # give the result the content's alpha channel (PNG, WebP, TIFF outputs)
@@ -135,6 +136,9 @@ class StyleConfig:
             raise ValueError("content_layers and style_layers are both empty: nothing to optimise")
         _check_speed_fields(self)
         _check_quality(self)
+        if self.fused_gram and self.style_loss != "gram":
+            raise ValueError(f"fused_gram applies to style_loss gram only, not {self.style_loss!r} "
+                             "(--fast leaves it off for the other style losses)")
         _check_tile(self)
 
 
@@ -196,6 +200,13 @@ def _check_quality(config: StyleConfig) -> None:
         raise ValueError(f"average must be a decay between 0 and 1 (e.g. 0.99), got {config.average!r}")
 
 
+# Why tiling (issue 16) cannot run a style loss but the Gram's (config and tiling.plan_tiles say it).
+TILING_REFUSAL = {
+    "wasserstein": "tiled evaluations add Gram matrices up over crops; the means and covariances W2 needs would add up "
+                   "too, but its gradient over crops is not built (use style_loss gram, or a size that fits)",
+    "sliced": "the sliced loss sorts the projections of every position of a feature map at once, which crops "
+              "cannot split (use style_loss gram, or a size that fits)",
+}
 MIN_TILE = 16  # px; the layers used may need more (crops.Geometry.minimum_tile: 26 px for the tutorial's)
 
 
@@ -208,6 +219,8 @@ def _check_tile(config: StyleConfig) -> None:
     if config.style_masks or config.content_mask is not None:
         raise ValueError("tile cannot be combined with style or content masks: a crop's Gram matrices would need the "
                          "mask cropped with it, which tiled evaluations do not do (give no --tile, or no masks)")
+    if config.style_loss != "gram":
+        raise ValueError(f"tile cannot be combined with style_loss {config.style_loss!r}: {TILING_REFUSAL[config.style_loss]}")
     if config.backward != "combined":
         raise ValueError(f"tile cannot be combined with backward {config.backward!r}: a tiled evaluation "
                          "backpropagates once per crop (use backward 'combined')")
@@ -252,7 +265,8 @@ def _apply_preset(config: StyleConfig) -> None:
     content away there.
     """
     name = config.preset if isinstance(config.preset, str) else repr(config.preset)
-    values = preset_values(name, config.preprocess or "torchvision")
+    values = preset_values(name, config.preprocess or "torchvision",
+                           config.style_loss if config.style_loss in STYLE_LOSSES else "gram")
     for name, value in values.items():
         if getattr(config, name) is None and name != "style_layer_weights":
             object.__setattr__(config, name, value)
@@ -286,7 +300,7 @@ def _check_controls(config: StyleConfig) -> None:
     if config.lr is not None and (not _is_number(config.lr) or not 0 < config.lr < math.inf):
         raise ValueError(f"lr must be a finite number > 0, got {config.lr!r}")
     for name, choices in (("preserve_colors", PRESERVE_COLORS), ("pooling", POOLINGS),
-                          ("loss_form", LOSS_FORMS), ("optimizer", OPTIMIZERS)):
+                          ("loss_form", LOSS_FORMS), ("optimizer", OPTIMIZERS), ("style_loss", STYLE_LOSSES)):
         if getattr(config, name) not in choices:
             raise ValueError(f"{name} must be one of {', '.join(choices)}, got {getattr(config, name)!r}")
     if not isinstance(config.keep_alpha, bool):

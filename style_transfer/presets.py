@@ -16,6 +16,9 @@ LAYER_WEIGHTINGS = ("one", "mean")
 # Loss definitions: the tutorial's (mse of Grams normalised by N*M; mse of features) or the
 # paper's (E_l = sum (G - A)^2 / (4 N^2 M^2); 1/2 sum (F - P)^2).
 LOSS_FORMS = ("tutorial", "paper")
+# Style statistics (issue 26; core/statistics.py): the tutorial's Gram matrices, the Wasserstein-2 distance of
+# the features' Gaussian fits, or the sliced Wasserstein distance of their distributions.
+STYLE_LOSSES = ("gram", "wasserstein", "sliced")
 
 # The tutorial's layers: content after conv_4, style after conv_1 .. conv_5.
 TUTORIAL_CONTENT_LAYERS: tuple[str, ...] = ("conv_4",)
@@ -62,14 +65,35 @@ CAFFE_WEIGHTS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
 })
 
 
-def preset_values(name: str, preprocess: str = "torchvision") -> Mapping[str, Any]:
-    """The settings of a preset, with the loss weights for the input scale of ``preprocess``.
+# The style weights of the other style losses (core/statistics.py), per preset. Both are quadratic in the features,
+# as the content loss is (the Gram loss is quartic), so the balance does not move with the input's scale: one
+# weight serves torchvision's normalised input and Caffe's 0-255 alike (at Caffe's scale the content loss and
+# these both grow about 3400x). Looked at on the real VGG16 (chelsea in ihc, 100 steps at 128 px), against the
+# Gram loss at its preset's 300: from lightest to strongest sliced 10, wasserstein 10 (the cat clear), sliced 100,
+# wasserstein 100 (the cat fading), sliced 1000 and the Gram preset (the cat mostly gone at 128 px), wasserstein
+# 1000 (gone). At 256 px, the size the Gram preset was chosen at, wasserstein 100 looks like
+# the Gram preset's 300 there (the cat clear under the stain's strands and nuclei), a little lighter; sliced 300
+# there paints harder than the Gram preset (the nose and mouth break up), sliced 100 looks like wasserstein 100
+# (docs/gallery.md shows all of them at 256 px): wasserstein 100 and sliced 100. The
+# paper preset's content loss is 1/2 sum (F - P)^2, a sum over about 1.7e5 elements at conv4_2 at 256 px where
+# the tutorial's is a mean, and its layer weights are 1/5: 100 x 5 x 1.7e5 is about 1e8 -- computed, not judged
+# by pictures, and like every paper-form balance it moves with the size.
+STYLE_LOSS_WEIGHTS: Mapping[str, Mapping[str, float]] = MappingProxyType({
+    "wasserstein": MappingProxyType({"tutorial": 100.0, "paper": 1e8}),
+    "sliced": MappingProxyType({"tutorial": 100.0, "paper": 1e8}),
+})
+
+
+def preset_values(name: str, preprocess: str = "torchvision", style_loss: str = "gram") -> Mapping[str, Any]:
+    """The settings of a preset, with the loss weights for the input scale of ``preprocess`` and ``style_loss``.
 
     Raises:
         ValueError: an unknown preset name.
     """
     if name not in PRESETS:
         raise ValueError(f"preset must be one of {', '.join(PRESET_NAMES)}, got {name!r}")
+    if style_loss in STYLE_LOSS_WEIGHTS:  # quadratic in the features: one weight for every input scale
+        return MappingProxyType({**PRESETS[name], "style_weight": STYLE_LOSS_WEIGHTS[style_loss][name]})
     if preprocess.startswith("caffe") and name in CAFFE_WEIGHTS:
         return MappingProxyType({**PRESETS[name], **CAFFE_WEIGHTS[name]})
     return PRESETS[name]

@@ -16,7 +16,7 @@ from .conftest import load_benchmark
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ("benchmark", "flicker", "tiling", "batch", "memory", "run_overhead", "fast_budgets", "gpu_check",
-           "fast_pairs", "levers_real")
+           "fast_pairs", "levers_real", "style_losses")
 
 
 load = load_benchmark  # a script of benchmarks/ as a module (conftest.load_benchmark)

@@ -18,7 +18,7 @@ from ..config import (BACKWARDS, CPU_DEFAULT_SIZE, GPU_DEFAULT_SIZE, INITS, LOSS
                       PREPROCESSINGS, PRESERVE_COLORS, StyleConfig)
 from ..errors import StyleTransferError
 from ..layers import MODELS, POOLINGS
-from ..presets import PRESET_NAMES, PRESETS
+from ..presets import PRESET_NAMES, PRESETS, STYLE_LOSS_WEIGHTS, STYLE_LOSSES
 
 DEFAULTS = StyleConfig()  # every default below is read from here, so it is written once
 TUTORIAL, PAPER = PRESETS["tutorial"], PRESETS["paper"]
@@ -60,7 +60,7 @@ SECTION_OF = {
     "Basics": ("output", "size", "steps", "style_weight", "content_weight", "seed", "model", "weights", "preprocess",
                "device", "preset", "quiet"),
     "Style": ("init", "content_layers", "style_layers", "style_layer_weights", "style_blend", "style_scale",
-              "preserve_colors", "tv_weight", "pooling", "loss_form", "keep_alpha", "style_masks", "content_mask",
+              "preserve_colors", "tv_weight", "pooling", "loss_form", "style_loss", "keep_alpha", "style_masks", "content_mask",
               "average"),
     "Output and run control": ("save_every", "save_dir", "animate", "log_path", "plot", "no_metadata", "replay",
                                "checkpoint", "checkpoint_every", "resume", "min_improvement", "patience"),
@@ -90,6 +90,7 @@ SHORT_HELP = {
     "tv_weight": "Weight of a total variation (smoothness) term.",
     "pooling": "VGG's pools: max (tutorial) or avg (paper).",
     "loss_form": "Loss definitions: tutorial or paper.",
+    "style_loss": "Style statistics: gram (tutorial), wasserstein or sliced.",
     "optimizer": "lbfgs (the tutorial's) or adam.",
     "lr": "Learning rate (default 1 for lbfgs, 0.02 for adam).",
     "keep_alpha": "Keep the content's transparency (.png, .webp, .tiff).",
@@ -289,6 +290,14 @@ SETTINGS: list[Callable[[F], F]] = [
     click.option("--loss-form", type=click.Choice(LOSS_FORMS), default=None,
                  help="Loss definitions: tutorial (mse of Grams normalised by N*M; mse of features) or paper "
                       "(E_l = sum (G-A)^2/(4 N^2 M^2); 1/2 sum (F-P)^2). Default: the preset's."),
+    click.option("--style-loss", type=click.Choice(STYLE_LOSSES), default=DEFAULTS.style_loss, show_default=True,
+                 help="The style statistics: gram (the tutorial's Gram matrices), wasserstein (the W2 distance of the "
+                      "features' Gaussian fits: means and covariances) or sliced (sliced Wasserstein, Heitz et al. "
+                      "2021: sorted projections on random directions, re-drawn each evaluation from --seed). Each "
+                      f"has its own default --style-weight (tutorial preset: wasserstein "
+                      f"{STYLE_LOSS_WEIGHTS['wasserstein']['tutorial']:g}, sliced "
+                      f"{STYLE_LOSS_WEIGHTS['sliced']['tutorial']:g}, at every input scale); neither runs in tiles (--tile) or with --fused-gram (--fast leaves it off). "
+                      "docs/style-controls.md compares them."),
     click.option("--optimizer", type=click.Choice(OPTIMIZERS), default=DEFAULTS.optimizer, show_default=True,
                  help="lbfgs: the tutorial's (up to 20 evaluations per step; best quality per evaluation). "
                       "adam: one evaluation per step, steadier with unusual weights or large --lr."),
@@ -356,7 +365,7 @@ SETTINGS: list[Callable[[F], F]] = [
 SETTINGS_FIELDS = ("size", "steps", "style_weight", "content_weight", "init", "seed", "model", "weights", "preprocess",
                    "device",
                    "content_layers", "style_layers", "style_layer_weights", "preset", "style_blend", "style_scale",
-                   "preserve_colors", "tv_weight", "pooling", "loss_form", "optimizer", "lr", "keep_alpha",
+                   "preserve_colors", "tv_weight", "pooling", "loss_form", "style_loss", "optimizer", "lr", "keep_alpha",
                    "backward", "fast", "precision", "channels_last", "fused_gram", "history_size", "scales",
                    "min_size", "scale_steps", "threads", "tile", "min_improvement", "patience", "style_masks",
                    "content_mask", "average")

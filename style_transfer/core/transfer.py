@@ -15,13 +15,14 @@ from torch import nn, optim
 
 from . import masks
 from .backward import check_backward, per_module_backward, weighted_scores
-from ..config import TUTORIAL_CONTENT_LAYERS, TUTORIAL_STYLE_LAYERS
+from ..config import TILING_REFUSAL, TUTORIAL_CONTENT_LAYERS, TUTORIAL_STYLE_LAYERS
 from ..speed import tiling
 from ..speed.fast import TORCH_LBFGS_HISTORY, Speed, accelerate
 from .stats import RunStats, keeps_image_on_interrupt
 from ..layers import resolve_layers, swap_pooling
 from .loss_terms import TotalVariationLoss, make_content_loss, make_style_loss, normalized_blend
 from .losses import ContentLoss, StyleLoss
+from .statistics import SlicedStyleLoss, make_statistics_loss
 from .vgg import Normalization
 from .steps import planned_evaluations
 
@@ -87,6 +88,8 @@ def get_style_model_and_losses(
     style_targets: MutableMapping[str, torch.Tensor] | None = None,
     normalization: nn.Module | None = None,
     guides: masks.Guides | None = None,
+    style_loss: str = "gram",
+    seed: int = 0,
 ) -> tuple[nn.Sequential, list[StyleLoss], list[ContentLoss]]:
     """Copy ``cnn`` into a new ``nn.Sequential`` with loss modules after the named layers.
 
@@ -106,6 +109,9 @@ def get_style_model_and_losses(
     ``guides`` (issue 26, ``core/masks.py``): masks over the content at its size, followed through the layers;
     with style masks each style layer gets a ``GuidedStyleLoss`` (no shared ``style_targets``), with a content
     mask each content layer a ``MaskedContentLoss``.
+    ``style_loss``: ``gram`` (the tutorial's), or ``wasserstein`` / ``sliced`` (``core/statistics.py``; their
+    targets blend as that module says; ``loss_form`` is the Gram's and the content's); ``seed`` seeds the sliced
+    loss's directions. Style masks take the Gram loss only.
 
     Raises:
         ValueError: a requested layer is not in the network (the message lists valid names).
@@ -113,6 +119,10 @@ def get_style_model_and_losses(
     if normalization is None:  # the tutorial's: torchvision's weights take ImageNet's mean and std
         normalization = Normalization(normalization_mean, normalization_std)
     normalization = normalization.to(content_img.device)
+    style_loss_kind = style_loss
+    if style_loss_kind != "gram" and guides is not None and guides.styles is not None:
+        raise ValueError(f"style masks take the Gram loss only, not style_loss {style_loss_kind!r}: guided "
+                         f"statistics for it are not built yet")
     valid = layer_names(cnn)
     content_layers = resolve_layers(content_layers, valid)  # paper names (conv2_2) become conv_4
     style_layers = resolve_layers(style_layers, valid)
@@ -161,9 +171,13 @@ def get_style_model_and_losses(
             if guides is not None and guides.styles is not None:  # issue 26: one masked region per style
                 style_loss = masks.GuidedStyleLoss(features, guides.styles, style_blend,
                                                    weight=layer_weights[style_layers.index(name)], form=loss_form)
-            else:
+            elif style_loss_kind == "gram":
                 style_loss = make_style_loss(features, style_blend, weight=layer_weights[style_layers.index(name)],
                                              form=loss_form)
+            else:  # other style statistics (core/statistics.py)
+                style_loss = make_statistics_loss(style_loss_kind, features, style_blend, seed=seed,
+                                                  weight=layer_weights[style_layers.index(name)],
+                                                  layer=style_layers.index(name))
             if cached:
                 style_loss.target = style_targets[name].clone()
             elif style_targets is not None:
@@ -347,6 +361,8 @@ def run_style_transfer(
     style_targets: MutableMapping[str, torch.Tensor] | None = None,
     normalization: nn.Module | None = None,
     guides: masks.Guides | None = None,
+    style_loss: str = "gram",
+    seed: int = 0,
 ) -> torch.Tensor:
     """The tutorial's ``run_style_transfer``: build the style model, optimise ``input_img``.
 
@@ -373,6 +389,8 @@ def run_style_transfer(
         normalization: the preprocessing module in place of ``Normalization(mean, std)`` (Caffe's for
             Caffe-converted weights; see ``get_style_model_and_losses``).
         guides: masks over the content (issue 26, ``core/masks.py``; see ``get_style_model_and_losses``).
+        style_loss, seed: the style statistics and the sliced loss's seed (``get_style_model_and_losses``);
+            tiling runs the Gram loss only.
 
     Returns:
         ``input_img``, clamped to [0, 1].
@@ -385,11 +403,18 @@ def run_style_transfer(
     if tiled and guides is not None:
         raise ValueError("style or content masks cannot be combined with tiling (tile, or a size that does not fit "
                          "untiled): give a smaller size, or no masks")
+    if tiled and style_loss != "gram":
+        raise ValueError(f"tile cannot be combined with style_loss {style_loss!r}: {TILING_REFUSAL[style_loss]}")
     model, style_losses, content_losses = get_style_model_and_losses(  # tiled: the targets come below
         cnn, normalization_mean, normalization_std, tiling.stand_ins(style_img) if tiled else style_img,
         tiling.stand_ins(content_img) if tiled else content_img, content_layers, style_layers,
         style_layer_weights=style_layer_weights, style_blend=style_blend, loss_form=loss_form, pooling=pooling,
-        style_targets=None if tiled else style_targets, normalization=normalization, guides=guides)
+        style_targets=None if tiled else style_targets, normalization=normalization, guides=guides,
+        style_loss=style_loss, seed=seed)
+    if resume is not None:  # the sliced directions of a resumed run continue from the evaluations it had done
+        for module in style_losses:
+            if isinstance(module, SlicedStyleLoss):
+                module.evaluations = resume.evaluations
     tiled_model = None
     if tiled:  # issue 16: evaluations and targets over crops, the untiled numbers up to rounding
         tiled_model = tiling.TiledStyleModel(model, tile)

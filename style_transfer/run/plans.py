@@ -103,9 +103,10 @@ def default_size_of(device_type: str) -> int:
 
 def fast_levers(config: StyleConfig) -> dict[str, object]:
     """The speed settings ``config`` runs with apart from the precision (``fast.speed_from_config`` adds
-    that, for the device): --fast turns on channels_last and fused_gram and caps the LBFGS history."""
+    that, for the device): --fast turns on channels_last and fused_gram and caps the LBFGS history. The fused
+    Gram is the Gram loss's own backward: the other style losses (``style_loss``) run without it."""
     if config.fast:
-        return {"channels_last": True, "fused_gram": True,
+        return {"channels_last": True, "fused_gram": config.style_loss == "gram",
                 "history_size": min(config.history_size, FAST_HISTORY_SIZE)}
     return {"channels_last": config.channels_last, "fused_gram": config.fused_gram,
             "history_size": config.history_size}

@@ -234,7 +234,8 @@ class Run:
                     image_losses=self.image_losses,
                     on_step_end=lambda optimizer, img, n, scale=scale: keeper.step_end(
                         scale, img, optimizer, n, done, clock), tile=tiles[scale], style_targets=targets,
-                    normalization=normalization, guides=inputs.guides)
+                    normalization=normalization, guides=inputs.guides,
+                    style_loss=config.style_loss, seed=config.seed)
                 if averager is not None and averager.count:  # the size's result is its average
                     image = averager.value()
             except (Interrupted, NonFiniteLoss) as exc:
@@ -407,12 +408,13 @@ class _Saved:
 def style_targets_key(config: StyleConfig, content: ImageSource, styles: Sequence[ImageSource],
                       style_images: Sequence[torch.Tensor], device: torch.device) -> tuple:
     """What a style's Gram targets depend on: the style files' hashes, the working size they were read at
-    (with the style scale), the layers, the network (model, weights, preprocessing, pooling), the blend and the device; and the
+    (with the style scale), the layers, the network (model, weights, preprocessing, pooling), the blend, the device and
+    the style statistics (``style_loss``: each keeps its own kind of target); and the
     content's hash when the colours are matched to it (``preserve_colors``)."""
     return (tuple(provenance.input_entry(s)["sha256"] for s in styles),
             tuple(tuple(image.shape[-2:]) for image in style_images), config.style_scale,
             tuple(config.style_layers), config.pooling, config.model, config.weights, config.preprocess,
-            config.style_blend, str(device),
+            config.style_blend, str(device), config.style_loss,
             config.preserve_colors,
             provenance.input_entry(content)["sha256"] if config.preserve_colors != "none" else None)
 

@@ -401,6 +401,7 @@ def plan_tiles(sizes: Sequence[int], size_fn: guards.SizeFn, config: StyleConfig
             continue
         tile = _largest_tile(content_hw, style_hw, available, tiled_speed(speed), targets, geometry.minimum_tile)
         why = ("backward per-module" if config.backward != "combined" else
+               f"style_loss {config.style_loss}" if config.style_loss != "gram" else
                "precision bf16, channels_last or fused_gram" if speed.changes_model and not config.fast else None)
         if tile is None or why is not None:
             try:

@@ -48,7 +48,7 @@ from ..io.files import shown
 from ..io.images import open_image
 from ..layers import MODELS
 from ..run.plans import LBFGS_MAX_ITER, plan_run, planned_evaluations
-from ..presets import PRESET_NAMES, preset_values
+from ..presets import PRESET_NAMES, STYLE_LOSSES, preset_values
 from ..io.metadata import read_record, save_options
 from .gallery import Gallery, new_id
 from .guard import Guard
@@ -150,9 +150,13 @@ def create_app(data_dir: str | os.PathLike, *, weights: str = "imagenet", model:
     return app
 
 
-def _preset_weights(preprocess: str) -> dict[str, dict[str, float]]:
-    """Each preset's style and content weight for inputs preprocessed by ``preprocess``."""
-    return {name: {key: preset_values(name, preprocess)[key] for key in ("style_weight", "content_weight")}
+def _preset_weights(preprocess: str) -> dict[str, dict[str, Any]]:
+    """Each preset's style and content weight for inputs preprocessed by ``preprocess``, and its style weight for
+    each style loss (``style_weights``)."""
+    return {name: {"style_weight": preset_values(name, preprocess)["style_weight"],
+                   "content_weight": preset_values(name, preprocess)["content_weight"],
+                   "style_weights": {kind: preset_values(name, preprocess, style_loss=kind)["style_weight"]
+                                     for kind in STYLE_LOSSES}}
             for name in PRESET_NAMES}
 
 
@@ -167,13 +171,14 @@ def _api(queue: JobQueue, gallery: Gallery, work: Path, network: ServerNetwork, 
                                         preprocess=network.preprocess).preprocess or "torchvision"
         return {
             "defaults": {"steps": defaults.steps, "seed": defaults.seed, "preset": defaults.preset,
-                         "preserve_colors": defaults.preserve_colors,
+                         "preserve_colors": defaults.preserve_colors, "style_loss": defaults.style_loss,
                          "weights": "server" if network.is_file else network.weights, "model": network.model},
             # The loss weights of each preset for the built-in weights (torchvision's scale) and, with a file, for the
             # server's weights (Caffe's 0-255 scale takes a style weight of 300 where torchvision's takes 1e6).
             "presets": _preset_weights("torchvision"),
             "server_presets": _preset_weights(server_preprocess) if network.is_file else None,
             "preserve_colors": list(PRESERVE_COLORS),
+            "style_losses": list(STYLE_LOSSES),
             "weights": list(WEIGHTS_CHOICES) + (["server"] if network.is_file else []),
             "models": list(MODELS),
             "limits": {"max_body": limits.max_body, "max_styles": limits.max_styles, "max_size": limits.max_size,
@@ -425,7 +430,7 @@ def _config(form: Any, network: ServerNetwork, limits: Limits, styles: int) -> S
         raise _Bad(422, f"size must be at most {limits.max_size} px on this server, got {values['size']}")
     if values.get("steps", 0) > limits.max_steps:
         raise _Bad(422, f"steps must be at most {limits.max_steps} on this server, got {values['steps']}")
-    for name in ("preset", "preserve_colors"):
+    for name in ("preset", "preserve_colors", "style_loss"):
         if field(name) is not None:
             values[name] = field(name)
     blend = field("style_blend")
@@ -503,6 +508,8 @@ _UPLOAD_SCHEMA = {
             "style_weight": {"type": "number"}, "content_weight": {"type": "number"},
             "preset": {"type": "string", "enum": list(PRESET_NAMES)},
             "preserve_colors": {"type": "string", "enum": list(PRESERVE_COLORS)},
+            "style_loss": {"type": "string", "enum": list(STYLE_LOSSES),
+                           "description": "the style statistics: gram (the tutorial's), wasserstein or sliced"},
             "style_blend": {"type": "string", "description": "one weight per style image, comma separated"},
             "fast": {"type": "boolean"}, "seed": {"type": "integer"},
             "style_mask": {"type": "array", "items": {"type": "string", "format": "binary"},

@@ -76,8 +76,9 @@ function applyPreset(name) {  // the server's weights may take another scale (Ca
   const server = $("weights").value === "server" && state.options.server_presets;
   const preset = (server ? state.options.server_presets : state.options.presets)[name];
   if (!preset) return;
-  $("style-weight-exp").value = Math.log10(preset.style_weight).toFixed(1);
-  $("style-weight-exp").dataset.exact = String(preset.style_weight);
+  const weight = (preset.style_weights || {})[$("style-loss").value] || preset.style_weight;  // each style loss its own
+  $("style-weight-exp").value = Math.log10(weight).toFixed(1);
+  $("style-weight-exp").dataset.exact = String(weight);
   $("content-weight").value = preset.content_weight;
   $("style-weight-value").textContent = weightText(styleWeight());
 }
@@ -97,6 +98,7 @@ async function loadOptions() {
   const options = state.options = await api("/api/options");
   fillSelect($("preset"), Object.keys(options.presets), options.defaults.preset);
   fillSelect($("preserve-colors"), options.preserve_colors, options.defaults.preserve_colors);
+  fillSelect($("style-loss"), options.style_losses, options.defaults.style_loss);
   fillSelect($("weights"), options.weights, options.defaults.weights);
   fillSelect($("model"), options.models, options.defaults.model);
   fitNetwork();
@@ -129,7 +131,7 @@ function formData() {
   for (const style of state.styles) data.append("style", style, style.name);
   for (const mask of $("mask-input").files) data.append("style_mask", mask, mask.name);
   for (const [name, id] of [["size", "size"], ["steps", "steps"], ["content_weight", "content-weight"], ["preset", "preset"],
-                            ["preserve_colors", "preserve-colors"], ["style_blend", "style-blend"], ["seed", "seed"], ["weights", "weights"],
+                            ["preserve_colors", "preserve-colors"], ["style_blend", "style-blend"], ["style_loss", "style-loss"], ["seed", "seed"], ["weights", "weights"],
                             ["model", "model"], ["average", "average"]]) {
     const value = $(id).value.trim();
     if (value !== "") data.append(name, value);
@@ -274,6 +276,7 @@ function settingsText(entry) {
   const parts = [`${entry.width}x${entry.height}`, `${entry.evaluations} evaluations`, `style weight ${weightText(s.style_weight)}`,
                  `content weight ${s.content_weight}`, `preset ${s.preset}`, `seed ${s.seed}`, `${s.model || "vgg19"}, weights ${s.weights}`];
   if (s.preserve_colors && s.preserve_colors !== "none") parts.push(`colours: ${s.preserve_colors}`);
+  if (s.style_loss && s.style_loss !== "gram") parts.push(`${s.style_loss} style loss`);
   if (s.preprocess && s.preprocess !== "torchvision") parts.push(`${s.preprocess} preprocessing`);
   if (s.fast) parts.push("fast");
   if (entry.stopped !== "done") parts.push(entry.stopped);
@@ -312,6 +315,7 @@ function init() {
     $("style-weight-value").textContent = weightText(styleWeight());
   });
   $("preset").addEventListener("change", (e) => applyPreset(e.target.value));
+  $("style-loss").addEventListener("change", () => applyPreset($("preset").value));
   $("weights").addEventListener("change", () => { fitNetwork(); applyPreset($("preset").value); });
   $("options").addEventListener("submit", start);
   $("cancel").addEventListener("click", cancel);

@@ -1,0 +1,196 @@
+"""Each style loss (``--style-loss``) side by side: time per evaluation and the style distances it did not optimise.
+
+    python benchmarks/style_losses.py --model vgg16 --weights FILE.onnx [--size 256] [--steps 300]
+        [--content images/chelsea.png] [--style images/ihc.png] [--threads 1] [--pictures DIR] [--json FILE]
+
+One run per style loss on the same photo and style, with its preset weight (``presets``), then each result is
+measured against the style by every statistic at the loss's layers and by the Gram matrices at layers left out
+of the loss (conv3_3, conv4_1, conv5_1 on VGG16/VGG19: deeper than the tutorial's conv_1..conv_5). Each
+distance is printed as a ratio to the photo's own distance to the style (1: no closer than the photo, 0: the
+style's statistics exactly), so the figures of different statistics can stand side by side; the loss a run
+optimised is marked. Also measured: the matrix square root behind the W2 loss, eigendecomposition against
+Newton-Schulz, on the photo's real covariances (time and error), the reason for the choice in
+``core/statistics.py``. ``--pictures DIR`` writes each run's image as ``DIR/style-loss-KIND.jpg``
+(docs/make_style_loss_gallery.py). The machine (CPU model from /proc/cpuinfo) and network are named.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+
+import networks  # noqa: E402  (benchmarks/networks.py)
+import torch  # noqa: E402
+
+from style_transfer import StyleConfig  # noqa: E402
+from style_transfer.core.statistics import SlicedStyleLoss, gaussian_statistics  # noqa: E402
+from style_transfer.io.images import load_image  # noqa: E402
+from style_transfer.presets import STYLE_LOSSES  # noqa: E402
+from style_transfer.run.run import Run  # noqa: E402
+from style_transfer.core.transfer import get_style_model_and_losses  # noqa: E402
+
+HELD_OUT = ("conv3_3", "conv4_1", "conv5_1")  # Gram layers no run optimises (the tutorial's end at conv3_1 on VGG16)
+METER_DIRECTIONS = 4  # per channel, fixed (seed 12345): the sliced distance as a measurement, not as a loss
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
+def distances(network, style: torch.Tensor, content: torch.Tensor, image: torch.Tensor,
+              layers: tuple[str, ...]) -> dict[str, float]:
+    """Each statistic's distance of ``image`` to ``style`` at the loss's ``layers``, and the Gram one at HELD_OUT."""
+    out: dict[str, float] = {}
+    for kind in STYLE_LOSSES:
+        model, losses, _ = get_style_model_and_losses(network.features, None, None, style, content, (),
+                                                      layers, style_loss=kind, normalization=network.normalization())
+        for module in losses:
+            if isinstance(module, SlicedStyleLoss):
+                module.seed, module.evaluations = 12345, 0
+                module.directions = METER_DIRECTIONS * (module.target.shape[0] - 1)
+        with torch.no_grad():
+            model(image)
+        out[kind] = sum(float(m.loss) for m in losses)
+    model, losses, _ = get_style_model_and_losses(network.features, None, None, style, content, (), HELD_OUT,
+                                                  normalization=network.normalization())
+    with torch.no_grad():
+        model(image)
+    out["gram held-out"] = sum(float(m.loss) for m in losses)
+    return out
+
+
+def newton_schulz_sqrt(a: torch.Tensor, iterations: int) -> torch.Tensor:
+    """The coupled Newton-Schulz iteration for ``a^(1/2)`` (float32 matmuls only; converges for ||I - a/||a|| || < 1)."""
+    norm = a.norm()
+    y, z = a / norm, torch.eye(a.shape[0], dtype=a.dtype)
+    eye3 = 3 * torch.eye(a.shape[0], dtype=a.dtype)
+    for _ in range(iterations):
+        t = (eye3 - z @ y) / 2
+        y, z = y @ t, t @ z
+    return y * norm.sqrt()
+
+
+def sqrt_methods(network, content: torch.Tensor, style: torch.Tensor, layers: tuple[str, ...]) -> list[dict]:
+    """At each loss layer, the W2 loss's cross term tr((S C S)^(1/2)) (C the photo's covariance, S the root of
+    the style's): by eigvalsh in float64 (the loss's way) and by Newton-Schulz in float32, each with the time
+    of a forward and backward and its relative error against float64 eigh."""
+    model, losses, _ = get_style_model_and_losses(network.features, None, None, style, content, (), layers,
+                                                  style_loss="wasserstein", normalization=network.normalization())
+    seen: list[torch.Tensor] = []
+    hooks = [m.register_forward_hook(lambda mod, inp, out: seen.append(inp[0])) for m in losses]
+    with torch.no_grad():
+        model(content)
+    for hook in hooks:
+        hook.remove()
+    rows = []
+    for name, module, feats in zip(layers, losses, seen):
+        _, cov = gaussian_statistics(feats)
+        s = module.target[1:].double()
+        exact = float(torch.linalg.eigh(s @ cov.double() @ s).eigenvalues.clamp(min=0).sqrt().sum())
+        row: dict = {"layer": name, "channels": cov.shape[0]}
+        for method in ("eigvalsh float64", "newton-schulz 10", "newton-schulz 30"):
+            times, value = [], None
+            for _ in range(3):
+                c = cov.clone().requires_grad_(True)
+                start = time.perf_counter()
+                if method.startswith("eig"):
+                    value = torch.linalg.eigvalsh(s @ c.double() @ s).clamp(min=0).sqrt().sum()
+                else:
+                    value = newton_schulz_sqrt(s.float() @ c @ s.float(), int(method.split()[-1])).trace()
+                value.backward()
+                times.append(time.perf_counter() - start)
+            row[method] = {"ms": round(1000 * min(times), 2),
+                           "relative error": abs(float(value.detach()) - exact) / exact}
+        rows.append(row)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    networks.add_options(parser)
+    parser.add_argument("--size", type=int, default=256)
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--content", default=str(ROOT / "images" / "chelsea.png"))
+    parser.add_argument("--style", default=str(ROOT / "images" / "ihc.png"))
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1: spare the shared CPU)")
+    parser.add_argument("--losses", default=",".join(STYLE_LOSSES),
+                        help="comma-separated style losses, each at its preset weight or KIND=WEIGHT; default all")
+    parser.add_argument("--pictures", help="write each result as DIR/style-loss-KIND.jpg")
+    parser.add_argument("--json", help="write the report here too")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    network = networks.load(args)
+    content, style = load_image(args.content, args.size), load_image(args.style, args.size)
+    base = networks.config(args, size=args.size, steps=args.steps, device="cpu", threads=args.threads)
+    layers = tuple(base.style_layers)
+    start_distances = distances(network, style, content, content, layers)
+    report = {"machine": {"cpu": cpu_model(), "threads": args.threads, "torch": torch.__version__},
+              "network": networks.block_of(network, args.weights), "size": args.size, "steps": args.steps,
+              "content": Path(args.content).name, "style": Path(args.style).name, "style_layers": list(layers),
+              "held_out_layers": list(HELD_OUT), "photo_distances": start_distances, "runs": [],
+              "sqrt": sqrt_methods(network, content, style, layers)}
+    for item in args.losses.split(","):
+        kind, _, weight = item.partition("=")
+        fields = {f: getattr(base, f) for f in ("size", "steps", "model", "weights", "preprocess", "device", "threads")}
+        config = StyleConfig(**fields, style_loss=kind, style_weight=float(weight) if weight else None)
+        stamps: list[float] = []
+        result = Run(args.content, args.style, config, cnn=network).execute(lambda e: stamps.append(e.elapsed))
+        gaps = [b - a for a, b in zip(stamps, stamps[1:])]
+        image = torch.from_numpy(__import__("numpy").asarray(result.image, dtype="float32") / 255).permute(2, 0, 1)[None]
+        found = distances(network, style, content, image, layers)
+        report["runs"].append({
+            "style_loss": kind, "style_weight": config.style_weight, "evaluations": result.evaluations,
+            "seconds": round(stamps[-1], 1), "median_evaluation_s": round(statistics.median(gaps), 4),
+            "ratios": {name: found[name] / start_distances[name] for name in found}})
+        if args.pictures:
+            Path(args.pictures).mkdir(parents=True, exist_ok=True)
+            from style_transfer.io.metadata import save_options  # the run's record, as stylize embeds it
+
+            result.image.convert("RGB").save(Path(args.pictures) / f"style-loss-{kind}{'-' + weight if weight else ''}.jpg", quality=88,
+                                             **save_options(result.record, "JPEG"))
+        print(f"{kind}: {result.evaluations} evaluations in {stamps[-1]:.0f} s", file=sys.stderr, flush=True)
+    print(markdown(report))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
+    return 0
+
+
+def markdown(report: dict) -> str:
+    names = [*STYLE_LOSSES, "gram held-out"]
+    heads = {"gram": "Gram", "wasserstein": "W2", "sliced": "sliced", "gram held-out": "Gram, held-out layers"}
+    lines = [f"Machine: {report['machine']['cpu']}, {report['machine']['threads']} torch thread(s), torch "
+             f"{report['machine']['torch']}. " + networks.summary(report["network"]) + f". {report['content']} in "
+             f"{report['style']} at {report['size']} px, {report['steps']} steps; distances to the style as ratios "
+             f"to the photo's (loss layers {','.join(report['style_layers'])}; held out "
+             f"{','.join(report['held_out_layers'])}); * the statistic the run optimised.", "",
+             "| style loss | style weight | evaluations | s | median s / evaluation | "
+             + " | ".join(heads[n] for n in names) + " |", "|---" * (5 + len(names)) + "|"]
+    for run in report["runs"]:
+        cells = [f"{run['ratios'][n]:.2g}{'*' if n == run['style_loss'] else ''}" for n in names]
+        lines.append(f"| {run['style_loss']} | {run['style_weight']:g} | {run['evaluations']} | {run['seconds']:.0f} "
+                     f"| {run['median_evaluation_s']:.3f} | " + " | ".join(cells) + " |")
+    lines += ["", "| layer | channels | eigvalsh float64: ms, rel. error | Newton-Schulz 10 | Newton-Schulz 30 |",
+              "|---|---|---|---|---|"]
+    for row in report["sqrt"]:
+        cells = [f"{row[m]['ms']:.1f} ms, {row[m]['relative error']:.1e}"
+                 for m in ("eigvalsh float64", "newton-schulz 10", "newton-schulz 30")]
+        lines.append(f"| {row['layer']} | {row['channels']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

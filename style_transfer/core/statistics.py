@@ -1,0 +1,354 @@
+"""Style statistics beyond the Gram matrix: the Wasserstein-2 distance of Gaussian fits, and sliced Wasserstein.
+
+``--style-loss wasserstein`` compares the features' means and covariances (the W2 distance between their
+Gaussian fits, as crowsonkb's ``StyleLossW2``); ``--style-loss sliced`` compares their whole distributions
+along random directions (Heitz, Vanhoey, Chambon and Belcour, "A Sliced Wasserstein Loss for Neural Texture
+Synthesis", CVPR 2021). ``gram`` (``losses.StyleLoss``, the tutorial's) stays the default.
+
+Both are quadratic in the features, like the content loss, so their balance with it does not depend on the
+input's scale (torchvision's normalised inputs or Caffe's 0-255): ``presets.STYLE_LOSS_WEIGHTS``.
+
+Each statistic takes an optional ``weights`` tensor ``(1, 1, H, W)`` in [0, 1] over the feature positions
+(a mask's hook: a weighted mean and covariance; a weighted 1-D matching), so guided statistics can be built
+on them; no mask is given by the command line yet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .loss_terms import normalized_blend
+from .losses import StyleLoss
+
+# Each sliced evaluation draws this many directions per channel (Heitz et al. use as many as channels).
+SLICED_DIRECTIONS_PER_CHANNEL = 1
+
+
+def _check_features(features: torch.Tensor, name: str = "features") -> None:
+    if features.dim() != 4 or features.shape[0] != 1:
+        raise ValueError(f"{name} must have shape (1, C, H, W), got {tuple(features.shape)}")
+
+
+def _position_weights(weights: torch.Tensor | None, features: torch.Tensor) -> torch.Tensor | None:
+    """``weights`` as ``(H*W,)`` of the features' dtype, divided by their sum; None stays None.
+
+    Raises:
+        ValueError: a shape other than ``(1, 1, H, W)``, values outside [0, 1], or all zero.
+    """
+    if weights is None:
+        return None
+    h, w = features.shape[-2:]
+    if weights.shape != (1, 1, h, w):
+        raise ValueError(f"weights must have shape (1, 1, {h}, {w}) (the features' positions), "
+                         f"got {tuple(weights.shape)}")
+    flat = weights.reshape(-1).to(features.dtype)
+    if bool((flat < 0).any()) or bool((flat > 1).any()):
+        raise ValueError("weights must lie in [0, 1]")
+    total = flat.sum()
+    if not bool(total > 0):
+        raise ValueError("weights are all zero: no position to take statistics from")
+    return flat / total
+
+
+def _wide(x: torch.Tensor) -> torch.Tensor:
+    """``x`` in float64 for the eigendecompositions (on the CPU where the device has no float64: MPS)."""
+    return x.cpu().double() if x.device.type == "mps" else x.double()
+
+
+def gaussian_statistics(features: torch.Tensor, weights: torch.Tensor | None = None
+                        ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The mean vector and covariance of feature maps over their positions.
+
+    ``mu = sum_p w_p f_p``, ``C = sum_p w_p (f_p - mu)(f_p - mu)^T`` with ``w_p = 1/(H W)`` (or ``weights``
+    divided by their sum): the population covariance, the features centred before the product.
+
+    Args:
+        features: ``(1, C, H, W)``.
+        weights: optional ``(1, 1, H, W)`` in [0, 1]: how much each position counts (a mask).
+
+    Returns:
+        ``(C,)`` mean and ``(C, C)`` covariance, in the features' dtype.
+    """
+    _check_features(features)
+    c = features.shape[1]
+    flat = features.reshape(c, -1)
+    p = _position_weights(weights, features)
+    mean = flat.mean(dim=1) if p is None else flat @ p
+    centred = flat - mean[:, None]
+    cov = (centred @ centred.t()) / flat.shape[1] if p is None else (centred * p) @ centred.t()
+    return mean, cov
+
+
+def psd_sqrt(matrix: torch.Tensor) -> torch.Tensor:
+    """The symmetric square root of a symmetric positive semi-definite matrix, in float64.
+
+    By eigendecomposition (``eigh``), negative eigenvalues (rounding) clamped to 0. For targets: no gradient.
+    """
+    m = _wide(matrix)
+    values, vectors = torch.linalg.eigh((m + m.t()) / 2)
+    return (vectors * values.clamp(min=0).sqrt()) @ vectors.t()
+
+
+def wasserstein_target(features: Sequence[torch.Tensor], blend: Sequence[float] | None = None, *,
+                       weights: Sequence[torch.Tensor | None] | None = None) -> torch.Tensor:
+    """The W2 target of one or more style images' features at one layer: ``(C + 1, C)``, mean and sqrt packed.
+
+    Row 0 is the mean, rows 1.. the square root of the covariance (``psd_sqrt``), so that one tensor holds
+    the target (a buffer; batch runs share it by layer name like a Gram target). Several styles: the
+    Gaussian fit of their mixture (``blend``'s weights): ``mu = sum_k b_k mu_k`` and
+    ``C = sum_k b_k (C_k + mu_k mu_k^T) - mu mu^T`` -- the blended second moments, as the Gram blend blends
+    Gram matrices.
+    """
+    if not features:
+        raise ValueError("wasserstein_target needs the features of at least one style image")
+    shares = normalized_blend(blend, len(features))
+    masks = list(weights) if weights is not None else [None] * len(features)
+    stats = [gaussian_statistics(f, m) for f, m in zip(features, masks)]
+    mean = sum(b * _wide(mu) for b, (mu, _) in zip(shares, stats))
+    second = sum(b * (_wide(cov) + torch.outer(_wide(mu), _wide(mu))) for b, (mu, cov) in zip(shares, stats))
+    cov = second - torch.outer(mean, mean)
+    packed = torch.cat([mean[None], psd_sqrt(cov)])
+    return packed.to(device=features[0].device, dtype=features[0].dtype)
+
+
+def wasserstein_distance(features: torch.Tensor, target_mean: torch.Tensor, target_sqrt: torch.Tensor, *,
+                         weights: torch.Tensor | None = None) -> torch.Tensor:
+    """The squared W2 distance between the Gaussian fits of ``features`` and a target, per channel.
+
+    ``(|mu - mu_t|^2 + tr(C) + tr(C_t) - 2 tr((S C S)^(1/2))) / n`` with ``S = C_t^(1/2)`` given and ``n`` the
+    channels (so a wider layer does not weigh more, as the Gram loss's mean over its n^2 entries).
+    ``tr((S C S)^(1/2))`` is the sum of the square roots of the eigenvalues of ``S C S`` (``eigvalsh`` in float64):
+    its backward is ``U diag(1 / (2 sqrt(lambda))) U^T``, with no division by eigenvalue gaps (eigenvalues only),
+    so it stays finite where eigenvalues repeat. Eigenvalues below the features' dtype's machine epsilon times the
+    largest count as 0: that is rounding noise (a covariance with fewer positions than channels, a float32 one),
+    and their derivative ``1/(2 sqrt(lambda))`` would be noise too.
+
+    Args:
+        features: ``(1, C, H, W)``.
+        target_mean: ``(C,)``; target_sqrt: ``(C, C)``, the target covariance's square root.
+        weights: optional ``(1, 1, H, W)`` in [0, 1] over the positions (``gaussian_statistics``).
+
+    Returns:
+        A scalar in the features' dtype.
+    """
+    mean, cov = gaussian_statistics(features, weights)
+    n = cov.shape[0]
+    s = _wide(target_sqrt)
+    product = s @ _wide(cov) @ s
+    eigen = torch.linalg.eigvalsh((product + product.t()) / 2)
+    floor = torch.finfo(features.dtype).eps * eigen.detach().abs().max().clamp(min=torch.finfo(eigen.dtype).tiny)
+    cross = torch.where(eigen > floor, eigen.clamp(min=floor).sqrt(), torch.zeros_like(eigen)).sum()
+    distance = (_wide(mean) - _wide(target_mean)).pow(2).sum() + _wide(cov).trace() + s.pow(2).sum() - 2 * cross
+    return (distance / n).to(device=features.device, dtype=features.dtype)
+
+
+def sliced_target(features: Sequence[torch.Tensor], blend: Sequence[float] | None = None) -> torch.Tensor:
+    """The sliced target of one or more style images' features at one layer: ``(C + 1, M)``.
+
+    Row 0 holds each position's share of the target distribution, rows 1.. the features at the ``M``
+    positions of all the style images. Several styles: their mixture, each image's positions sharing its
+    ``blend`` weight (the distribution the blended statistics describe).
+    """
+    if not features:
+        raise ValueError("sliced_target needs the features of at least one style image")
+    shares = normalized_blend(blend, len(features))
+    columns, masses = [], []
+    for share, f in zip(shares, features):
+        _check_features(f)
+        flat = f.reshape(f.shape[1], -1)
+        columns.append(flat)
+        masses.append(torch.full((flat.shape[1],), share / flat.shape[1], dtype=f.dtype, device=f.device))
+    return torch.cat([torch.cat(masses)[None], torch.cat(columns, dim=1)])
+
+
+def random_directions(channels: int, count: int, generator: torch.Generator) -> torch.Tensor:
+    """``count`` random unit vectors over ``channels`` (rows), drawn on the CPU from ``generator``."""
+    directions = torch.randn((count, channels), generator=generator, dtype=torch.float64)
+    return directions / directions.norm(dim=1, keepdim=True)
+
+
+def _quantiles(levels: torch.Tensor, cumulative: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """Linear interpolation of ``values`` at ``levels`` over increasing ``cumulative`` (rows: directions).
+
+    ``levels`` ``(D, M)``; ``cumulative``, ``values`` ``(D, N)``; outside ``cumulative``'s range the end values.
+    """
+    if values.shape[1] == 1:
+        return values.expand(-1, levels.shape[1])
+    right = torch.searchsorted(cumulative, levels.contiguous()).clamp(1, values.shape[1] - 1)
+    x0, x1 = cumulative.gather(1, right - 1), cumulative.gather(1, right)
+    f0, f1 = values.gather(1, right - 1), values.gather(1, right)
+    span = x1 - x0
+    t = torch.where(span > 0, (levels - x0) / span.clamp(min=torch.finfo(span.dtype).tiny), torch.zeros_like(span))
+    return f0 + t.clamp(0, 1) * (f1 - f0)
+
+
+def _sorted(values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row of ``values`` sorted, and the order: ``values.sort(dim=1)``, the gradient through a gather.
+
+    On the CPU the order comes from numpy's argsort, 4 to 20 times faster than torch's CPU sort on rows of
+    10^4 to 10^5 projections (benchmarks/style_losses.py; the sort is most of a sliced evaluation's time).
+    """
+    if values.device.type != "cpu":
+        return values.sort(dim=1)
+    import numpy as np
+
+    order = torch.from_numpy(np.argsort(values.detach().numpy(), axis=1))
+    return values.gather(1, order), order
+
+
+def _resampled(values: torch.Tensor, count: int) -> torch.Tensor:
+    """``_quantiles`` of equal-mass sorted ``values`` ``(D, N)`` at the levels ``(i + 1/2) / count``, without a search:
+    the level of sorted position ``j`` is ``(j + 1/2) / N``, so level ``q`` lies at position ``q N - 1/2``."""
+    n = values.shape[1]
+    if n == count:
+        return values
+    if n == 1:
+        return values.expand(-1, count)
+    position = ((torch.arange(count, device=values.device, dtype=torch.float64) + 0.5) * n / count - 0.5).clamp(0, n - 1)
+    low = position.floor().long().clamp(max=n - 2)
+    t = (position - low).to(values.dtype)
+    return values[:, low] + t * (values[:, low + 1] - values[:, low])
+
+
+def _midpoints(mass: torch.Tensor) -> torch.Tensor:
+    """Each sample's quantile level: its cumulative mass up to its middle (``(i + 1/2) / M`` for equal masses)."""
+    return mass.cumsum(dim=-1) - mass / 2
+
+
+def sliced_wasserstein(features: torch.Tensor, target: torch.Tensor, directions: torch.Tensor, *,
+                       weights: torch.Tensor | None = None) -> torch.Tensor:
+    """The sliced Wasserstein loss: along each direction, the sorted projections matched, mean squared error.
+
+    The input's ``M`` projections along a direction, sorted, are compared with the target's quantiles at the
+    same levels ``(i + 1/2) / M``: the target's sorted projections when it has ``M`` equal-mass positions,
+    else interpolated linearly between its sorted positions (another size, several styles). With ``weights``
+    each input position carries its weight in the matching (its level is its weighted cumulative mass) and in
+    the mean: the 1-D optimal transport of the weighted input distribution. Gradients flow through the sort.
+
+    Args:
+        features: ``(1, C, H, W)``.
+        target: ``(C + 1, N)`` from ``sliced_target`` (row 0 the masses, rows 1.. the features).
+        directions: ``(D, C)`` unit vectors (any dtype; used in the features').
+        weights: optional ``(1, 1, H, W)`` in [0, 1] over the input's positions.
+
+    Returns:
+        A scalar: ``sum_d sum_i w_i (x_di - t_di)^2 / D`` (``w_i = 1/M`` without weights).
+    """
+    _check_features(features)
+    c = features.shape[1]
+    if target.dim() != 2 or target.shape[0] != c + 1:
+        raise ValueError(f"target must have shape ({c + 1}, N) for {c} channels, got {tuple(target.shape)}")
+    dirs = directions.to(device=features.device, dtype=features.dtype)
+    p = _position_weights(weights, features)
+    projected, order = _sorted(dirs @ features.reshape(c, -1))
+    m = projected.shape[1]
+    if p is None:
+        mass = projected.new_full((1, m), 1.0 / m).expand_as(projected)
+    else:
+        mass = p[order]
+    target_projected, target_order = _sorted(dirs @ target[1:])
+    if p is None and bool((target[0] == target[0][0]).all()):  # equal masses: the same levels, by arithmetic
+        matched = _resampled(target_projected, m)
+    else:
+        target_mass = target[0][target_order]
+        target_mass = target_mass / target_mass.sum(dim=1, keepdim=True)
+        matched = _quantiles(_midpoints(mass), _midpoints(target_mass), target_projected)
+    return ((projected - matched).pow(2) * mass).sum() / dirs.shape[0]
+
+
+class WassersteinStyleLoss(StyleLoss):
+    """Transparent module: ``self.loss = weight * wasserstein_distance(input, target)`` (``--style-loss wasserstein``).
+
+    A ``StyleLoss`` (so the run, ``--fast`` and ``--backward per-module`` treat it as one) whose target is the
+    packed ``wasserstein_target``, a buffer.
+
+    Args:
+        target_features: each style image's features at this layer, ``(1, C, H, W)``.
+        blend: weights of the style images (normalised; equal when None).
+        weight: the layer's weight.
+        weights: optional ``(1, 1, h, w)`` in [0, 1] over the input's positions (resized to each input's
+            feature map, area-averaged); None: every position counts the same.
+    """
+
+    def __init__(self, target_features: Sequence[torch.Tensor], blend: Sequence[float] | None = None, *,
+                 weight: float = 1.0, weights: torch.Tensor | None = None) -> None:
+        nn.Module.__init__(self)  # not StyleLoss.__init__: the target is not a Gram matrix
+        self.register_buffer("target", wasserstein_target(target_features, blend).detach().clone())
+        self.weight = float(weight)
+        self.weights = weights
+        self.loss = torch.zeros(())
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        loss = wasserstein_distance(input, self.target[0], self.target[1:], weights=_fit(self.weights, input))
+        self.loss = loss * self.weight
+        return input
+
+
+class SlicedStyleLoss(StyleLoss):
+    """Transparent module: ``self.loss = weight * sliced_wasserstein(input, target, directions)``.
+
+    ``--style-loss sliced``. The directions are drawn afresh at every forward from a CPU ``torch.Generator``
+    seeded with ``(seed, layer, evaluations)``, so a run is repeatable; ``evaluations`` counts the forwards
+    (a resumed run sets it to the evaluations it had done).
+
+    Args:
+        target_features, blend, weight, weights: as ``WassersteinStyleLoss`` (``sliced_target``).
+        seed: the run's seed. layer: this module's place among the style layers (each draws its own).
+        directions: how many directions per evaluation (None: as many as channels).
+    """
+
+    def __init__(self, target_features: Sequence[torch.Tensor], blend: Sequence[float] | None = None, *,
+                 weight: float = 1.0, weights: torch.Tensor | None = None, seed: int = 0, layer: int = 0,
+                 directions: int | None = None) -> None:
+        nn.Module.__init__(self)
+        self.register_buffer("target", sliced_target(target_features, blend).detach().clone())
+        self.weight = float(weight)
+        self.weights = weights
+        self.seed, self.layer = int(seed), int(layer)
+        self.directions = directions
+        self.evaluations = 0
+        self.loss = torch.zeros(())
+
+    def draw(self, evaluation: int) -> torch.Tensor:
+        """The directions of one evaluation, ``(D, C)`` float64 on the CPU (the same for the same numbers)."""
+        channels = self.target.shape[0] - 1
+        count = self.directions or channels * SLICED_DIRECTIONS_PER_CHANNEL
+        generator = torch.Generator().manual_seed(_mix(self.seed, self.layer, evaluation))
+        return random_directions(channels, count, generator)
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        directions = self.draw(self.evaluations)
+        self.evaluations += 1
+        loss = sliced_wasserstein(input, self.target, directions, weights=_fit(self.weights, input))
+        self.loss = loss * self.weight
+        return input
+
+
+def _mix(seed: int, layer: int, evaluation: int) -> int:
+    """One generator seed for (run seed, layer, evaluation): distinct for every triple that occurs."""
+    return (seed * 1_000_003 + evaluation) * 64 + layer % 64
+
+
+def _fit(weights: torch.Tensor | None, features: torch.Tensor) -> torch.Tensor | None:
+    """``weights`` at the features' height and width (area-averaged); None stays None."""
+    if weights is None or weights.shape[-2:] == features.shape[-2:]:
+        return weights
+    return F.adaptive_avg_pool2d(weights.to(features.dtype), tuple(features.shape[-2:])).clamp(0, 1)
+
+
+def make_statistics_loss(kind: str, target_features: Sequence[torch.Tensor], blend: Sequence[float] | None = None,
+                         *, weight: float = 1.0, seed: int = 0, layer: int = 0) -> StyleLoss:
+    """The style loss module of ``kind`` (``wasserstein`` or ``sliced``; ``gram`` is ``loss_terms.make_style_loss``).
+
+    Raises:
+        ValueError: another ``kind``.
+    """
+    if kind == "wasserstein":
+        return WassersteinStyleLoss(target_features, blend, weight=weight)
+    if kind == "sliced":
+        return SlicedStyleLoss(target_features, blend, weight=weight, seed=seed, layer=layer)
+    raise ValueError(f"style_loss must be wasserstein or sliced here (gram: make_style_loss), got {kind!r}")
