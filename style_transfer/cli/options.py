@@ -348,7 +348,8 @@ SETTINGS: list[Callable[[F], F]] = [
                  help="Stop early once the lowest loss improved by less than this fraction (e.g. 0.001) over the "
                       "last --patience evaluations, at the final size. Off by default."),
     click.option("--patience", type=int, default=None, help="Evaluations that --min-improvement looks back over."),
-    click.option("--style-mask", "style_masks", multiple=True, type=click.Path(path_type=str), metavar="FILE",
+    click.option("--style-mask", "--style-masks", "style_masks", multiple=True, type=click.Path(path_type=str),
+                 metavar="FILE",
                  help="Spatial control (Gatys et al. 2017): a grey-level image over the content, white where this "
                       "STYLE goes (soft edges allowed), resized with the content; give it once per STYLE, in order. "
                       "STYLEs after the last mask share what no mask covers. Each style's Gram matrices are taken "
