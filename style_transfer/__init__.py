@@ -9,7 +9,7 @@ __version__ = "0.1.0"
 
 # Public name -> the module that defines it. The names are imported on first use (PEP 562), so
 # that `import style_transfer.cli` does not import torch: `stylize --help`, `--version` and option
-# errors answer in a fraction of a second (issue 12). `from style_transfer import stylize` works as before.
+# errors answer in a fraction of a second. `from style_transfer import stylize` works as before.
 _EXPORTS = {
     "StyleConfig": "config", "RunOptions": "config",
     "ImageError": "errors", "Interrupted": "errors", "NonFiniteLoss": "errors", "OutputError": "errors",

@@ -94,7 +94,7 @@ class StyleConfig:
     # Print size (tiling.py; docs/print-size.md): a size larger than the tile is evaluated in overlapping crops of
     # at most tile x tile px, with the untiled loss and gradient (up to rounding) and memory that stays flat.
     tile: int | None = None  # crop side in px; None: tiles chosen from the free memory, only where a size does not fit
-    # Quality controls (issue 26; core/masks.py, core/averaging.py). Off by default: the tutorial's run.
+    # Quality controls (docs/usage.md; core/masks.py, core/averaging.py). Off by default: the tutorial's run.
     style_masks: tuple = ()  # one mask per style, in order (paths, PIL images or tensors); unmasked share the rest
     content_mask: object = None  # a mask weighting the content loss by region (a path, PIL image or tensor), or None
     average: float | None = None  # the output is the bias-corrected moving average of the iterates, this decay
@@ -149,7 +149,7 @@ FAST_SCALES = 1
 
 
 def _check_speed_fields(config: StyleConfig) -> None:
-    """Validate the speed fields (issue 6), naming the field and the bad value."""
+    """Validate the speed fields (docs/speed.md), naming the field and the bad value."""
     object.__setattr__(config, "scale_steps", tuple(config.scale_steps))
     if config.scales is None:  # resolved here, like the preset's fields, so the config shows what runs
         object.__setattr__(config, "scales", FAST_SCALES if config.fast is True and config.min_size is None else 1)
@@ -186,7 +186,7 @@ def _is_source(value: object) -> bool:
 
 
 def _check_quality(config: StyleConfig) -> None:
-    """Validate the masks and the iterate average (issue 26); the masks' files are read when the run starts."""
+    """Validate the masks and the iterate average (docs/usage.md); the masks' files are read when the run starts."""
     masks = config.style_masks
     if isinstance(masks, (str, os.PathLike)) or not isinstance(masks, (list, tuple)):
         masks = (masks,) if masks else ()
@@ -200,7 +200,7 @@ def _check_quality(config: StyleConfig) -> None:
         raise ValueError(f"average must be a decay between 0 and 1 (e.g. 0.99), got {config.average!r}")
 
 
-# Why tiling (issue 16) cannot run a style loss but the Gram's (config and tiling.plan_tiles say it).
+# Why tiling (docs/print-size.md) cannot run a style loss but the Gram's (config and tiling.plan_tiles say it).
 TILING_REFUSAL = {
     "wasserstein": "tiled evaluations add Gram matrices up over crops; the means and covariances W2 needs would add up "
                    "too, but its gradient over crops is not built (use style_loss gram, or a size that fits)",
@@ -211,7 +211,7 @@ MIN_TILE = 16  # px; the layers used may need more (crops.Geometry.minimum_tile:
 
 
 def _check_tile(config: StyleConfig) -> None:
-    """Validate ``tile`` (issue 16) and refuse the settings a tiled evaluation cannot honour."""
+    """Validate ``tile`` (docs/print-size.md) and refuse the settings a tiled evaluation cannot honour."""
     if config.tile is None:
         return
     if not _is_int(config.tile) or config.tile < MIN_TILE:
@@ -282,7 +282,7 @@ def _apply_preset(config: StyleConfig) -> None:
 
 
 def _check_controls(config: StyleConfig) -> None:
-    """Validate the style controls (issue 5) beyond the tutorial's settings."""
+    """Validate the style controls (docs/style-controls.md) beyond the tutorial's settings."""
     weights = config.style_layer_weights
     if len(weights) != len(config.style_layers):
         raise ValueError(f"style_layer_weights: {len(weights)} weight(s) for {len(config.style_layers)} "

@@ -16,8 +16,8 @@ LAYER_WEIGHTINGS = ("one", "mean")
 # Loss definitions: the tutorial's (mse of Grams normalised by N*M; mse of features) or the
 # paper's (E_l = sum (G - A)^2 / (4 N^2 M^2); 1/2 sum (F - P)^2).
 LOSS_FORMS = ("tutorial", "paper")
-# Style statistics (issue 26; core/statistics.py): the tutorial's Gram matrices, the Wasserstein-2 distance of
-# the features' Gaussian fits, or the sliced Wasserstein distance of their distributions.
+# Style statistics (docs/style-controls.md; core/statistics.py): the tutorial's Gram matrices, the Wasserstein-2
+# distance of the features' Gaussian fits, or the sliced Wasserstein distance of their distributions.
 STYLE_LOSSES = ("gram", "wasserstein", "sliced")
 
 # The tutorial's layers: content after conv_4, style after conv_1 .. conv_5.

@@ -155,7 +155,7 @@ def read_manifest(path: str, *, styles: Sequence[str], out_dir: str, options: Ma
     Columns/keys: ``content`` (required); ``style`` (one file, or several separated by ``;`` in CSV or
     a list in JSON: blended into one output); ``output`` (a file name, relative to ``out_dir``);
     ``style-mask`` (one mask per style, in the styles' order, separated by ``;`` in CSV or a list in JSON) and
-    ``content-mask`` (issue 26); and any setting of ``stylize`` by its option name (``size``, ``style-weight``
+    ``content-mask`` (docs/usage.md); and any setting of ``stylize`` by its option name (``size``, ``style-weight``
     or ``style_weight``), which overrides ``options`` for that row. Relative input paths are relative to the manifest's
     folder. A row without a style gives one item per file of ``styles``.
 
@@ -185,7 +185,7 @@ def read_manifest(path: str, *, styles: Sequence[str], out_dir: str, options: Ma
                 row_styles = tuple(_relative(str(s).strip(), folder) for s in listed if str(s).strip())
             elif field == "output":
                 output = str(value)
-            elif field in ("style_mask", "style_masks"):  # issue 26: one per style, in order, like the styles
+            elif field in ("style_mask", "style_masks"):  # one per style, in order, like the styles
                 listed = value if isinstance(value, list) else str(value).split(";")
                 values["style_masks"] = tuple(_relative(str(m).strip(), folder) for m in listed if str(m).strip())
             elif field == "content_mask":

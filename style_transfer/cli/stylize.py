@@ -208,7 +208,7 @@ def _check_not_inputs(content: str, styles: tuple[str, ...], config: StyleConfig
                       log_path: str | None, plot: str | None, replay: str | None, checkpoint: str | None,
                       resume: str | None) -> None:
     """Refuse, before any work (before --log is opened), a file this run writes that is one of its inputs
-    by any name (issue 24)."""
+    by any name (docs/inputs-and-errors.md)."""
     init = None if config.init in ("content", "noise", "style") else config.init
     weights = None if config.weights in ("imagenet", "random") else config.weights
     inputs = [("CONTENT", content), *(("STYLE", style) for style in styles), ("--init", init), ("--replay", replay),

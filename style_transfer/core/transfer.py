@@ -106,7 +106,7 @@ def get_style_model_and_losses(
     forward passes skipped) when it holds every style layer. The caller owns what it keys it by.
     ``normalization``: the module put first in place of ``Normalization(mean, std)`` (then not used), such as
     ``models.CaffeNormalization`` for Caffe-converted weights (``models.Network.normalization()``).
-    ``guides`` (issue 26, ``core/masks.py``): masks over the content at its size, followed through the layers;
+    ``guides`` (docs/usage.md, ``core/masks.py``): masks over the content at its size, followed through the layers;
     with style masks each style layer gets a ``GuidedStyleLoss`` (no shared ``style_targets``), with a content
     mask each content layer a ``MaskedContentLoss``.
     ``style_loss``: ``gram`` (the tutorial's), or ``wasserstein`` / ``sliced`` (``core/statistics.py``; their
@@ -157,7 +157,7 @@ def get_style_model_and_losses(
         with torch.no_grad():
             content_x = layer(content_x)
             style_xs = [layer(x) for x in style_xs]
-        if guides is not None:  # issue 26: the masks follow the features' resolution
+        if guides is not None:  # the masks follow the features' resolution
             guides = guides.follow(layer, tuple(content_x.shape[-2:]))
         index = name.split("_")[1]
         if name in content_layers:
@@ -168,7 +168,7 @@ def get_style_model_and_losses(
         if name in style_layers:
             # With cached targets, stand-ins of the right channel count make a loss of the same class.
             features = style_xs if not cached else [content_x[..., :1, :1]] * style_count
-            if guides is not None and guides.styles is not None:  # issue 26: one masked region per style
+            if guides is not None and guides.styles is not None:  # one masked region per style
                 style_loss = masks.GuidedStyleLoss(features, guides.styles, style_blend,
                                                    weight=layer_weights[style_layers.index(name)], form=loss_form)
             elif style_loss_kind == "gram":
@@ -197,7 +197,7 @@ def get_input_optimizer(input_img: torch.Tensor, *, optimizer_name: str = "lbfgs
 
     ``optimizer_name="adam"`` gives Adam instead (lr 0.02 unless given: 2 % of the [0, 1]
     range per step at most); ``lr`` sets either's learning rate. ``history_size``: LBFGS's
-    curvature pairs (issue 6; torch's default 100 is the tutorial's).
+    curvature pairs (docs/speed.md; torch's default 100 is the tutorial's).
     """
     if optimizer_name == "adam":
         return optim.Adam([input_img], lr=OPTIMIZER_LR["adam"] if lr is None else lr)
@@ -246,7 +246,7 @@ def optimize(
     evaluations)`` is called after every ``optimizer.step()``, where the state is whole. Neither
     changes a number the loop computes.
 
-    ``tiled`` (issue 16): each evaluation runs over crops (``tiling.TiledStyleModel.evaluate``) and
+    ``tiled`` (docs/print-size.md): each evaluation runs over crops (``tiling.TiledStyleModel.evaluate``) and
     gives the same loss and ``input_img.grad`` up to rounding; ``model`` is then not run.
     """
     check_backward(backward)
@@ -268,7 +268,7 @@ def optimize(
             with torch.no_grad():
                 input_img.clamp_(0, 1)
             optimizer.zero_grad()
-            if tiled is not None:  # issue 16: two passes over crops, the same loss and gradient (tiling.py)
+            if tiled is not None:  # two passes over crops, the same loss and gradient (tiling.py)
                 style_score, content_score, extra_score = tiled.evaluate(input_img, style_weight, content_weight,
                                                                          extra_losses)
                 loss = style_score + content_score + extra_score
@@ -382,13 +382,13 @@ def run_style_transfer(
         resume, on_step_end: checkpoints (see ``optimize``).
         image_losses: the caller's loss modules on the image itself (video's temporal loss): put first in the
             model, each stores its weighted ``.loss``, added like total variation; none by default.
-        tile: evaluate over crops of at most this side (issue 16, ``tiling.py``) when ``input_img`` is
+        tile: evaluate over crops of at most this side (docs/print-size.md, ``tiling.py``) when ``input_img`` is
             larger; the targets are computed over crops too. None: the whole image at once.
         style_targets: Gram targets shared across runs (see ``get_style_model_and_losses``); not used
             when tiled (the crops compute their own).
         normalization: the preprocessing module in place of ``Normalization(mean, std)`` (Caffe's for
             Caffe-converted weights; see ``get_style_model_and_losses``).
-        guides: masks over the content (issue 26, ``core/masks.py``; see ``get_style_model_and_losses``).
+        guides: masks over the content (docs/usage.md, ``core/masks.py``; see ``get_style_model_and_losses``).
         style_loss, seed: the style statistics and the sliced loss's seed (``get_style_model_and_losses``);
             tiling runs the Gram loss only.
 
@@ -416,7 +416,7 @@ def run_style_transfer(
             if isinstance(module, SlicedStyleLoss):
                 module.evaluations = resume.evaluations
     tiled_model = None
-    if tiled:  # issue 16: evaluations and targets over crops, the untiled numbers up to rounding
+    if tiled:  # evaluations and targets over crops, the untiled numbers up to rounding
         tiled_model = tiling.TiledStyleModel(model, tile)
         tiled_model.set_targets(content_img, style_img if isinstance(style_img, (list, tuple)) else [style_img],
                                 style_blend)
@@ -428,7 +428,7 @@ def run_style_transfer(
     for i, image_loss in enumerate(image_losses):  # beyond the tutorial: the caller's terms (video/temporal.py)
         model = nn.Sequential(OrderedDict([(f"image_loss_{i}", image_loss), *model.named_children()]))
         extra_losses.append(image_loss)
-    if speed.changes_model:  # issue 6: bf16 / channels_last / fused Gram (fast.py)
+    if speed.changes_model:  # bf16 / channels_last / fused Gram (fast.py)
         model, style_losses, content_losses = accelerate(model, style_losses, content_losses, speed)
         if resume is not None:  # a bf16 model's float32 start counts evaluations: continue its count
             model.exact_left = max(0, model.exact_left - resume.evaluations)

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import torch
 
 # torch (and numpy) are imported inside the functions that need them: the command checks its
-# inputs and output with this module before it pays for importing torch (issue 12: fast start).
+# inputs and output with this module before it pays for importing torch (a fast start).
 ImageSource = Union[str, os.PathLike, Image.Image, "torch.Tensor"]
 
 # The shortest side a working image may have: a few pooling layers must leave >= 1 px.

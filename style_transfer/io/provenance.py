@@ -245,7 +245,7 @@ def make_record(settings: Any, *, content: Any, styles: Sequence[Any], weights: 
 
 
 def mask_inputs(values: dict[str, Any]) -> dict[str, Any]:
-    """The record's entries of a run's masks (issue 26), hashed as inputs are: ``{"style_masks": [entry, ...],
+    """The record's entries of a run's masks (docs/usage.md), hashed as inputs are: ``{"style_masks": [entry, ...],
     "content_mask": entry}`` (only those given). ``values`` (``settings_dict``'s) keep each mask file's base
     name in its place (None for an image or tensor), as ``init`` does.
 

@@ -147,9 +147,9 @@ class Run:
         plan = plan_run(config, size)  # the sizes, and what each runs in whole LBFGS steps (plans.py)
         sizes, steps = list(plan.sizes), list(plan.loop_steps)
         normalized_blend(config.style_blend, len(self.styles))  # a blend that does not fit fails before any work
-        # Each size's tile (None: untiled): config.tile, or chosen where a size does not fit untiled (issue 16).
+        # Each size's tile (None: untiled): config.tile, or chosen where a size does not fit untiled.
         # From the headers' sizes, before any image is read at a working size: a size that cannot fit is
-        # refused in a moment, not after its images were upscaled (issue 24).
+        # refused in a moment, not after its images were upscaled (docs/inputs-and-errors.md).
         tiles = tiling.plan_tiles(sizes, _header_sizes(self.content, self.styles, config), config, speed, device)
         # Images are read before the model loads, so a bad image fails fast.
         final = _Inputs(self.content, self.styles, config, size, device)
@@ -170,7 +170,7 @@ class Run:
         stats.evaluations = done
         last: dict[str, float] = {}
         plateau = keeper.plateau = _Plateau(config.min_improvement, config.patience)
-        # Issue 26: the output is the average of the iterates, restarted at each size (see _restart_average).
+        # the output is the average of the iterates, restarted at each size (see _restart_average).
         averager = keeper.averager = IterateAverage(config.average) if config.average is not None else None
         if saved is not None:
             plateau.best = list(saved.plateau)  # the window as it was, so a resumed run stops where it would have
@@ -353,7 +353,7 @@ class _Inputs:
         styles_at = [load_image(s, style_size(size, config.style_scale), device) for s in styles]
         self.transfer_content, self.styles = prepare_colors(self.content, styles_at, config.preserve_colors)
         self.size = (self.content.shape[-1], self.content.shape[-2])
-        # Issue 26: the masks at this size (checked: count, files, emptiness, aspect), or None.
+        # the masks at this size (checked: count, files, emptiness, aspect), or None.
         self.guides = masks.load_guides(config.style_masks, config.content_mask, content,
                                         tuple(self.content.shape[-2:]), len(styles), device)
 
@@ -402,7 +402,7 @@ class _Saved:
     image: torch.Tensor
     optimizer: dict
     plateau: list[float] = field(default_factory=list)  # _Plateau's running minimum, oldest first
-    average: dict | None = None  # IterateAverage.state_dict() (issue 26), None without averaging
+    average: dict | None = None  # IterateAverage.state_dict() (docs/usage.md), None without averaging
 
 
 def style_targets_key(config: StyleConfig, content: ImageSource, styles: Sequence[ImageSource],
@@ -472,7 +472,7 @@ def _fingerprint(config: StyleConfig, content: ImageSource, styles: Sequence[Ima
     """What a checkpoint must match to be resumed: the settings (threads aside) and the inputs' hashes."""
     settings = provenance.settings_dict(config)
     settings.pop("threads", None)
-    masks = provenance.mask_inputs(settings)  # issue 26: masks by name in the settings, by hash beside the inputs
+    masks = provenance.mask_inputs(settings)  # masks by name in the settings, by hash beside the inputs
     return {"settings": settings, "content": provenance.input_entry(content)["sha256"],
             "masks": {k: [e["sha256"] for e in v] if isinstance(v, list) else v["sha256"] for k, v in masks.items()},
             "styles": [provenance.input_entry(s)["sha256"] for s in styles],
@@ -493,7 +493,7 @@ class _Checkpoints:
         self.snapshot: dict[str, Any] | None = None
         self.written_at = -1
         self.plateau: _Plateau | None = None  # the early stop's window, saved with each snapshot
-        self.averager: IterateAverage | None = None  # the iterate average (issue 26), saved with each snapshot
+        self.averager: IterateAverage | None = None  # the iterate average (docs/usage.md), saved with each snapshot
 
     def load(self) -> _Saved:
         """The checkpoint to resume, checked against this run's settings and inputs.

@@ -1,6 +1,6 @@
 """Tiled evaluation: the untiled loss and image gradient from overlapping crops, so memory stays flat.
 
-Issue 16, after Galerne, Raad, Lezama and Morel, "Scaling Painting Style Transfer" (EGSR 2024). A
+After Galerne, Raad, Lezama and Morel, "Scaling Painting Style Transfer" (EGSR 2024). A
 style loss depends on the features only through Gram matrices, sums over positions, so they can be
 added up crop by crop (pass 1, no gradient). Once the full Grams are known, ``dL/dF`` at every
 position is known too, and each crop backpropagates it from its own core positions (pass 2); the

@@ -1,4 +1,4 @@
-"""Video with temporal consistency (issue 17): PyAV reading and writing, OpenCV flow, Ruder et al.'s temporal loss.
+"""Video with temporal consistency (docs/video.md): PyAV reading and writing, OpenCV flow, Ruder et al.'s temporal loss.
 
 Needs the extra: ``pip install 'style_transfer[video]'`` (PyAV and opencv-python-headless). Importing this
 package imports neither; the modules that need them say so in one line when they are missing.

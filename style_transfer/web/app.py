@@ -205,7 +205,7 @@ def _api(queue: JobQueue, gallery: Gallery, work: Path, network: ServerNetwork, 
             if len(styles) > limits.max_styles:
                 raise _Bad(422, f"{len(styles)} style images, at most {limits.max_styles}")
             config = _config(form, network, limits, len(styles))
-            style_masks = form.getlist("style_mask")  # issue 26: one per style, in order (the first styles)
+            style_masks = form.getlist("style_mask")  # one per style, in order (the first styles)
             if not all(isinstance(m, UploadFile) for m in style_masks):
                 raise _Bad(422, "style_mask must be files (one mask image per style, in order)")
             if len(style_masks) > len(styles):
