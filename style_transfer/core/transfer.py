@@ -121,8 +121,8 @@ def get_style_model_and_losses(
     normalization = normalization.to(content_img.device)
     style_loss_kind = style_loss
     if style_loss_kind != "gram" and guides is not None and guides.styles is not None:
-        raise ValueError(f"style masks take the Gram loss only, not style_loss {style_loss_kind!r}: guided "
-                         f"statistics for it are not built yet")
+        raise ValueError(f"style masks take style_loss gram only, not {style_loss_kind!r}: guided statistics for "
+                         f"it are not built")
     valid = layer_names(cnn)
     content_layers = resolve_layers(content_layers, valid)  # paper names (conv2_2) become conv_4
     style_layers = resolve_layers(style_layers, valid)

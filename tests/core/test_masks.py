@@ -219,6 +219,14 @@ class TestErrors:
         assert "tile cannot be combined with style or content masks" in line
         assert not out.exists()
 
+    @pytest.mark.parametrize("loss", ["wasserstein", "sliced"])
+    def test_masks_with_another_style_loss_are_refused(self, files, tmp_path: Path, loss: str) -> None:
+        out = tmp_path / "o.png"
+        line = one_error_line(invoke([CAT, STYLE, "-o", str(out), *FAST, "--style-mask", files["left"],
+                                      "--style-loss", loss], 2))
+        assert f"style masks take style_loss gram only, not {loss!r}" in line
+        assert not out.exists()
+
     def test_the_library_raises_value_error(self, files) -> None:
         config = StyleConfig(size=32, steps=1, weights="random", device="cpu", style_masks=(files["square"],))
         with pytest.raises(ValueError, match="another aspect ratio"):
