@@ -162,13 +162,14 @@ def _preset_weights(preprocess: str) -> dict[str, dict[str, Any]]:
 
 def _api(queue: JobQueue, gallery: Gallery, work: Path, network: ServerNetwork, limits: Limits) -> APIRouter:
     router = APIRouter()
+    # What the server's weights expect, resolved once (an ONNX file's graph is read for it), for the form's presets.
+    server_preprocess = StyleConfig(weights=network.weights, model=network.model,
+                                    preprocess=network.preprocess).preprocess or "torchvision"
 
     @router.get("/options", tags=["form"])
     def options() -> dict[str, Any]:
         """Defaults, choices and limits of the form, and the sample images."""
         defaults = StyleConfig()
-        server_preprocess = StyleConfig(weights=network.weights, model=network.model,
-                                        preprocess=network.preprocess).preprocess or "torchvision"
         return {
             "defaults": {"steps": defaults.steps, "seed": defaults.seed, "preset": defaults.preset,
                          "preserve_colors": defaults.preserve_colors, "style_loss": defaults.style_loss,
