@@ -6,7 +6,8 @@ An item is one output: a content image, its style image(s) (several are blended,
 in front (``a-cat``, ``b-cat``), then their extension (``cat-jpg``), so a name depends only on
 the set of inputs, never on the order they were given in.
 
-Imports click and the torch-free config only (``stylize-batch --help`` answers at once).
+Imports the torch-free config only (``stylize-batch --help`` answers at once); manifest values are parsed by
+``config.text``, the parser the command and the web app use.
 """
 
 from __future__ import annotations
@@ -19,17 +20,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import click
-
 from ..config import StyleConfig
+from ..config.text import SETTINGS, config_from_text, setting_of
 from ..io.files import file_identity, shown
-from ..cli.options import SETTINGS_FIELDS, config_from_options, settings_options
 
 # Files a folder or a glob contributes (by extension; the loader checks what they really are).
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp", ".tif", ".tiff", ".bmp", ".gif")
 # Output formats a batch writes: each holds the provenance record the resume check reads.
 OUTPUT_EXTENSIONS = ("png", "jpg", "webp", "tiff")
-MANIFEST_COLUMNS = ("content", "style", "styles", "output", "style-mask", "content-mask")
+# A manifest's columns: the item's files, then every setting by its option name (style-weight, style-mask, ...).
+ITEM_COLUMNS = ("content", "style", "styles", "output")
+MANIFEST_COLUMNS = ITEM_COLUMNS + tuple(s.column for s in SETTINGS)
+SETTINGS_FIELDS = tuple(s.name for s in SETTINGS)
 
 
 @dataclass(frozen=True)
@@ -136,16 +138,9 @@ def cross_items(contents: Sequence[str], styles: Sequence[str], out_dir: str, co
             for c in contents for s in styles]
 
 
-def settings_params() -> dict[str, click.Option]:
-    """The settings options of ``stylize`` by field name (their types convert manifest values)."""
-    holder = settings_options(lambda **kwargs: None)
-    return {p.name: p for p in getattr(holder, "__click_params__") if p.name}
-
-
 def default_options() -> dict[str, Any]:
-    """The settings options' values when none is given (as click passes them)."""
-    params = list(settings_params().values())
-    return dict(click.Command("defaults", params=params).make_context("defaults", []).params)
+    """Every setting's default by field name (``read_manifest``'s ``options`` when the command gives none)."""
+    return {s.name: s.default for s in SETTINGS}
 
 
 def read_manifest(path: str, *, styles: Sequence[str], out_dir: str, options: Mapping[str, Any] | None = None,
@@ -156,17 +151,16 @@ def read_manifest(path: str, *, styles: Sequence[str], out_dir: str, options: Ma
     a list in JSON: blended into one output); ``output`` (a file name, relative to ``out_dir``);
     ``style-mask`` (one mask per style, in the styles' order, separated by ``;`` in CSV or a list in JSON) and
     ``content-mask`` (docs/usage.md); and any setting of ``stylize`` by its option name (``size``, ``style-weight``
-    or ``style_weight``), which overrides ``options`` for that row. Relative input paths are relative to the manifest's
-    folder. A row without a style gives one item per file of ``styles``.
+    or ``style_weight``), which overrides ``options`` for that row. Relative input paths (contents, styles, masks, a
+    start image) are relative to the manifest's folder. A row without a style gives one item per file of ``styles``.
 
     Args:
-        options: the settings options as click gives them (``config_from_options`` input); defaults if None.
+        options: the settings by field name, typed or as text (``config.text.parse_settings``); defaults if None.
 
     Raises:
         ValueError: an unreadable manifest, an unknown column, a bad value or a row without a content
             or style: one line naming the manifest's line.
     """
-    params = settings_params()
     base = dict(options) if options is not None else default_options()
     rows = _manifest_rows(path)
     folder = os.path.dirname(os.path.abspath(path))
@@ -185,24 +179,19 @@ def read_manifest(path: str, *, styles: Sequence[str], out_dir: str, options: Ma
                 row_styles = tuple(_relative(str(s).strip(), folder) for s in listed if str(s).strip())
             elif field == "output":
                 output = str(value)
-            elif field in ("style_mask", "style_masks"):  # one per style, in order, like the styles
-                listed = value if isinstance(value, list) else str(value).split(";")
-                values["style_masks"] = tuple(_relative(str(m).strip(), folder) for m in listed if str(m).strip())
-            elif field == "content_mask":
-                values["content_mask"] = _relative(str(value).strip(), folder)
-            elif field in params:
-                values[field] = _convert(params[field], value, where)
+            elif (declared := setting_of(field)) is not None:
+                values[declared.name] = _relative_inputs(declared.kind, value, folder)
             else:
-                raise ValueError(f"{where}: unknown column {key!r} (expected {', '.join(MANIFEST_COLUMNS[:2])}, "
+                raise ValueError(f"{where}: unknown column {key!r} (expected {', '.join(ITEM_COLUMNS[:2])}, "
                                  f"output or a setting such as size, steps, style-weight)")
         if content is None:
             raise ValueError(f"{where}: no content")
         if not row_styles and not styles:
             raise ValueError(f"{where}: no style (give a style column or --style)")
         try:
-            config = config_from_options(values)
-        except click.ClickException as exc:
-            raise ValueError(f"{where}: {exc.format_message()}") from None
+            config = config_from_text(values)
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
         for style_set in ([row_styles] if row_styles else [(s,) for s in styles]):
             planned.append((where, content, style_set, output if row_styles else None, config))
     names = unique_names(list(dict.fromkeys(p for _, c, s, _, _ in planned for p in (c, *s))))
@@ -250,23 +239,14 @@ def _relative(path: str, folder: str) -> str:
     return path if os.path.isabs(path) else os.path.join(folder, path)
 
 
-def _convert(param: click.Option, value: Any, where: str) -> Any:
-    """A manifest value as the option's click type gives it (a string from CSV, a JSON value)."""
-    if isinstance(value, list):
-        value = ",".join(str(v) for v in value)
-    if param.is_flag:
-        if isinstance(value, bool):
-            return value
-        text = str(value).strip().lower()
-        if text in ("1", "true", "yes", "on"):
-            return True
-        if text in ("0", "false", "no", "off"):
-            return False
-        raise ValueError(f"{where}: {param.name}: expected true or false, got {value!r}")
-    try:
-        return param.type.convert(value if not isinstance(value, bool) else str(value), param, None)
-    except click.BadParameter as exc:
-        raise ValueError(f"{where}: {exc.format_message()}") from None
+def _relative_inputs(kind: str, value: Any, folder: str) -> Any:
+    """A file setting's path(s) relative to the manifest's folder (one per style, ';'-separated, in CSV)."""
+    if kind == "file":
+        return _relative(str(value).strip(), folder)
+    if kind == "files":
+        listed = value if isinstance(value, list) else str(value).split(";")
+        return tuple(_relative(str(p).strip(), folder) for p in listed if str(p).strip())
+    return value
 
 
 def check_outputs(items: Sequence[Item]) -> None:

@@ -7,17 +7,16 @@ Needs the optional ``onnx`` package (``pip install 'style_transfer[onnx]'``).
 
 from __future__ import annotations
 
-import functools
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..config.weights import input_is_channels_last, producers
 from ..errors import WeightsError, first_line
 from ..io.files import open_regular, shown
 from ..layers import VGG_LAYOUTS as _LAYOUTS
 
-if TYPE_CHECKING:  # torch is imported where tensors are made: config asks preprocess_of without it
+if TYPE_CHECKING:  # torch is imported where tensors are made
     import torch
 
 # Nodes allowed between the graph's input and its first convolution: a layout change, nothing that changes values.
@@ -79,7 +78,7 @@ def read_onnx_vgg(path: str | Path) -> OnnxVgg:
     if not convs:
         raise WeightsError(f"{shown(path)}: not a VGG: the graph has no convolution")
     model = _model_of(path, layers, convs, constants)
-    channels_last = _input_is_channels_last(graph, convs[0])
+    channels_last = input_is_channels_last(graph, convs[0])
     preceding = _ops_before(graph, convs[0])
     changing = [op for op in preceding if op not in _PASS_THROUGH]
     if changing:
@@ -91,29 +90,6 @@ def read_onnx_vgg(path: str | Path) -> OnnxVgg:
         bias = node.input[2] if len(node.input) > 2 and node.input[2] else None
         state[f"{index}.bias"] = array(bias) if bias is not None else torch.zeros(state[f"{index}.weight"].shape[0])
     return OnnxVgg(state, model, channels_last, "caffe" if channels_last else None)
-
-
-def preprocess_of(path: str | Path) -> str | None:
-    """The preprocessing an ONNX file's graph tells (``"caffe"`` for a channels-last Keras export), or None.
-
-    Reads the graph without torch (for ``StyleConfig``), once per file while it stays unchanged (a batch makes
-    a config per item).
-
-    Raises:
-        WeightsError: the file cannot be read (missing, not ONNX, onnx not installed), in one line.
-    """
-    try:
-        info = os.stat(path)
-    except OSError as exc:
-        raise WeightsError(f"{shown(path)}: cannot be read ({exc.strerror or exc})") from None
-    return _preprocess_of(os.path.realpath(path), info.st_mtime_ns, info.st_size)
-
-
-@functools.lru_cache(maxsize=8)
-def _preprocess_of(path: str, mtime_ns: int, size: int) -> str | None:
-    graph = _graph(Path(path))
-    conv = next((node for node in graph.node if node.op_type == "Conv"), None)
-    return "caffe" if conv is not None and _input_is_channels_last(graph, conv) else None
 
 
 def _graph(path: Path) -> Any:
@@ -186,27 +162,11 @@ def _attribute(attribute: Any) -> Any:
     return list(value) if isinstance(value, (list, tuple)) else value
 
 
-def _producers(graph: Any) -> dict[str, Any]:
-    return {output: node for node in graph.node for output in node.output}
-
-
 def _ops_before(graph: Any, first_conv: Any) -> list[str]:
     """The op types on the path from the graph's input to the first convolution's data input."""
-    producers, ops, name = _producers(graph), [], first_conv.input[0]
-    while name in producers:
-        node = producers[name]
+    made_by, ops, name = producers(graph), [], first_conv.input[0]
+    while name in made_by:
+        node = made_by[name]
         ops.append(node.op_type)
         name = node.input[0] if node.input else ""
     return ops[::-1]
-
-
-def _input_is_channels_last(graph: Any, first_conv: Any) -> bool:
-    """True when the first convolution reads the input through a Transpose with perm (0, 3, 1, 2)."""
-    producers, name = _producers(graph), first_conv.input[0]
-    while name in producers:
-        node = producers[name]
-        if node.op_type == "Transpose":
-            perm = next((_attribute(a) for a in node.attribute if a.name == "perm"), None)
-            return perm == [0, 3, 1, 2]
-        name = node.input[0] if node.input else ""
-    return False

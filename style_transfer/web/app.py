@@ -43,6 +43,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
 from ..config import CPU_DEFAULT_SIZE, PRESERVE_COLORS, StyleConfig
+from ..config.text import parse_settings, setting_of
 from ..errors import ResourceError, StyleTransferError
 from ..io.files import shown
 from ..io.images import open_image
@@ -182,6 +183,9 @@ def _api(queue: JobQueue, gallery: Gallery, work: Path, network: ServerNetwork, 
             "style_losses": list(STYLE_LOSSES),
             "weights": list(WEIGHTS_CHOICES) + (["server"] if network.is_file else []),
             "models": list(MODELS),
+            # Each form field's kind, choices, range and one-line help, from its StyleConfig declaration; size and
+            # steps at most what this server allows.
+            "settings": _form_settings(limits),
             "limits": {"max_body": limits.max_body, "max_styles": limits.max_styles, "max_size": limits.max_size,
                        "max_steps": limits.max_steps, "queue": queue.limit},
             "samples": sorted(path.name for path in SAMPLES.glob("*.jpg")),
@@ -403,6 +407,25 @@ def _check_masks(config: StyleConfig, content: Path, styles: int) -> None:
         raise _Bad(422, str(exc).replace(str(content.parent) + os.sep, "")) from None
 
 
+def _form_settings(limits: Limits) -> dict[str, dict[str, Any]]:
+    """What the form needs to know of each setting it offers (``FORM_SETTINGS``), from its declaration."""
+    most = {"size": limits.max_size, "steps": limits.max_steps}
+    described = {}
+    for name in FORM_SETTINGS:
+        declared = setting_of(name)
+        assert declared is not None, name
+        described[name] = {"kind": declared.kind, "choices": list(declared.choices), "minimum": declared.minimum,
+                           "maximum": most.get(name, declared.maximum), "exclusive": declared.exclusive,
+                           "default": declared.default if declared.default != () else None, "help": declared.short}
+    return described
+
+
+# The settings a job's form may give (the rest are the server's or the defaults), parsed by config.text as the
+# command's options and batch manifests are.
+FORM_SETTINGS = ("size", "steps", "seed", "style_weight", "content_weight", "average", "preset", "preserve_colors",
+                 "style_loss", "style_blend", "fast")
+
+
 def _config(form: Any, network: ServerNetwork, limits: Limits, styles: int) -> StyleConfig:
     """The job's settings from the form's fields; a bad one answers 422 naming it."""
     def field(name: str) -> str | None:
@@ -411,42 +434,16 @@ def _config(form: Any, network: ServerNetwork, limits: Limits, styles: int) -> S
             raise _Bad(422, f"{name} must be a value, not a file")
         return value.strip() if isinstance(value, str) and value.strip() else None
 
-    def number(name: str, kind: type) -> Any:
-        text = field(name)
-        if text is None:
-            return None
-        try:
-            return kind(text)
-        except ValueError:
-            what = "an integer" if kind is int else "a number"
-            raise _Bad(422, f"{name} must be {what}, got {text[:40]!r}") from None
-
-    values: dict[str, Any] = {}
-    for name, kind in (("size", int), ("steps", int), ("seed", int), ("style_weight", float),
-                       ("content_weight", float), ("average", float)):
-        value = number(name, kind)
-        if value is not None:
-            values[name] = value
-    if values.get("size", 0) > limits.max_size:
-        raise _Bad(422, f"size must be at most {limits.max_size} px on this server, got {values['size']}")
-    if values.get("steps", 0) > limits.max_steps:
-        raise _Bad(422, f"steps must be at most {limits.max_steps} on this server, got {values['steps']}")
-    for name in ("preset", "preserve_colors", "style_loss"):
-        if field(name) is not None:
-            values[name] = field(name)
-    blend = field("style_blend")
-    if blend is not None:
-        try:
-            values["style_blend"] = tuple(float(part) for part in blend.split(","))
-        except ValueError:
-            raise _Bad(422, f"style_blend must be numbers separated by commas, got {blend[:40]!r}") from None
-        if len(values["style_blend"]) != styles:
-            raise _Bad(422, f"style_blend has {len(values['style_blend'])} weight(s) for {styles} style image(s)")
-    fast = field("fast")
-    if fast is not None:
-        if fast.lower() not in ("true", "on", "1", "false", "off", "0"):
-            raise _Bad(422, f"fast must be true or false, got {fast[:40]!r}")
-        values["fast"] = fast.lower() in ("true", "on", "1")
+    try:
+        values = parse_settings({name: field(name) for name in FORM_SETTINGS})
+    except ValueError as exc:
+        raise _Bad(422, str(exc)) from None
+    for name, most in (("size", limits.max_size), ("steps", limits.max_steps)):
+        if values.get(name, 0) > most:
+            raise _Bad(422, f"{name} must be at most {most}{' px' if name == 'size' else ''} on this server, "
+                            f"got {values[name]}")
+    if "style_blend" in values and len(values["style_blend"]) != styles:
+        raise _Bad(422, f"style_blend has {len(values['style_blend'])} weight(s) for {styles} style image(s)")
     values.update(_network(field("weights"), field("model"), network))
     if field("preprocess") is not None:
         raise _Bad(422, "preprocess is the server's setting, not a job's: imagenet and random weights take "

@@ -80,7 +80,7 @@ def test_manifest_rows_override_the_command_line(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"bad.csv:2: unknown column 'colour'"):
         read_manifest(str(tmp_path / "bad.csv"), styles=[], out_dir="out", options=options)
     (tmp_path / "bad.jsonl").write_text('{"content": "cat.png", "style": "a.png", "steps": "many"}\n')
-    with pytest.raises(ValueError, match=r"bad.jsonl:1: Invalid value for '--steps': 'many' is not a valid integer"):
+    with pytest.raises(ValueError, match=r"bad.jsonl:1: steps must be an integer, got 'many'"):
         read_manifest(str(tmp_path / "bad.jsonl"), styles=[], out_dir="out", options=options)
 
 

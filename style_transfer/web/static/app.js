@@ -102,9 +102,14 @@ async function loadOptions() {
   fillSelect($("weights"), options.weights, options.defaults.weights);
   fillSelect($("model"), options.models, options.defaults.model);
   fitNetwork();
+  // Each number field's range, as StyleConfig declares it (size and steps: at most what this server allows).
+  for (const [name, setting] of Object.entries(options.settings)) {
+    const input = document.querySelector(`input[type=number][name="${name}"]`);
+    if (!input) continue;
+    if (setting.minimum !== null) input.min = setting.minimum;
+    if (setting.maximum !== null) input.max = setting.maximum;
+  }
   $("steps").value = options.defaults.steps;
-  $("steps").max = options.limits.max_steps;
-  $("size").max = options.limits.max_size;
   $("seed").value = options.defaults.seed;
   applyPreset(options.defaults.preset);
   const list = $("sample-list");

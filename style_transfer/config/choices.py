@@ -1,0 +1,34 @@
+"""The values settings may take, named once (torch-free): the choices, default sizes and limits."""
+
+from __future__ import annotations
+
+from ..layers import MODELS, POOLINGS  # noqa: F401  (re-exported: the settings' choices in one place)
+from ..presets import LOSS_FORMS, PRESET_NAMES, STYLE_LOSSES  # noqa: F401
+
+# Long side of the working image when `size` is None. The tutorial uses 512 on a GPU and
+# 128 on a CPU; on a 2-core CPU 448 px runs the default 300 steps in 2.5 to 3.5 minutes.
+GPU_DEFAULT_SIZE = 512
+CPU_DEFAULT_SIZE = 448
+
+INITS = ("content", "noise", "style")  # or the path of an image file
+PRESERVE_COLORS = ("none", "luminance", "histogram")
+OPTIMIZERS = ("lbfgs", "adam")
+# How the losses are backpropagated: one backward of their sum (today's tutorial), or one
+# backward per loss module with the graph retained (the 2017 tutorial); see docs/retain_graph.md.
+BACKWARDS = ("combined", "per-module")
+# What the weights expect of an image in [0, 1] (core.vgg.make_normalization; named here so config needs no torch).
+PREPROCESSINGS = ("torchvision", "caffe", "caffe256")
+PRECISIONS = ("fp32", "bf16")
+# --fast's sizes when scales and min_size are not given: one (plans.FAST_STEPS_SHARE of --steps at --size). On the
+# real VGG16 at 256 px 3 sizes ended at 3.1x the default's content loss, the cat painted away (fast_pairs.py).
+FAST_SCALES = 1
+MIN_SIZE = 16  # px, of size, min_size and the working sizes
+MIN_TILE = 16  # px; the layers used may need more (crops.Geometry.minimum_tile: 26 px for the tutorial's)
+
+# Why tiling (docs/print-size.md) cannot run a style loss but the Gram's (config and tiling.plan_tiles say it).
+TILING_REFUSAL = {
+    "wasserstein": "tiled evaluations add Gram matrices up over crops; the means and covariances W2 needs would add up "
+                   "too, but its gradient over crops is not built (use style_loss gram, or a size that fits)",
+    "sliced": "the sliced loss sorts the projections of every position of a feature map at once, which crops "
+              "cannot split (use style_loss gram, or a size that fits)",
+}
