@@ -71,14 +71,14 @@ from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 from style_transfer.config import StyleConfig  # noqa: E402
 from style_transfer.run.plans import FAST_STEPS_SHARE, scale_sizes  # noqa: E402
-from style_transfer.speed.fast import Speed, accelerate, bf16_supported, physical_cores, speed_from_config  # noqa: E402
+from style_transfer.speed.fast import Speed, accelerate, accelerator, bf16_supported, physical_cores, speed_from_config  # noqa: E402
 from style_transfer.io.images import load_image, save_image  # noqa: E402
 from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD, Network  # noqa: E402
 from style_transfer.errors import NonFiniteLoss, StyleTransferError  # noqa: E402
 from style_transfer.core.stats import RunStats  # noqa: E402
 from style_transfer.io.images import pil_to_tensor, tensor_to_pil  # noqa: E402
 from style_transfer.run.plans import RunPlan, plan_run  # noqa: E402
-from style_transfer.core.transfer import get_style_model_and_losses, planned_evaluations, run_style_transfer  # noqa: E402
+from style_transfer.core.transfer import TransferSettings, get_style_model_and_losses, planned_evaluations, run_style_transfer  # noqa: E402
 from style_transfer.run.run import stylize  # noqa: E402
 from machines import describe as describe_machine, summary as machine_summary  # noqa: E402
 import networks  # noqa: E402
@@ -390,10 +390,11 @@ def control_run(network: Network, inputs: Inputs, device: torch.device, evals: i
     sync(device)
     start, stopped = time.perf_counter(), None
     try:
+        speed = path_speed("channels_last", device)
+        settings = TransferSettings(progress=keep_best, stats=stats, accelerate=accelerator(speed),
+                                    history_size=speed.history_size, normalization=network.normalization())
         final = run_style_transfer(network.features, IMAGENET_MEAN, IMAGENET_STD, inputs.content, inputs.style,
-                                   inputs.content.clone(), evals, STYLE_WEIGHT, CONTENT_WEIGHT, progress=keep_best,
-                                   stats=stats, speed=path_speed("channels_last", device),
-                                   normalization=network.normalization())
+                                   inputs.content.clone(), evals, STYLE_WEIGHT, CONTENT_WEIGHT, settings)
     except NonFiniteLoss as exc:  # an LBFGS update went non-finite: the user gets the last good image
         final, stopped = exc.image, exc.step
     sync(device)

@@ -27,7 +27,7 @@ cut short keeps what it measured, and exits 0 when every check passed or was ski
    callback after ``torch.cuda.synchronize``; a bf16 run's first step is float32), the whole run's
    wall time through ``stylize()`` for ``--steps`` evaluations (a warm process: the timed run at the
    same size came first), and ``torch.cuda.max_memory_allocated`` of each run (peak reset before).
-3. ``bf16_gram``: ``style_transfer.speed.fast._gram_forward`` on bf16 feature maps against the float64 Gram
+3. ``bf16_gram``: ``style_transfer.speed.kernels._gram_forward`` on bf16 feature maps against the float64 Gram
    of the same bf16 values; every entry must lie within ``2^-8 * sum_m |F_im F_jm| / n`` (the bound
    fast.py states); records the largest error/bound ratio. Skipped where the device has no native bf16.
 4. ``machine``: GPU name, compute capability, driver and CUDA versions, torch, the CPU; beside it
@@ -58,10 +58,11 @@ import torch  # noqa: E402
 
 from style_transfer.config import StyleConfig  # noqa: E402
 from style_transfer.errors import RunStopped, StyleTransferError  # noqa: E402
-from style_transfer.speed.fast import _gram_forward, bf16_supported, speed_from_config  # noqa: E402
+from style_transfer.speed.fast import accelerator, bf16_supported, speed_from_config  # noqa: E402
+from style_transfer.speed.kernels import _gram_forward  # noqa: E402
 from style_transfer.io.images import load_image  # noqa: E402
 from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD, Network  # noqa: E402
-from style_transfer.core.transfer import get_style_model_and_losses, run_style_transfer  # noqa: E402
+from style_transfer.core.transfer import TransferSettings, get_style_model_and_losses, run_style_transfer  # noqa: E402
 from style_transfer.run.run import stylize  # noqa: E402
 from machines import describe as describe_machine, summary as machine_summary  # noqa: E402
 import networks  # noqa: E402
@@ -251,9 +252,10 @@ def seconds_per_evaluation(network: Network, config: StyleConfig, device: torch.
     base = reset_peak(device)
     stopped = None
     try:
+        settings = TransferSettings(progress=clock, accelerate=accelerator(speed), history_size=speed.history_size,
+                                    normalization=network.normalization())
         run_style_transfer(network.features, IMAGENET_MEAN, IMAGENET_STD, content, style, content.clone(), steps,
-                           config.style_weight, config.content_weight, progress=clock, speed=speed,
-                           normalization=network.normalization())
+                           config.style_weight, config.content_weight, settings)
     except RunStopped as exc:
         stopped = f"{type(exc).__name__} after {exc.step} evaluations"
     intervals = [b - a for a, b in zip(clock.stamps, clock.stamps[1:])]

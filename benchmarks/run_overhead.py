@@ -48,7 +48,7 @@ from style_transfer.errors import StyleTransferError  # noqa: E402
 from style_transfer.io.images import load_image  # noqa: E402
 from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD, load_network  # noqa: E402
 from style_transfer.run.run import Run  # noqa: E402
-from style_transfer.core.transfer import run_style_transfer  # noqa: E402
+from style_transfer.core.transfer import TransferSettings, run_style_transfer  # noqa: E402
 
 CONTENT = ROOT / "images" / "chelsea.png"
 STYLE = ROOT / "images" / "ihc.png"
@@ -109,8 +109,9 @@ def main(argv: list[str] | None = None) -> int:
                 content, style = load_image(CONTENT, size), load_image(STYLE, size)
                 run_style_transfer(network.features, IMAGENET_MEAN, IMAGENET_STD, content, style, content.clone(),
                                    args.steps, config.style_weight, config.content_weight,
-                                   content_layers=config.content_layers, style_layers=config.style_layers,
-                                   normalization=network.normalization())
+                                   TransferSettings(content_layers=config.content_layers,
+                                                    style_layers=config.style_layers,
+                                                    normalization=network.normalization()))
 
             paths = {"loop": loop, "run": lambda: Run(CONTENT, STYLE, config).execute(),
                      "run+previews": lambda: Run(CONTENT, STYLE, config, RunOptions(preview_every=10)).execute(),

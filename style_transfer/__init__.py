@@ -19,7 +19,8 @@ _EXPORTS = {
     "ContentLoss": "core.losses", "StyleLoss": "core.losses", "gram_matrix": "core.losses",
     "Network": "core.vgg", "Normalization": "core.vgg", "load_network": "core.vgg", "load_vgg19_features": "core.vgg",
     "StepInfo": "core.transfer", "get_input_optimizer": "core.transfer",
-    "get_style_model_and_losses": "core.transfer", "run_style_transfer": "core.transfer",
+    "get_style_model_and_losses": "core.style_model", "run_style_transfer": "core.transfer",
+    "TransferSettings": "core.transfer",
     "Run": "run.run", "RunResult": "run.run", "stylize": "run.run",
 }
 
@@ -47,5 +48,6 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
     from .io.images import load_image, save_image
     from .core.losses import ContentLoss, StyleLoss, gram_matrix
     from .core.vgg import Network, Normalization, load_network, load_vgg19_features
-    from .core.transfer import StepInfo, get_input_optimizer, get_style_model_and_losses, run_style_transfer
+    from .core.style_model import get_style_model_and_losses
+    from .core.transfer import StepInfo, TransferSettings, get_input_optimizer, run_style_transfer
     from .run.run import Run, RunResult, stylize

@@ -55,3 +55,14 @@ def invoke_stylize(args: Sequence[Any], exit_code: int = 0) -> Result:
     from style_transfer.cli.stylize import main
 
     return run_command(main, args, exit_code)
+
+
+def transfer(cnn: Any, content: Any, style: Any, image: Any, steps: int = 300, style_weight: float = 1e6,
+             content_weight: float = 1, **settings: Any) -> Any:
+    """``run_style_transfer`` with the tutorial's normalisation (unused where ``normalization`` is given) and each
+    ``TransferSettings`` field as a keyword (``progress=...``, ``tv_weight=...``)."""
+    from style_transfer.core.transfer import TransferSettings, run_style_transfer
+    from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD
+
+    return run_style_transfer(cnn, IMAGENET_MEAN, IMAGENET_STD, content, style, image, steps, style_weight,
+                              content_weight, TransferSettings(**settings))

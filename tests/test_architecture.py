@@ -3,8 +3,6 @@
 Lowest first: config (``config``, ``presets``, ``layers``, ``errors``), ``io``, ``core``, ``speed``, ``run``, then
 the front ends ``cli``, ``web``, ``batch``, ``video``. An import points down or sideways within a layer, never up;
 front ends never import each other (their command modules share the command-line kit ``cli.options``).
-``KNOWN_UPWARD`` lists the imports that still point up, each with what removes it (issue 25's next step);
-the test fails when a new one appears and when a listed one is gone (so the list only shrinks).
 """
 
 from __future__ import annotations
@@ -18,20 +16,6 @@ RANK = {"config": 0, "presets": 0, "layers": 0, "errors": 0, "io": 1, "core": 2,
 FRONT_ENDS = ("cli", "web", "batch", "video")
 # Modules of the root that only re-export from the layers, for code written before them (docs/api.md).
 COMPATIBILITY = {"transfer", "losses", "models"}
-KNOWN_UPWARD = {
-    # StyleConfig resolves the preprocessing an ONNX file expects when it is made (its preset's loss weights
-    # depend on it): reading the graph belongs below config, or the resolution above it.
-    ("style_transfer.config", "style_transfer.core.onnx"),
-    # The loop dispatches to the opt-in paths itself; they should come in through run_style_transfer's one
-    # settings object, built in run/.
-    ("style_transfer.core.transfer", "style_transfer.speed.fast"),
-    ("style_transfer.core.transfer", "style_transfer.speed.tiling"),
-    # --fast's levers are planned in run/plans.py (torch-free); they belong in speed/.
-    ("style_transfer.speed.fast", "style_transfer.run.plans"),
-    # The batch library learns the settings' defaults and parsing from the command's click options; one
-    # text-to-config parser derived from StyleConfig's fields removes it.
-    ("style_transfer.batch.items", "style_transfer.cli.options"),
-}
 
 
 def _module_name(path: Path) -> str:
@@ -129,17 +113,15 @@ def test_a_planted_cycle_and_upward_import_are_found() -> None:
                                      ("style_transfer.web.app", "style_transfer.batch.items")}
 
 
-def test_imports_point_down_but_the_known_ones() -> None:
-    found = upward_imports(import_graph())
-    assert found - KNOWN_UPWARD == set(), "new imports that point up a layer or across front ends"
-    assert KNOWN_UPWARD - found == set(), "gone: take them out of KNOWN_UPWARD"
+def test_imports_point_down_only() -> None:
+    assert upward_imports(import_graph()) == set(), "imports that point up a layer or across front ends"
 
 
 def test_the_package_root_holds_at_most_ten_modules() -> None:
     root = sorted(p.stem for p in PACKAGE.glob("*.py"))
     assert len(root) <= 10, root
     folders = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists())
-    assert folders == sorted(["core", "io", "speed", "run", "cli", "web", "batch", "video"])
+    assert folders == sorted(["config", "core", "io", "speed", "run", "cli", "web", "batch", "video"])
 
 
 def test_the_compatibility_modules_only_re_export() -> None:

@@ -10,7 +10,7 @@ import torch
 from click.testing import CliRunner
 from torch import nn
 
-from style_transfer import StyleConfig, get_style_model_and_losses, run_style_transfer, stylize
+from style_transfer import StyleConfig, TransferSettings, get_style_model_and_losses, run_style_transfer, stylize
 from style_transfer.cli.stylize import main
 from style_transfer.cli.options import option_reference
 from style_transfer.io.images import pil_to_tensor, tensor_to_pil
@@ -141,9 +141,7 @@ def test_paper_preset_runs_and_lowers_the_loss(cnn, content_32, style_32) -> Non
     infos = []
     c = StyleConfig(preset="paper")
     run_style_transfer(cnn, IMAGENET_MEAN, IMAGENET_STD, content_32, style_32, content_32.clone(), 1,
-                       c.style_weight, c.content_weight, content_layers=c.content_layers,
-                       style_layers=c.style_layers, style_layer_weights=c.style_layer_weights,
-                       loss_form=c.loss_form, pooling=c.pooling, progress=infos.append)
+                       c.style_weight, c.content_weight, TransferSettings.from_config(c, progress=infos.append))
     assert len(infos) == 20
     # At the paper's weights LBFGS swings: over 12 runs (AVX-512, AVX2 and scalar kernels, each from the
     # inputs and from three one-rounding-step moves of them) the last loss ended between 0.24 and 2.7 of

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+TORCH_LBFGS_HISTORY = 100  # torch.optim.LBFGS's default history_size, the tutorial's
 LBFGS_MAX_ITER = 20  # torch.optim.LBFGS's default max_iter: evaluations per optimizer.step()
 
 

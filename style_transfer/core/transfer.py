@@ -1,6 +1,7 @@
-"""The tutorial's functions: the style model (losses inserted into VGG19), its LBFGS loop, ``stylize()``.
+"""The tutorial's loop: ``get_input_optimizer``, the LBFGS loop (``optimize``) and ``run_style_transfer`` with its
+one ``TransferSettings``; the style model it optimises through is ``core.style_model``.
 
-A whole run (sizes, events, previews, checkpoints) is ``run.Run``; ``stylize()`` here calls it.
+A whole run (sizes, events, previews, checkpoints) is ``run.Run``; ``stylize()`` is in ``run.run``.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import torch
 from PIL import Image
@@ -15,16 +17,13 @@ from torch import nn, optim
 
 from . import masks
 from .backward import check_backward, per_module_backward, weighted_scores
-from ..config import TILING_REFUSAL, TUTORIAL_CONTENT_LAYERS, TUTORIAL_STYLE_LAYERS
-from ..speed import tiling
-from ..speed.fast import TORCH_LBFGS_HISTORY, Speed, accelerate
+from ..config import TILING_REFUSAL, TUTORIAL_CONTENT_LAYERS, TUTORIAL_STYLE_LAYERS, StyleConfig
 from .stats import RunStats, keeps_image_on_interrupt
-from ..layers import resolve_layers, swap_pooling
-from .loss_terms import TotalVariationLoss, make_content_loss, make_style_loss, normalized_blend
+from .loss_terms import TotalVariationLoss
 from .losses import ContentLoss, StyleLoss
-from .statistics import SlicedStyleLoss, make_statistics_loss
-from .vgg import Normalization
-from .steps import planned_evaluations
+from .statistics import SlicedStyleLoss
+from .style_model import get_style_model_and_losses, layer_names  # noqa: F401  (the tutorial's names, here too)
+from .steps import TORCH_LBFGS_HISTORY, planned_evaluations
 
 
 @dataclass(frozen=True)
@@ -49,143 +48,6 @@ class StepInfo:
 
 
 ProgressCallback = Callable[[StepInfo], None]
-
-
-def _layer_name(layer: nn.Module, i: int) -> str:
-    if isinstance(layer, nn.Conv2d):
-        return f"conv_{i}"
-    if isinstance(layer, nn.ReLU):
-        return f"relu_{i}"
-    if isinstance(layer, (nn.MaxPool2d, nn.AvgPool2d)):
-        return f"pool_{i}"
-    if isinstance(layer, nn.BatchNorm2d):
-        return f"bn_{i}"
-    raise RuntimeError(f"Unrecognized layer: {layer.__class__.__name__}")
-
-
-def layer_names(cnn: nn.Sequential) -> list[str]:
-    """The tutorial's names of a VGG ``features`` block: ``conv_N``, ``relu_N``, ``pool_N``."""
-    names, i = [], 0
-    for layer in cnn.children():
-        i += isinstance(layer, nn.Conv2d)
-        names.append(_layer_name(layer, i))
-    return names
-
-
-def get_style_model_and_losses(
-    cnn: nn.Sequential,
-    normalization_mean: torch.Tensor | Sequence[float],
-    normalization_std: torch.Tensor | Sequence[float],
-    style_img: torch.Tensor | Sequence[torch.Tensor],
-    content_img: torch.Tensor,
-    content_layers: Sequence[str] = TUTORIAL_CONTENT_LAYERS,
-    style_layers: Sequence[str] = TUTORIAL_STYLE_LAYERS,
-    *,
-    style_layer_weights: Sequence[float] | None = None,
-    style_blend: Sequence[float] | None = None,
-    loss_form: str = "tutorial",
-    pooling: str = "max",
-    style_targets: MutableMapping[str, torch.Tensor] | None = None,
-    normalization: nn.Module | None = None,
-    guides: masks.Guides | None = None,
-    style_loss: str = "gram",
-    seed: int = 0,
-) -> tuple[nn.Sequential, list[StyleLoss], list[ContentLoss]]:
-    """Copy ``cnn`` into a new ``nn.Sequential`` with loss modules after the named layers.
-
-    As in the tutorial: ``Normalization`` first; layers renamed ``conv_N``/``relu_N``/``pool_N``
-    by a running conv counter; ReLUs out of place (an in-place ReLU would overwrite the
-    features a loss module just saw); the network cut after the last loss module.
-
-    Beyond the tutorial (keyword-only; the defaults are the tutorial's): layers may be given by
-    the paper's names (``conv4_2``); ``style_img`` may be a sequence of style images whose Gram
-    targets are blended by ``style_blend``; ``style_layer_weights`` weigh each style layer;
-    ``loss_form="paper"`` uses the paper's loss definitions; ``pooling="avg"`` swaps the pools.
-    ``style_targets`` (batch runs): a mapping of style layer name -> Gram target shared by runs with
-    the same style images, network and settings; filled in when empty, used (the style images'
-    forward passes skipped) when it holds every style layer. The caller owns what it keys it by.
-    ``normalization``: the module put first in place of ``Normalization(mean, std)`` (then not used), such as
-    ``models.CaffeNormalization`` for Caffe-converted weights (``models.Network.normalization()``).
-    ``guides`` (docs/usage.md, ``core/masks.py``): masks over the content at its size, followed through the layers;
-    with style masks each style layer gets a ``GuidedStyleLoss`` (no shared ``style_targets``), with a content
-    mask each content layer a ``MaskedContentLoss``.
-    ``style_loss``: ``gram`` (the tutorial's), or ``wasserstein`` / ``sliced`` (``core/statistics.py``; their
-    targets blend as that module says; ``loss_form`` is the Gram's and the content's); ``seed`` seeds the sliced
-    loss's directions. Style masks take the Gram loss only.
-
-    Raises:
-        ValueError: a requested layer is not in the network (the message lists valid names).
-    """
-    if normalization is None:  # the tutorial's: torchvision's weights take ImageNet's mean and std
-        normalization = Normalization(normalization_mean, normalization_std)
-    normalization = normalization.to(content_img.device)
-    style_loss_kind = style_loss
-    if style_loss_kind != "gram" and guides is not None and guides.styles is not None:
-        raise ValueError(f"style masks take style_loss gram only, not {style_loss_kind!r}: guided statistics for "
-                         f"it are not built")
-    valid = layer_names(cnn)
-    content_layers = resolve_layers(content_layers, valid)  # paper names (conv2_2) become conv_4
-    style_layers = resolve_layers(style_layers, valid)
-    wanted = set(content_layers) | set(style_layers)
-    style_imgs = list(style_img) if isinstance(style_img, (list, tuple)) else [style_img]
-    normalized_blend(style_blend, len(style_imgs))  # checks the blend before any work
-    layer_weights = [1.0] * len(style_layers) if style_layer_weights is None else list(style_layer_weights)
-    if len(layer_weights) != len(style_layers):
-        raise ValueError(f"{len(layer_weights)} style layer weight(s) for {len(style_layers)} style layer(s)")
-
-    content_losses: list[ContentLoss] = []
-    style_losses: list[StyleLoss] = []
-    model = nn.Sequential(normalization)
-    if guides is not None and guides.styles is not None:
-        style_targets = None  # guided losses keep one target per style, not the blend a cache holds
-    cached = style_targets is not None and all(name in style_targets for name in style_layers)
-    style_count = len(style_imgs)
-    if cached:  # the style images' targets are known: only the content passes through the network
-        style_imgs = []
-    # Departure from the tutorial: the targets come from one no_grad pass that follows the model
-    # as it is built (the tutorial re-runs the partial model per loss); same operations, same values.
-    with torch.no_grad():
-        content_x = normalization(content_img)
-        style_xs = [normalization(img) for img in style_imgs]
-    for layer, name in zip(cnn.children(), valid):
-        if not wanted:
-            break  # the tutorial builds the rest and cuts it off; skipping it is the same model
-        if isinstance(layer, nn.ReLU):
-            layer = nn.ReLU(inplace=False)
-        layer = swap_pooling(layer, pooling)
-        model.add_module(name, layer)
-        with torch.no_grad():
-            content_x = layer(content_x)
-            style_xs = [layer(x) for x in style_xs]
-        if guides is not None:  # the masks follow the features' resolution
-            guides = guides.follow(layer, tuple(content_x.shape[-2:]))
-        index = name.split("_")[1]
-        if name in content_layers:
-            content_loss = (make_content_loss(content_x, form=loss_form) if guides is None or guides.content is None
-                            else masks.MaskedContentLoss(content_x, guides.content, form=loss_form))
-            model.add_module(f"content_loss_{index}", content_loss)
-            content_losses.append(content_loss)
-        if name in style_layers:
-            # With cached targets, stand-ins of the right channel count make a loss of the same class.
-            features = style_xs if not cached else [content_x[..., :1, :1]] * style_count
-            if guides is not None and guides.styles is not None:  # one masked region per style
-                style_loss = masks.GuidedStyleLoss(features, guides.styles, style_blend,
-                                                   weight=layer_weights[style_layers.index(name)], form=loss_form)
-            elif style_loss_kind == "gram":
-                style_loss = make_style_loss(features, style_blend, weight=layer_weights[style_layers.index(name)],
-                                             form=loss_form)
-            else:  # other style statistics (core/statistics.py)
-                style_loss = make_statistics_loss(style_loss_kind, features, style_blend, seed=seed,
-                                                  weight=layer_weights[style_layers.index(name)],
-                                                  layer=style_layers.index(name))
-            if cached:
-                style_loss.target = style_targets[name].clone()
-            elif style_targets is not None:
-                style_targets[name] = style_loss.target.detach().clone()
-            model.add_module(f"style_loss_{index}", style_loss)
-            style_losses.append(style_loss)
-        wanted.discard(name)
-    return model, style_losses, content_losses
 
 
 OPTIMIZER_LR = {"lbfgs": 1.0, "adam": 0.02}  # learning rates when none is given (LBFGS: torch's)
@@ -227,7 +89,7 @@ def optimize(
     history_size: int = TORCH_LBFGS_HISTORY,
     resume: Resume | None = None,
     on_step_end: StepEndCallback | None = None,
-    tiled: tiling.TiledStyleModel | None = None,
+    tiled: TiledEvaluation | None = None,
 ) -> torch.Tensor:
     """The tutorial's loop: LBFGS steps until more than ``num_steps`` closure evaluations ran.
 
@@ -246,7 +108,7 @@ def optimize(
     evaluations)`` is called after every ``optimizer.step()``, where the state is whole. Neither
     changes a number the loop computes.
 
-    ``tiled`` (docs/print-size.md): each evaluation runs over crops (``tiling.TiledStyleModel.evaluate``) and
+    ``tiled`` (docs/print-size.md): each evaluation runs over crops (``speed.tiling.TiledStyleModel.evaluate``) and
     gives the same loss and ``input_img.grad`` up to rounding; ``model`` is then not run.
     """
     check_backward(backward)
@@ -268,7 +130,7 @@ def optimize(
             with torch.no_grad():
                 input_img.clamp_(0, 1)
             optimizer.zero_grad()
-            if tiled is not None:  # two passes over crops, the same loss and gradient (tiling.py)
+            if tiled is not None:  # two passes over crops, the same loss and gradient (speed/tiling.py)
                 style_score, content_score, extra_score = tiled.evaluate(input_img, style_weight, content_weight,
                                                                          extra_losses)
                 loss = style_score + content_score + extra_score
@@ -330,6 +192,74 @@ def _value(score: torch.Tensor | float) -> float:
     return float(score.detach()) if isinstance(score, torch.Tensor) else float(score)
 
 
+class TiledEvaluation(Protocol):
+    """One closure evaluation over crops, with the untiled loss and ``image.grad`` up to rounding
+    (``speed.tiling.TiledStyleModel``)."""
+
+    def evaluate(self, image: torch.Tensor, style_weight: float, content_weight: float,
+                 extra_losses: Sequence[nn.Module] = ()) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]: ...
+
+
+class Tiles(Protocol):
+    """Evaluations over crops (``speed.tiling.Tiles``): the style model is built on small stand-ins for the
+    images and its targets are then computed over crops, so no whole-image feature map is held."""
+
+    def stand_ins(self, images: torch.Tensor | Sequence[torch.Tensor]) -> torch.Tensor | list[torch.Tensor]: ...
+
+    def evaluation(self, model: nn.Sequential, content_img: torch.Tensor, style_imgs: Sequence[torch.Tensor],
+                   style_blend: Sequence[float] | None) -> TiledEvaluation: ...
+
+
+# speed.fast.accelerator's: the style model in its fast form, given the evaluations a resumed run has done.
+Accelerate = Callable[[nn.Sequential, list[StyleLoss], list[ContentLoss], int],
+                      tuple[nn.Module, list[StyleLoss], list[ContentLoss]]]
+
+
+@dataclass(frozen=True, eq=False)
+class TransferSettings:
+    """Everything ``run_style_transfer`` takes beyond the tutorial's arguments. The defaults are the tutorial's;
+    ``TransferSettings.from_config`` takes the maths from a ``StyleConfig``."""
+
+    # The maths (see get_style_model_and_losses, get_input_optimizer and optimize).
+    content_layers: Sequence[str] = TUTORIAL_CONTENT_LAYERS
+    style_layers: Sequence[str] = TUTORIAL_STYLE_LAYERS
+    style_layer_weights: Sequence[float] | None = None
+    style_blend: Sequence[float] | None = None  # with several style images: one weight each (normalised)
+    loss_form: str = "tutorial"
+    pooling: str = "max"
+    tv_weight: float = 0.0  # a total variation term on the image (0: none, as in the tutorial)
+    style_loss: str = "gram"  # or wasserstein, sliced (core/statistics.py)
+    seed: int = 0  # the sliced loss's directions
+    optimizer_name: str = "lbfgs"
+    lr: float | None = None
+    history_size: int = TORCH_LBFGS_HISTORY
+    backward: str = "combined"  # or per-module (optimize)
+    # What the network and the images come with.
+    normalization: nn.Module | None = None  # the preprocessing module, in place of Normalization(mean, std)
+    guides: masks.Guides | None = None  # masks over the content (core/masks.py)
+    image_losses: Sequence[nn.Module] = ()  # the caller's loss modules on the image itself (video's temporal loss)
+    style_targets: MutableMapping[str, torch.Tensor] | None = None  # targets shared across runs (batch)
+    # Watching and keeping the run.
+    progress: ProgressCallback | None = None  # called after every closure evaluation with a StepInfo
+    stats: RunStats | None = None  # filled in with the evaluations run and whether LBFGS converged
+    resume: Resume | None = None  # checkpoints (see optimize)
+    on_step_end: StepEndCallback | None = None
+    # The opt-in paths of speed/, handed in by the run (core imports none of them); None: the tutorial's path.
+    accelerate: Accelerate | None = None  # bf16 / channels_last / fused Gram (speed.fast.accelerator)
+    tiles: Tiles | None = None  # evaluate over crops (speed.tiling.tiles_for; docs/print-size.md)
+
+    @classmethod
+    def from_config(cls, config: StyleConfig, **objects: object) -> TransferSettings:
+        """The maths of ``config`` (layers, loss forms, optimiser, backward, style statistics), then ``objects``
+        (any field: normalization, progress, a history size resolved by speed/, ...)."""
+        maths = dict(content_layers=config.content_layers, style_layers=config.style_layers,
+                     style_layer_weights=config.style_layer_weights, style_blend=config.style_blend,
+                     loss_form=config.loss_form, pooling=config.pooling, tv_weight=config.tv_weight,
+                     style_loss=config.style_loss, seed=config.seed, optimizer_name=config.optimizer, lr=config.lr,
+                     history_size=config.history_size, backward=config.backward)
+        return cls(**{**maths, **objects})  # type: ignore[arg-type]
+
+
 def run_style_transfer(
     cnn: nn.Sequential,
     normalization_mean: torch.Tensor | Sequence[float],
@@ -340,99 +270,57 @@ def run_style_transfer(
     num_steps: int = 300,
     style_weight: float = 1000000,
     content_weight: float = 1,
-    *,
-    content_layers: Sequence[str] = TUTORIAL_CONTENT_LAYERS,
-    style_layers: Sequence[str] = TUTORIAL_STYLE_LAYERS,
-    progress: ProgressCallback | None = None,
-    style_layer_weights: Sequence[float] | None = None,
-    style_blend: Sequence[float] | None = None,
-    loss_form: str = "tutorial",
-    pooling: str = "max",
-    tv_weight: float = 0.0,
-    optimizer_name: str = "lbfgs",
-    lr: float | None = None,
-    stats: RunStats | None = None,
-    backward: str = "combined",
-    speed: Speed | None = None,
-    resume: Resume | None = None,
-    on_step_end: StepEndCallback | None = None,
-    image_losses: Sequence[nn.Module] = (),
-    tile: int | None = None,
-    style_targets: MutableMapping[str, torch.Tensor] | None = None,
-    normalization: nn.Module | None = None,
-    guides: masks.Guides | None = None,
-    style_loss: str = "gram",
-    seed: int = 0,
+    settings: TransferSettings | None = None,
 ) -> torch.Tensor:
     """The tutorial's ``run_style_transfer``: build the style model, optimise ``input_img``.
 
     Args:
         cnn: a VGG ``features`` block (frozen), on the images' device.
-        content_img, style_img, input_img: ``(1, 3, H, W)`` tensors in [0, 1]; the style
-            image may have another size. ``input_img`` is optimised in place.
+        content_img, style_img, input_img: ``(1, 3, H, W)`` tensors in [0, 1]; the style image may have another
+            size, or be a sequence of style images (blended by ``settings.style_blend``). ``input_img`` is
+            optimised in place.
         num_steps: closure evaluations (the run ends at the end of the LBFGS step passing it).
-        progress: called after every closure evaluation with a ``StepInfo``.
-        style_layer_weights, style_blend, loss_form, pooling: see ``get_style_model_and_losses``
-            (``style_img`` may be a sequence of style images, blended by ``style_blend``).
-        tv_weight: weight of a total variation term on ``input_img`` (0: none, as in the tutorial).
-        optimizer_name, lr: see ``get_input_optimizer``.
-        stats: filled in with the evaluations run and whether LBFGS converged.
-        backward: ``combined`` (the tutorial's) or ``per-module`` (see ``optimize``).
-        speed: the opt-in fast path (``fast.Speed``); None computes exactly what the tutorial does.
-        resume, on_step_end: checkpoints (see ``optimize``).
-        image_losses: the caller's loss modules on the image itself (video's temporal loss): put first in the
-            model, each stores its weighted ``.loss``, added like total variation; none by default.
-        tile: evaluate over crops of at most this side (docs/print-size.md, ``tiling.py``) when ``input_img`` is
-            larger; the targets are computed over crops too. None: the whole image at once.
-        style_targets: Gram targets shared across runs (see ``get_style_model_and_losses``); not used
-            when tiled (the crops compute their own).
-        normalization: the preprocessing module in place of ``Normalization(mean, std)`` (Caffe's for
-            Caffe-converted weights; see ``get_style_model_and_losses``).
-        guides: masks over the content (docs/usage.md, ``core/masks.py``; see ``get_style_model_and_losses``).
-        style_loss, seed: the style statistics and the sliced loss's seed (``get_style_model_and_losses``);
-            tiling runs the Gram loss only.
+        settings: everything beyond the tutorial (``TransferSettings``); None: the tutorial's run.
 
     Returns:
         ``input_img``, clamped to [0, 1].
     """
-    speed = speed or Speed()
-    tiled = tiling.needs_tiles(*input_img.shape[-2:], tile)
-    if tiled and (speed.changes_model or backward != "combined"):  # refused before the targets' passes
+    s = settings or TransferSettings()
+    tiles = s.tiles
+    if tiles is not None and (s.accelerate is not None or s.backward != "combined"):  # before the targets' passes
         raise ValueError("precision bf16, channels_last, fused_gram and backward per-module cannot be combined "
                          "with tiling (tile): tiled evaluations run in float32 with one backward per crop")
-    if tiled and guides is not None:
+    if tiles is not None and s.guides is not None:
         raise ValueError("style or content masks cannot be combined with tiling (tile, or a size that does not fit "
                          "untiled): give a smaller size, or no masks")
-    if tiled and style_loss != "gram":
-        raise ValueError(f"tile cannot be combined with style_loss {style_loss!r}: {TILING_REFUSAL[style_loss]}")
+    if tiles is not None and s.style_loss != "gram":
+        raise ValueError(f"tile cannot be combined with style_loss {s.style_loss!r}: {TILING_REFUSAL[s.style_loss]}")
     model, style_losses, content_losses = get_style_model_and_losses(  # tiled: the targets come below
-        cnn, normalization_mean, normalization_std, tiling.stand_ins(style_img) if tiled else style_img,
-        tiling.stand_ins(content_img) if tiled else content_img, content_layers, style_layers,
-        style_layer_weights=style_layer_weights, style_blend=style_blend, loss_form=loss_form, pooling=pooling,
-        style_targets=None if tiled else style_targets, normalization=normalization, guides=guides,
-        style_loss=style_loss, seed=seed)
-    if resume is not None:  # the sliced directions of a resumed run continue from the evaluations it had done
+        cnn, normalization_mean, normalization_std, tiles.stand_ins(style_img) if tiles else style_img,
+        tiles.stand_ins(content_img) if tiles else content_img, s.content_layers, s.style_layers,
+        style_layer_weights=s.style_layer_weights, style_blend=s.style_blend, loss_form=s.loss_form,
+        pooling=s.pooling, style_targets=None if tiles else s.style_targets, normalization=s.normalization,
+        guides=s.guides, style_loss=s.style_loss, seed=s.seed)
+    if s.resume is not None:  # the sliced directions of a resumed run continue from the evaluations it had done
         for module in style_losses:
             if isinstance(module, SlicedStyleLoss):
-                module.evaluations = resume.evaluations
-    tiled_model = None
-    if tiled:  # evaluations and targets over crops, the untiled numbers up to rounding
-        tiled_model = tiling.TiledStyleModel(model, tile)
-        tiled_model.set_targets(content_img, style_img if isinstance(style_img, (list, tuple)) else [style_img],
-                                style_blend)
+                module.evaluations = s.resume.evaluations
+    tiled = None
+    if tiles is not None:  # evaluations and targets over crops, the untiled numbers up to rounding
+        tiled = tiles.evaluation(model, content_img, style_img if isinstance(style_img, (list, tuple)) else [style_img],
+                                 s.style_blend)
     extra_losses = []
-    if tv_weight > 0:  # a smoothness term on the image itself, first in the model
-        tv_loss = TotalVariationLoss(tv_weight)
+    if s.tv_weight > 0:  # a smoothness term on the image itself, first in the model
+        tv_loss = TotalVariationLoss(s.tv_weight)
         model = nn.Sequential(OrderedDict([("tv_loss", tv_loss), *model.named_children()]))
         extra_losses.append(tv_loss)
-    for i, image_loss in enumerate(image_losses):  # beyond the tutorial: the caller's terms (video/temporal.py)
+    for i, image_loss in enumerate(s.image_losses):  # beyond the tutorial: the caller's terms (video/temporal.py)
         model = nn.Sequential(OrderedDict([(f"image_loss_{i}", image_loss), *model.named_children()]))
         extra_losses.append(image_loss)
-    if speed.changes_model:  # bf16 / channels_last / fused Gram (fast.py)
-        model, style_losses, content_losses = accelerate(model, style_losses, content_losses, speed)
-        if resume is not None:  # a bf16 model's float32 start counts evaluations: continue its count
-            model.exact_left = max(0, model.exact_left - resume.evaluations)
+    if s.accelerate is not None:  # bf16 / channels_last / fused Gram (speed/fast.py)
+        model, style_losses, content_losses = s.accelerate(model, style_losses, content_losses,
+                                                           0 if s.resume is None else s.resume.evaluations)
     return optimize(model, style_losses, content_losses, input_img, num_steps, style_weight, content_weight,
-                    progress, optimizer_name=optimizer_name, lr=lr, extra_losses=extra_losses,
-                    stats=stats, backward=backward, history_size=speed.history_size, resume=resume,
-                    on_step_end=on_step_end, tiled=tiled_model)
+                    s.progress, optimizer_name=s.optimizer_name, lr=s.lr, extra_losses=extra_losses,
+                    stats=s.stats, backward=s.backward, history_size=s.history_size, resume=s.resume,
+                    on_step_end=s.on_step_end, tiled=tiled)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from ..config import CPU_DEFAULT_SIZE, GPU_DEFAULT_SIZE, StyleConfig
 from ..core.steps import LBFGS_MAX_ITER, planned_evaluations  # noqa: F401  (the plan's counts are the loop's)
+from ..speed.levers import FAST_HISTORY_SIZE, fast_levers  # noqa: F401  (what --fast turns on; shown by --print-config)
 
 # --fast runs one size (config.FAST_SCALES) for this share of --steps (300 steps: 180 evaluations): on the real VGG16,
 # 256 px, 4 pairs (benchmarks/fast_pairs.py, docs/speed.md) it kept the photo that 3 coarse-to-fine sizes painted away.
@@ -20,8 +21,6 @@ FAST_STEPS_SHARE = 0.6
 # Evaluations per size as shares of --steps, smallest size first, for --fast with --scales 3 (the random-weight
 # split: 300 steps give 100, 60 and 100 evaluations at 128, 256 and 512 px; benchmarks/fast_budgets.py).
 FAST_SCALE_SHARES = (1 / 3, 1 / 5, 1 / 3)
-# --fast's LBFGS history: the schedule above was measured with 20 (alone, at 320 evaluations: 0.91x the time).
-FAST_HISTORY_SIZE = 20
 
 
 def scale_sizes(size: int, scales: int = 1, min_size: int | None = None) -> list[int]:
@@ -99,14 +98,3 @@ def plan_run(config: StyleConfig, size: int) -> RunPlan:
 def default_size_of(device_type: str) -> int:
     """The working size when none is given, by device type: ``CPU_DEFAULT_SIZE`` on a CPU, else 512."""
     return CPU_DEFAULT_SIZE if device_type == "cpu" else GPU_DEFAULT_SIZE
-
-
-def fast_levers(config: StyleConfig) -> dict[str, object]:
-    """The speed settings ``config`` runs with apart from the precision (``fast.speed_from_config`` adds
-    that, for the device): --fast turns on channels_last and fused_gram and caps the LBFGS history. The fused
-    Gram is the Gram loss's own backward: the other style losses (``style_loss``) run without it."""
-    if config.fast:
-        return {"channels_last": True, "fused_gram": config.style_loss == "gram",
-                "history_size": min(config.history_size, FAST_HISTORY_SIZE)}
-    return {"channels_last": config.channels_last, "fused_gram": config.fused_gram,
-            "history_size": config.history_size}

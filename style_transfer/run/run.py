@@ -13,7 +13,6 @@ options and gives the image it always gave.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import threading
 import time
@@ -28,9 +27,8 @@ from ..core import colors, masks
 from ..io import provenance
 from ..speed import tiling
 from ..config import RunOptions, StyleConfig
-from ..errors import CheckpointError, Interrupted, NonFiniteLoss, first_line
-from ..speed.fast import speed_from_config
-from ..io.files import atomic_output, shown
+from ..errors import Interrupted, NonFiniteLoss
+from ..speed.fast import accelerator, speed_from_config
 from ..core.stats import RunStats
 from ..speed.memory import SizeFn, out_of_memory
 from ..io.images import ImageSource, header_size, load_image, tensor_to_pil
@@ -38,11 +36,11 @@ from ..core.loss_terms import normalized_blend
 from ..core.vgg import DownloadProgress, IMAGENET_MEAN, IMAGENET_STD, Network, load_network
 from ..core.averaging import IterateAverage
 from .plans import plan_run, scale_sizes
-from ..core.transfer import ProgressCallback, Resume, StepInfo, run_style_transfer
+from ..core.transfer import ProgressCallback, Resume, StepInfo, TransferSettings, run_style_transfer
+from .checkpoints import CHECKPOINT_VERSION, _Checkpoints, _fingerprint, checkpoint_settings  # noqa: F401
 from .prepare import fit_to, default_size, initial_image, prepare_colors, resolve_device, sizes_from, style_size
 
 EventCallback = Callable[[StepInfo], None]
-CHECKPOINT_VERSION = 1
 
 
 # Why a run ended (RunResult.stopped): it ran its evaluations; LBFGS converged; a cancel() (the web app's
@@ -202,7 +200,8 @@ class Run:
                 if targets is None:
                     targets = self.style_targets[key] = {}  # filled in by the model's first build
             last_scale = scale == len(sizes) - 1
-            tiled = tiling.needs_tiles(*image.shape[-2:], tiles[scale])
+            tiled = tiling.tiles_for(image, tiles[scale])
+            at_size = tiling.tiled_speed(speed) if tiled else speed  # a tiled size runs none of the model's levers
 
             def report(info: StepInfo, scale: int = scale, inputs: _Inputs = inputs, last_scale: bool = last_scale) -> None:
                 nonlocal done
@@ -223,19 +222,16 @@ class Run:
                     raise _Stopped  # ends the loop here, between evaluations; the image is kept
 
             try:
+                settings = TransferSettings.from_config(
+                    config, history_size=at_size.history_size, normalization=normalization, guides=inputs.guides,
+                    image_losses=self.image_losses, style_targets=targets, progress=report, stats=stats,
+                    resume=resume, on_step_end=lambda optimizer, img, n, scale=scale: keeper.step_end(
+                        scale, img, optimizer, n, done, clock),
+                    accelerate=accelerator(at_size), tiles=tiled)
                 image = run_style_transfer(
                     cnn, IMAGENET_MEAN, IMAGENET_STD, inputs.transfer_content,
                     inputs.styles[0] if len(inputs.styles) == 1 else inputs.styles, image, budget,
-                    config.style_weight, config.content_weight, content_layers=config.content_layers,
-                    style_layers=config.style_layers, progress=report, style_layer_weights=config.style_layer_weights,
-                    style_blend=config.style_blend, loss_form=config.loss_form, pooling=config.pooling,
-                    tv_weight=config.tv_weight, optimizer_name=config.optimizer, lr=config.lr, stats=stats,
-                    backward=config.backward, speed=tiling.tiled_speed(speed) if tiled else speed, resume=resume,
-                    image_losses=self.image_losses,
-                    on_step_end=lambda optimizer, img, n, scale=scale: keeper.step_end(
-                        scale, img, optimizer, n, done, clock), tile=tiles[scale], style_targets=targets,
-                    normalization=normalization, guides=inputs.guides,
-                    style_loss=config.style_loss, seed=config.seed)
+                    config.style_weight, config.content_weight, settings)
                 if averager is not None and averager.count:  # the size's result is its average
                     image = averager.value()
             except (Interrupted, NonFiniteLoss) as exc:
@@ -391,20 +387,6 @@ class _Plateau:
         return then - now < self.rate * abs(then)
 
 
-@dataclass
-class _Saved:
-    """A checkpoint's contents: where the run was after one of its LBFGS steps."""
-
-    scale: int
-    evaluations_in_scale: int
-    evaluations: int
-    seconds: float
-    image: torch.Tensor
-    optimizer: dict
-    plateau: list[float] = field(default_factory=list)  # _Plateau's running minimum, oldest first
-    average: dict | None = None  # IterateAverage.state_dict() (docs/usage.md), None without averaging
-
-
 def style_targets_key(config: StyleConfig, content: ImageSource, styles: Sequence[ImageSource],
                       style_images: Sequence[torch.Tensor], device: torch.device) -> tuple:
     """What a style's Gram targets depend on: the style files' hashes, the working size they were read at
@@ -417,155 +399,3 @@ def style_targets_key(config: StyleConfig, content: ImageSource, styles: Sequenc
             config.style_blend, str(device), config.style_loss,
             config.preserve_colors,
             provenance.input_entry(content)["sha256"] if config.preserve_colors != "none" else None)
-
-
-def checkpoint_settings(path: str) -> dict[str, Any]:
-    """What a checkpoint says about the run it holds, read before any model loads: ``{"settings": the
-    settings (``provenance.settings_dict`` of its ``StyleConfig``, threads aside), "weights": the weights
-    entry (``provenance.weights_entry``), "evaluations": evaluations done}``.
-
-    ``provenance.replay_config`` turns it into the ``StyleConfig`` to resume with.
-
-    Raises:
-        CheckpointError: missing, unreadable, damaged or not ours (one line naming the file).
-    """
-    data = _read_checkpoint(path)
-    fingerprint = data.get("fingerprint")
-    if not isinstance(fingerprint, dict) or not isinstance(fingerprint.get("settings"), dict):
-        raise CheckpointError(f"{shown(path)}: damaged checkpoint (no settings)")
-    return {"settings": dict(fingerprint["settings"]), "weights": dict(fingerprint.get("weights") or {}),
-            "evaluations": data.get("evaluations")}
-
-
-def _read_checkpoint(path: str) -> dict[str, Any]:
-    """A checkpoint file's contents, checked to be a style_transfer checkpoint of this version.
-
-    Raises:
-        CheckpointError: one line naming the file.
-    """
-    name = shown(path)
-    try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
-    except FileNotFoundError:
-        raise CheckpointError(f"{name}: no such checkpoint file") from None
-    except Exception as exc:  # pickle errors, zip errors, an unsafe global refused by weights_only
-        first = first_line(exc, 160)
-        raise CheckpointError(f"{name}: not a readable checkpoint ({first})") from None
-    if not isinstance(data, dict) or data.get("format") != "style_transfer checkpoint":
-        raise CheckpointError(f"{name}: not a style_transfer checkpoint")
-    if data.get("version") != CHECKPOINT_VERSION:
-        raise CheckpointError(f"{name}: checkpoint version {data.get('version')!r}, this version reads "
-                              f"{CHECKPOINT_VERSION}")
-    return data
-
-
-def _same_weights(entry: dict[str, Any]) -> dict[str, Any]:
-    """What makes two weights entries the same weights: a file's hash, not the name it was given by."""
-    return {k: v for k, v in entry.items() if k != "name"} if entry.get("kind") == "file" else entry
-
-
-def _weights_text(entry: dict[str, Any]) -> str:
-    return f"the file {entry.get('name')}" if entry.get("kind") == "file" else str(entry.get("kind"))
-
-
-def _fingerprint(config: StyleConfig, content: ImageSource, styles: Sequence[ImageSource]) -> dict[str, Any]:
-    """What a checkpoint must match to be resumed: the settings (threads aside) and the inputs' hashes."""
-    settings = provenance.settings_dict(config)
-    settings.pop("threads", None)
-    masks = provenance.mask_inputs(settings)  # masks by name in the settings, by hash beside the inputs
-    return {"settings": settings, "content": provenance.input_entry(content)["sha256"],
-            "masks": {k: [e["sha256"] for e in v] if isinstance(v, list) else v["sha256"] for k, v in masks.items()},
-            "styles": [provenance.input_entry(s)["sha256"] for s in styles],
-            "weights": provenance.weights_entry(config.weights, model=config.model)}
-
-
-class _Checkpoints:
-    """Snapshots of the run after each LBFGS step (only when a checkpoint file is asked for), written
-    atomically every ``checkpoint_every`` evaluations and when the run stops early.
-
-    A snapshot holds a copy of the optimiser's state (LBFGS's history: up to 100 pairs of two image
-    copies), so checkpointing costs that memory once more.
-    """
-
-    def __init__(self, options: RunOptions, fingerprint: dict[str, Any]) -> None:
-        self.path, self.every, self.resume = options.checkpoint, options.checkpoint_every, options.resume
-        self.fingerprint = fingerprint
-        self.snapshot: dict[str, Any] | None = None
-        self.written_at = -1
-        self.plateau: _Plateau | None = None  # the early stop's window, saved with each snapshot
-        self.averager: IterateAverage | None = None  # the iterate average (docs/usage.md), saved with each snapshot
-
-    def load(self) -> _Saved:
-        """The checkpoint to resume, checked against this run's settings and inputs.
-
-        Raises:
-            CheckpointError: unreadable, damaged, or made by another run (named in one line).
-        """
-        name = shown(self.resume)
-        data = _read_checkpoint(self.resume)
-        theirs = data.get("fingerprint", {})
-        for key, what in (("content", "another content image"), ("styles", "other style image(s)"),
-                          ("masks", "other masks")):
-            if theirs.get(key, {}) != self.fingerprint[key]:
-                raise CheckpointError(f"{name}: made with {what}; resume with the inputs it was made from")
-        if _same_weights(theirs.get("weights") or {}) != _same_weights(self.fingerprint["weights"]):
-            raise CheckpointError(f"{name}: made with other weights ({_weights_text(theirs.get('weights') or {})}); "
-                                  f"resume with the weights it was made with")
-        # The weights are compared by their entry above (a file by its hash), not by the path they were given as.
-        ours = {k: v for k, v in self.fingerprint["settings"].items() if k != "weights"}
-        other = {k: v for k, v in (theirs.get("settings") or {}).items() if k != "weights"}
-        if ours != other:
-            differ = sorted(k for k in set(ours) | set(other) if ours.get(k) != other.get(k))
-            shown_values = "; ".join(f"{k}: {provenance.setting_text(other.get(k))} in the checkpoint, "
-                                     f"{provenance.setting_text(ours.get(k))} here" for k in differ[:3])
-            raise CheckpointError(f"{name}: made with other settings ({shown_values}); resume with the checkpoint's "
-                                  f"settings")
-        try:
-            return _Saved(int(data["scale"]), int(data["evaluations_in_scale"]), int(data["evaluations"]),
-                          float(data["seconds"]), data["image"].float(), data["optimizer"],
-                          [float(loss) for loss in data.get("plateau", [])], data.get("average"))
-        except (KeyError, TypeError, ValueError, AttributeError):
-            raise CheckpointError(f"{name}: damaged checkpoint (fields missing)") from None
-
-    def start_scale(self, scale: int, image: torch.Tensor, evaluations: int, resume: Resume | None,
-                    clock: _Clock) -> None:
-        """A size starts: the state to go back to before its first LBFGS step ends."""
-        if self.path is None or resume is not None:
-            return  # a resumed size keeps the snapshot the checkpoint was (see save: nothing newer to write)
-        self._take(scale, image, None, 0, evaluations, clock)
-
-    def step_end(self, scale: int, image: torch.Tensor, optimizer: torch.optim.Optimizer, evaluations_in_scale: int,
-                 evaluations: int, clock: _Clock) -> None:
-        if self.path is None:
-            return
-        self._take(scale, image, optimizer, evaluations_in_scale, evaluations, clock)
-        if self.every and evaluations - max(self.written_at, 0) >= self.every:
-            self.save()
-
-    def _take(self, scale: int, image: torch.Tensor, optimizer: torch.optim.Optimizer | None,
-              evaluations_in_scale: int, evaluations: int, clock: _Clock) -> None:
-        self.snapshot = {
-            "format": "style_transfer checkpoint", "version": CHECKPOINT_VERSION, "fingerprint": self.fingerprint,
-            "scale": scale, "evaluations_in_scale": evaluations_in_scale, "evaluations": evaluations,
-            "seconds": clock(), "image": image.detach().to("cpu", copy=True),
-            # A deep copy: LBFGS updates some of its state tensors in place during its next step.
-            "optimizer": copy.deepcopy(optimizer.state_dict()) if optimizer is not None else None,
-            "plateau": list(self.plateau.best) if self.plateau is not None else [],
-            "average": self.averager.state_dict() if self.averager is not None else None}
-
-    def save(self) -> None:
-        """Write the latest snapshot (atomically), unless it is the one already written."""
-        if self.path is None or self.snapshot is None or self.snapshot["evaluations"] == self.written_at:
-            return
-        if self.snapshot["optimizer"] is None:  # a size's start: resume as a fresh optimiser
-            self.snapshot["optimizer"] = {}
-        with atomic_output(self.path, CheckpointError) as handle:
-            torch.save(self.snapshot, handle)
-        self.written_at = self.snapshot["evaluations"]
-
-    def save_if_asked(self) -> None:
-        if self.every:
-            self.save()
-
-
-__all__ = ["Run", "RunOptions", "RunResult", "STOP_REASONS", "check_fits", "checkpoint_settings"]

@@ -129,7 +129,7 @@ def no_model(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 def test_exit_2_checks_run_before_the_model_is_built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                      no_model: list[int], extra: list[str], output: str,
                                                      needle: str) -> None:
-    monkeypatch.setattr("style_transfer.speed.fast.bf16_supported", lambda device: False)
+    monkeypatch.setattr("style_transfer.speed.hardware.bf16_supported", lambda device: False)
     monkeypatch.chdir(tmp_path)  # relative names (--init's missing file) resolve in the empty tmp_path
     args = [str(IMAGES / "chelsea.png"), str(IMAGES / "ihc.png"), "-o", str(tmp_path / output), *FAST, *extra]
     line = one_error_line(invoke(args, 2))

@@ -8,12 +8,14 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from style_transfer import ContentLoss, StyleConfig, StyleLoss, run_style_transfer, stylize
+from style_transfer import ContentLoss, StyleConfig, StyleLoss, stylize
 from style_transfer.core.backward import combined_backward, per_module_backward
 from style_transfer.cli.stylize import main
 from style_transfer.cli.options import option_reference
 from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD
 from style_transfer.core.transfer import get_style_model_and_losses, optimize
+
+from ..helpers import transfer
 
 from ..conftest import IMAGES
 from ..rounding import moved_inputs
@@ -38,8 +40,7 @@ def first_evaluation(cnn, content, style, backward: str, **kwargs):
         raise Stop
 
     with pytest.raises(Stop):
-        run_style_transfer(cnn, IMAGENET_MEAN, IMAGENET_STD, content, style, image, 1, progress=progress,
-                           backward=backward, **kwargs)
+        transfer(cnn, content, style, image, 1, progress=progress, backward=backward, **kwargs)
     return seen[0]
 
 
@@ -80,8 +81,7 @@ def test_images_close_after_a_short_run(cnn, content_32, style_32) -> None:
     def run(content, style, backward="combined"):
         # Both loss weights x1000: with random weights and the tutorial's weights LBFGS stores no
         # curvature pairs and the step proves little; scaled, it moves the image as it does normally.
-        return run_style_transfer(cnn, IMAGENET_MEAN, IMAGENET_STD, content, style, content.clone(), 1, 1e9, 1e3,
-                                  backward=backward)
+        return transfer(cnn, content, style, content.clone(), 1, 1e9, 1e3, backward=backward)
 
     out_c, out_p = run(content_32, style_32), run(content_32, style_32, "per-module")
     assert (out_c - content_32).abs().max() > 0.05  # the image did move

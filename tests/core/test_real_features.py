@@ -24,7 +24,7 @@ from torch import nn
 from style_transfer.config import StyleConfig
 from style_transfer.io.images import pil_to_tensor
 from style_transfer.run.run import Run, RunOptions
-from style_transfer.core.transfer import get_style_model_and_losses, run_style_transfer
+from style_transfer.core.transfer import TransferSettings, get_style_model_and_losses, run_style_transfer
 
 from ..conftest import small_image
 
@@ -131,9 +131,10 @@ def test_first_evaluation_equals_a_plain_torchvision_vgg16(vgg16_onnx: Path, vgg
 def test_lbfgs_keeps_curvature_from_its_first_step_and_the_style_loss_falls(vgg16, images) -> None:
     content, style = images
     pairs, style_losses = [], []
-    run_style_transfer(vgg16.features, None, None, content, style, content.clone(), 39, 10.0,
-                       normalization=vgg16.normalization(), progress=lambda e: style_losses.append(e.style_loss),
-                       on_step_end=lambda optimizer, image, n: pairs.append(len(optimizer.state[image]["old_dirs"])))
+    settings = TransferSettings(normalization=vgg16.normalization(),
+                                progress=lambda e: style_losses.append(e.style_loss),
+                                on_step_end=lambda optimizer, image, n: pairs.append(len(optimizer.state[image]["old_dirs"])))
+    run_style_transfer(vgg16.features, None, None, content, style, content.clone(), 39, 10.0, settings=settings)
     assert pairs[0] >= 5, pairs  # random weights at these loss weights often store none (docs/speed.md)
     assert len(style_losses) == 40
     assert min(style_losses) < 0.05 * style_losses[0], (style_losses[0], min(style_losses))

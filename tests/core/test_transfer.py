@@ -7,16 +7,17 @@ import copy
 import pytest
 import torch
 
-from style_transfer import StyleConfig, run_style_transfer, stylize
+from style_transfer import StyleConfig, stylize
 from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD
+
+from ..helpers import transfer
 
 from .. import tutorial_reference as tutorial
 
 
 def run_product(cnn, content, style, steps, **kwargs):
     infos = []
-    out = run_style_transfer(cnn, IMAGENET_MEAN, IMAGENET_STD, content, style, content.clone(), steps,
-                             progress=infos.append, **kwargs)
+    out = transfer(cnn, content, style, content.clone(), steps, progress=infos.append, **kwargs)
     return out, infos
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from style_transfer import StyleConfig, run_style_transfer, stylize
+from style_transfer import StyleConfig, TransferSettings, run_style_transfer, stylize
 from style_transfer.io.images import load_image
 from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD, load_vgg19_features
 
@@ -46,7 +46,7 @@ def first_evaluation() -> tuple[float, torch.Tensor]:
     try:
         run_style_transfer(load_vgg19_features(CONFIG.weights), IMAGENET_MEAN, IMAGENET_STD,
                            content, style, image, CONFIG.steps, CONFIG.style_weight, CONFIG.content_weight,
-                           progress=stop)
+                           TransferSettings(progress=stop))
     except _Stop:
         pass
     return seen[0]

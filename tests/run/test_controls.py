@@ -9,7 +9,7 @@ import torch
 from click.testing import CliRunner
 from PIL import Image
 
-from style_transfer import StyleConfig, get_input_optimizer, get_style_model_and_losses, run_style_transfer, stylize
+from style_transfer import StyleConfig, get_input_optimizer, get_style_model_and_losses, stylize
 from style_transfer.run import run as run_module
 from style_transfer.cli.stylize import main
 from style_transfer.io.images import load_image, tensor_to_pil
@@ -17,6 +17,8 @@ from style_transfer.core.loss_terms import TotalVariationLoss, blended_gram, nor
 from style_transfer.core.losses import gram_matrix
 from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD
 from style_transfer.run.prepare import initial_image
+
+from ..helpers import transfer
 
 from ..conftest import IMAGES
 
@@ -41,15 +43,14 @@ def first_gradient(cnn, content, style, **kwargs) -> torch.Tensor:
         raise _Stop
 
     with pytest.raises(_Stop):
-        run_style_transfer(cnn, IMAGENET_MEAN, IMAGENET_STD, content, style, image, 1, progress=stop, **kwargs)
+        transfer(cnn, content, style, image, 1, progress=stop, **kwargs)
     return seen[0]
 
 
 def run(cnn, content, style, steps=1, **kwargs):
     infos: list = []
     start = kwargs.pop("input_img", content.clone())
-    out = run_style_transfer(cnn, IMAGENET_MEAN, IMAGENET_STD, content, style, start, steps,
-                             progress=infos.append, **kwargs)
+    out = transfer(cnn, content, style, start, steps, progress=infos.append, **kwargs)
     return out, infos
 
 

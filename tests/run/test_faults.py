@@ -18,7 +18,7 @@ import torch
 from PIL import Image
 from torch import nn
 
-from style_transfer import StyleConfig, get_style_model_and_losses, run_style_transfer, stylize
+from style_transfer import StyleConfig, get_style_model_and_losses, stylize
 from style_transfer.speed import memory as guards
 from style_transfer.core import losses, transfer
 from style_transfer.run import prepare
@@ -31,7 +31,7 @@ from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD
 from style_transfer.core.transfer import optimize
 
 from ..conftest import IMAGES
-from ..helpers import FAST, one_error_line, invoke_stylize as invoke
+from ..helpers import FAST, one_error_line, invoke_stylize as invoke, transfer as run_transfer
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTENT = str(IMAGES / "chelsea.png")
@@ -99,7 +99,7 @@ def test_interrupted_carries_the_image_of_that_step(cnn, content_32, style_32) -
             raise KeyboardInterrupt
 
     with pytest.raises(Interrupted) as caught:
-        run_style_transfer(cnn, IMAGENET_MEAN, IMAGENET_STD, content_32, style_32, input_img, 50, progress=progress)
+        run_transfer(cnn, content_32, style_32, input_img, 50, progress=progress)
     assert caught.value.step == 3
     assert torch.equal(caught.value.image, seen[2].clamp(0, 1))
     assert not torch.equal(caught.value.image, content_32)  # the run had moved
@@ -434,7 +434,7 @@ def test_tolerance_change_exit_continues_like_the_tutorial(cnn, content_32, styl
     style = style_32[..., 5:26, :].contiguous()  # the tutorial needs both images the same size
     stats = RunStats()
     ours = transfer.run_style_transfer(cnn, IMAGENET_MEAN, IMAGENET_STD, content_32, style, content_32.clone(), 7,
-                                       stats=stats)
+                                       settings=transfer.TransferSettings(stats=stats))
     theirs, evaluations = tutorial.run_style_transfer(cnn, list(IMAGENET_MEAN), list(IMAGENET_STD), content_32,
                                                       style, content_32.clone(), num_steps=7)
     # One iteration = 2 evaluations per step; the loop runs until it passes 7, in both.

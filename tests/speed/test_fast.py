@@ -11,15 +11,19 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from style_transfer import StyleConfig, run_style_transfer, stylize
-from style_transfer.speed import fast as fast_module
+from style_transfer import StyleConfig, stylize
 from style_transfer.cli.stylize import main
-from style_transfer.speed.fast import BF16_EXACT_START, FastContentLoss, FusedStyleLoss, Speed, _ReluGram, accelerate, bf16_supported, fused_gram_matrix, speed_from_config
+from style_transfer.speed import hardware
+from style_transfer.speed.kernels import _ReluGram
+from style_transfer.speed.fast import (BF16_EXACT_START, FastContentLoss, FusedStyleLoss, Speed, accelerate,
+                                       accelerator, bf16_supported, fused_gram_matrix, speed_from_config)
 from style_transfer.run.plans import FAST_HISTORY_SIZE, FAST_STEPS_SHARE, LBFGS_MAX_ITER, plan_run, scale_budgets, scale_sizes
 from style_transfer.io.images import load_image, pil_to_tensor
 from style_transfer.core.losses import gram_matrix
 from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD
 from style_transfer.core.transfer import get_style_model_and_losses
+
+from ..helpers import transfer
 
 from ..conftest import IMAGES
 from ..rounding import one_step_up
@@ -213,8 +217,8 @@ SCALED = {"style_weight": 1e9, "content_weight": 1e3}
 
 def run(cnn, content, style, speed: Speed, steps: int = 1):
     infos = []
-    out = run_style_transfer(cnn, IMAGENET_MEAN, IMAGENET_STD, content, style, content.clone(), steps,
-                             progress=infos.append, speed=speed, **SCALED)
+    out = transfer(cnn, content, style, content.clone(), steps, progress=infos.append, accelerate=accelerator(speed),
+                   history_size=speed.history_size, **SCALED)
     return out, infos
 
 
@@ -335,9 +339,9 @@ class TestConfig:
         """docs/speed.md: --fast is channels_last, the fused Gram and 20 LBFGS pairs, in bf16 on a CPU with AMX
         (on the real VGG16: faster at the loss of float32) and on a GPU that has it natively, float32 elsewhere
         (AVX512-BF16 without AMX is not measured); an explicit --precision bf16 still runs bf16 on a CPU that has it."""
-        monkeypatch.setattr("style_transfer.speed.fast.bf16_supported", lambda device: native_bf16)
+        monkeypatch.setattr("style_transfer.speed.hardware.bf16_supported", lambda device: native_bf16)
         flags = {"avx512f", "avx512_bf16"} | ({"amx_bf16", "amx_tile"} if amx else set())
-        monkeypatch.setattr("style_transfer.speed.fast._cpu_flags", lambda: flags)
+        monkeypatch.setattr("style_transfer.speed.hardware._cpu_flags", lambda: flags)
         speed = speed_from_config(StyleConfig(fast=True), torch.device(device))
         assert (speed.precision, speed.channels_last, speed.fused_gram, speed.history_size) == (
             precision, True, True, 20)
@@ -346,7 +350,7 @@ class TestConfig:
         assert speed_from_config(StyleConfig(), CPU) == Speed("fp32", False, False, 100)  # the tutorial's
 
     def test_bf16_refused_where_unsupported(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        monkeypatch.setattr("style_transfer.speed.fast.bf16_supported", lambda device: False)
+        monkeypatch.setattr("style_transfer.speed.hardware.bf16_supported", lambda device: False)
         with pytest.raises(ValueError, match="bf16.*not available"):
             speed_from_config(StyleConfig(precision="bf16"), CPU)
         assert speed_from_config(StyleConfig(fast=True), CPU).precision == "fp32"  # --fast falls back
@@ -373,8 +377,8 @@ def test_native_bf16_asks_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     (oneDNN alone says yes on any AVX-512 CPU). oneDNN is made to say yes here, so only the rule is tested."""
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {flags}\n\nprocessor\t: 1\nflags\t\t: fpu\n")
-    read_flags = fast_module._cpu_flags
-    monkeypatch.setattr(fast_module, "_cpu_flags", lambda: read_flags(str(cpuinfo)))
+    read_flags = hardware._cpu_flags
+    monkeypatch.setattr(hardware, "_cpu_flags", lambda: read_flags(str(cpuinfo)))
     monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: True, raising=False)
     monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: True)
     if cap is None:
@@ -387,7 +391,7 @@ def test_native_bf16_asks_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 
 def test_cli_refuses_bf16_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("style_transfer.speed.fast.bf16_supported", lambda device: False)
+    monkeypatch.setattr("style_transfer.speed.hardware.bf16_supported", lambda device: False)
     out = tmp_path / "o.png"
     result = CliRunner().invoke(main, [str(IMAGES / "chelsea.png"), str(IMAGES / "ihc.png"), "-o", str(out),
                                        "--weights", "random", "--size", "32", "--steps", "1", "--device", "cpu",

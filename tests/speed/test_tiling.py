@@ -19,14 +19,16 @@ from style_transfer.speed import crops, memory as guards, tiling
 from style_transfer.core.backward import weighted_scores
 from style_transfer.config import StyleConfig
 from style_transfer.errors import ResourceError
-from style_transfer.speed.fast import Speed
+from style_transfer.speed.fast import Speed, accelerator
 from style_transfer.core.loss_terms import TotalVariationLoss
 from style_transfer.core.losses import gram_matrix
 from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD, VGG19_LAYOUT
 from style_transfer.presets import preset_values
 from style_transfer.run.run import Run
-from style_transfer.core.transfer import get_style_model_and_losses, run_style_transfer
+from style_transfer.core.transfer import get_style_model_and_losses
 from style_transfer.run.prepare import working_sizes
+
+from ..helpers import transfer
 
 EXACT = 1e-10  # float64: the tiled and untiled sums differ only in their order
 
@@ -298,14 +300,14 @@ def test_lbfgs_trajectory_tiled_within_the_untiled_runs_own_spread(cnn: nn.Seque
 
     def result(**options) -> torch.Tensor:
         events: list = []
-        image = run_style_transfer(cnn, IMAGENET_MEAN, IMAGENET_STD, content, style, content.clone(), 3, 1e9, 1e3,
-                                   progress=events.append, tv_weight=1.0, **options)
+        image = transfer(cnn, content, style, content.clone(), 3, 1e9, 1e3, progress=events.append, tv_weight=1.0,
+                         **options)
         assert len(events) == 20
         return image
 
     plain = result()
-    control = float((result(speed=Speed(channels_last=True)) - plain).abs().max())
-    ours = float((result(tile=46) - plain).abs().max())
+    control = float((result(accelerate=accelerator(Speed(channels_last=True))) - plain).abs().max())
+    ours = float((result(tiles=tiling.tiles_for(content, 46)) - plain).abs().max())
     assert 0 < control < 0.05
     assert ours <= 4 * control
 
@@ -369,10 +371,9 @@ def test_lbfgs_keeps_at_most_ten_pairs_at_a_tiled_size_only(monkeypatch: pytest.
 
 def test_the_loop_refuses_what_tiling_cannot_run(cnn: nn.Sequential) -> None:
     content, style = torch.rand(1, 3, 40, 64), torch.rand(1, 3, 32, 32)
-    for options in (dict(backward="per-module"), dict(speed=Speed(fused_gram=True))):
+    for options in (dict(backward="per-module"), dict(accelerate=accelerator(Speed(fused_gram=True)))):
         with pytest.raises(ValueError, match="cannot be combined with tiling"):
-            run_style_transfer(cnn, IMAGENET_MEAN, IMAGENET_STD, content, style, content.clone(), 1, tile=32,
-                               **options)
+            transfer(cnn, content, style, content.clone(), 1, tiles=tiling.tiles_for(content, 32), **options)
 
 
 # --- memory and settings --------------------------------------------------------------------------------------

@@ -1,0 +1,94 @@
+"""What this machine's device can do fast: native bfloat16 (a GPU's, a CPU's AVX512-BF16 or AMX through oneDNN),
+whether ``--fast`` turns it on, and the physical CPU cores (the default thread count)."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+
+def bf16_pays_off(device: torch.device) -> bool:
+    """Whether --fast runs bf16 on ``device``: a GPU with native bf16, or a CPU with AMX (bf16 matrix units).
+
+    On the real VGG16 (Sapphire Rapids, 256 px, benchmarks/levers_real.py) bf16 took --fast's levers from 0.74 to
+    0.42 of the default's CPU time at 1.5 % more loss after 100 evaluations (docs/speed.md); AVX512-BF16 without
+    AMX is not measured.
+    """
+    if device.type == "cpu":
+        return "amx_bf16" in (_cpu_flags() or set()) and bf16_supported(device)
+    return device.type == "cuda" and bf16_supported(device)
+
+
+def bf16_supported(device: torch.device) -> bool:
+    """Whether ``device`` runs bfloat16 convolutions natively (CPU: AVX512-BF16 or AMX; CUDA: Ampere+)."""
+    if device.type == "cuda":
+        return bool(torch.cuda.is_bf16_supported(including_emulation=False))
+    if device.type == "cpu":
+        check = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
+        if not (torch.backends.mkldnn.is_available() and check is not None and check()):
+            return False
+        # oneDNN also says yes on AVX-512 CPUs without bf16 instructions (it converts, slower than
+        # fp32), so on x86 Linux ask the CPU itself and honour a cap set by ONEDNN_MAX_CPU_ISA.
+        flags = _cpu_flags()
+        if flags is None:  # not x86 Linux: oneDNN's answer stands
+            return True
+        cap = os.environ.get("ONEDNN_MAX_CPU_ISA")
+        return bool(flags & {"avx512_bf16", "amx_bf16"}) and _onednn_cap_allows_bf16(cap)
+    return False  # MPS: autocast to bf16 is not tested here
+
+
+def _cpu_flags(path: str = "/proc/cpuinfo") -> set[str] | None:
+    """The first CPU's flags on x86 Linux, or None where there are none to read."""
+    try:
+        with open(path) as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "flags":
+                    return set(value.split())
+    except OSError:
+        pass
+    return None
+
+
+def _onednn_cap_allows_bf16(cap: str | None) -> bool:
+    """Whether oneDNN may use bf16 instructions under ``ONEDNN_MAX_CPU_ISA=cap`` (unset or ALL: yes)."""
+    if not cap or cap.strip().upper() in ("ALL", "DEFAULT"):
+        return True
+    cap = cap.strip().upper()
+    return "BF16" in cap or "AMX" in cap or cap.startswith("AVX10")  # AVX10 and AVX512_CORE_FP16 include bf16
+
+
+def check_bf16(device: torch.device) -> None:
+    """Raise ``ValueError`` when ``device`` cannot run the bf16 path natively."""
+    if not bf16_supported(device):
+        what = {"cpu": "this CPU has no native bfloat16 (AVX512-BF16/AMX) through oneDNN",
+                "cuda": "this GPU has no native bfloat16 (needs compute capability 8.0+)"}.get(
+                    device.type, f"bf16 autocast is not supported on {device.type}")
+        raise ValueError(f"precision 'bf16' is not available: {what}; use --precision fp32")
+
+
+def physical_cores() -> int:
+    """Physical CPU cores available to this process (hyper-threads not counted)."""
+    available = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        with open("/proc/cpuinfo") as f:
+            text = f.read()
+    except OSError:
+        return available
+    cores = set()
+    physical = core = None
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key == "physical id":
+            physical = value.strip()
+        elif key == "core id":
+            core = value.strip()
+        elif not line.strip():
+            if core is not None:
+                cores.add((physical, core))
+            physical = core = None
+    if core is not None:
+        cores.add((physical, core))
+    return max(1, min(available, len(cores))) if cores else available
