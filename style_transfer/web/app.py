@@ -1,7 +1,8 @@
 """The FastAPI app: the page (static files from the package) and the JSON API under ``/api``.
 
-``create_app(data_dir)`` makes the app; ``stylize-serve`` (web/cli.py) runs it with uvicorn. The
-routes only translate HTTP into the job queue (jobs.py) and the gallery (gallery.py): no maths here.
+``create_app(data_dir)`` makes the app; ``stylize-serve`` (web/cli.py) runs it with uvicorn. The routes only
+translate HTTP into the job queue (jobs.py) and the gallery (gallery.py), a job's form into settings (form.py):
+no maths here.
 
 The API (all answers JSON unless said; errors are ``{"detail": "one line"}``):
 
@@ -32,7 +33,6 @@ import json
 import os
 import shutil
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,14 +43,15 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
 from ..config import CPU_DEFAULT_SIZE, PRESERVE_COLORS, StyleConfig
-from ..config.text import parse_settings, setting_of
 from ..errors import ResourceError, StyleTransferError
 from ..io.files import shown
 from ..io.images import open_image
 from ..layers import MODELS
 from ..run.plans import LBFGS_MAX_ITER, plan_run, planned_evaluations
-from ..presets import PRESET_NAMES, STYLE_LOSSES, preset_values
+from ..presets import PRESET_NAMES, STYLE_LOSSES
 from ..io.metadata import read_record, save_options
+from .form import (FORM_SETTINGS, WEIGHTS_CHOICES, Limits, Refused, ServerNetwork, _check_masks,  # noqa: F401
+                   _config, _form_settings, _preset_weights)
 from .gallery import Gallery, new_id
 from .guard import Guard
 from .jobs import FINAL_EVENTS, AlreadyFinished, JobQueue, QueueFull, RunFactory
@@ -60,36 +61,8 @@ SAMPLES = STATIC / "samples"
 # The page's own files only: no script, style or image from another host (it works offline).
 CSP = ("default-src 'self'; img-src 'self' blob: data:; style-src 'self'; script-src 'self'; "
        "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
-WEIGHTS_CHOICES = ("imagenet", "random")  # the built-in weights a job may choose, for any network of MODELS
 SSE_POLL_S = 0.05  # how often an event stream looks for new events
 SSE_KEEPALIVE_S = 10.0  # a comment line after this long without events, so proxies keep the stream open
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What one request may ask for."""
-
-    max_body: int = 50_000_000  # bytes of one upload request (all files and fields)
-    max_styles: int = 5  # style images per job
-    max_size: int = 2048  # --size, px
-    max_steps: int = 10_000  # --steps
-
-
-@dataclass(frozen=True)
-class ServerNetwork:
-    """The server's network: its weights (a built-in word or a file only the server names), the model they
-    are, and the preprocessing they expect (None: what they tell)."""
-
-    weights: str = "imagenet"
-    model: str = "vgg19"
-    preprocess: str | None = None
-
-    def __post_init__(self) -> None:
-        StyleConfig(weights=self.weights, model=self.model, preprocess=self.preprocess)  # ValueError when bad
-
-    @property
-    def is_file(self) -> bool:
-        return self.weights not in WEIGHTS_CHOICES
 
 
 def create_app(data_dir: str | os.PathLike, *, weights: str = "imagenet", model: str = "vgg19",
@@ -151,16 +124,6 @@ def create_app(data_dir: str | os.PathLike, *, weights: str = "imagenet", model:
     return app
 
 
-def _preset_weights(preprocess: str) -> dict[str, dict[str, Any]]:
-    """Each preset's style and content weight for inputs preprocessed by ``preprocess``, and its style weight for
-    each style loss (``style_weights``)."""
-    return {name: {"style_weight": preset_values(name, preprocess)["style_weight"],
-                   "content_weight": preset_values(name, preprocess)["content_weight"],
-                   "style_weights": {kind: preset_values(name, preprocess, style_loss=kind)["style_weight"]
-                                     for kind in STYLE_LOSSES}}
-            for name in PRESET_NAMES}
-
-
 def _api(queue: JobQueue, gallery: Gallery, work: Path, network: ServerNetwork, limits: Limits) -> APIRouter:
     router = APIRouter()
     # What the server's weights expect, resolved once (an ONNX file's graph is read for it), for the form's presets.
@@ -204,17 +167,17 @@ def _api(queue: JobQueue, gallery: Gallery, work: Path, network: ServerNetwork, 
             content = form.get("content")
             styles = form.getlist("style")
             if not isinstance(content, UploadFile):
-                raise _Bad(422, "missing the content image (a file in the field 'content')")
+                raise Refused(422, "missing the content image (a file in the field 'content')")
             if not styles or not all(isinstance(s, UploadFile) for s in styles):
-                raise _Bad(422, "missing the style image (one or more files in the field 'style')")
+                raise Refused(422, "missing the style image (one or more files in the field 'style')")
             if len(styles) > limits.max_styles:
-                raise _Bad(422, f"{len(styles)} style images, at most {limits.max_styles}")
+                raise Refused(422, f"{len(styles)} style images, at most {limits.max_styles}")
             config = _config(form, network, limits, len(styles))
             style_masks = form.getlist("style_mask")  # one per style, in order (the first styles)
             if not all(isinstance(m, UploadFile) for m in style_masks):
-                raise _Bad(422, "style_mask must be files (one mask image per style, in order)")
+                raise Refused(422, "style_mask must be files (one mask image per style, in order)")
             if len(style_masks) > len(styles):
-                raise _Bad(422, f"{len(style_masks)} style masks for {len(styles)} style image(s)")
+                raise Refused(422, f"{len(style_masks)} style masks for {len(styles)} style image(s)")
             job_id = new_id()
             folder = work / job_id
             folder.mkdir()
@@ -239,13 +202,13 @@ def _api(queue: JobQueue, gallery: Gallery, work: Path, network: ServerNetwork, 
                 await run_in_threadpool(queue.check_fits, job)  # a size that cannot fit: refused now, in one line
             except ResourceError as exc:
                 shutil.rmtree(folder, ignore_errors=True)
-                raise _Bad(422, str(exc)) from None
+                raise Refused(422, str(exc)) from None
             try:
                 queue.submit(job)
             except QueueFull as exc:
-                raise _Bad(429, str(exc)) from None
+                raise Refused(429, str(exc)) from None
             except RuntimeError as exc:
-                raise _Bad(503, str(exc)) from None
+                raise Refused(503, str(exc)) from None
         finally:
             await form.close()
         # The evaluations the run will make (whole LBFGS steps), for the page to show from the start.
@@ -360,10 +323,6 @@ def _api(queue: JobQueue, gallery: Gallery, work: Path, network: ServerNetwork, 
     return router
 
 
-class _Bad(HTTPException):
-    """A refused request, with its one-line reason."""
-
-
 def _job(queue: JobQueue, job_id: str) -> Any:
     job = queue.get(job_id)
     if job is None:
@@ -394,86 +353,7 @@ def _store(upload: UploadFile, path: Path, label: str) -> None:
     try:
         open_image(path).close()
     except StyleTransferError as exc:
-        raise _Bad(400, str(exc).replace(shown(str(path)), shown_as)) from None
-
-
-def _check_masks(config: StyleConfig, content: Path, styles: int) -> None:
-    """Refuse masks the run would refuse (empty, another aspect ratio than the content's), answering 422."""
-    from ..core.masks import load_guides
-
-    try:
-        load_guides(config.style_masks, config.content_mask, str(content), (16, 16), styles)
-    except ValueError as exc:
-        raise _Bad(422, str(exc).replace(str(content.parent) + os.sep, "")) from None
-
-
-def _form_settings(limits: Limits) -> dict[str, dict[str, Any]]:
-    """What the form needs to know of each setting it offers (``FORM_SETTINGS``), from its declaration."""
-    most = {"size": limits.max_size, "steps": limits.max_steps}
-    described = {}
-    for name in FORM_SETTINGS:
-        declared = setting_of(name)
-        assert declared is not None, name
-        described[name] = {"kind": declared.kind, "choices": list(declared.choices), "minimum": declared.minimum,
-                           "maximum": most.get(name, declared.maximum), "exclusive": declared.exclusive,
-                           "default": declared.default if declared.default != () else None, "help": declared.short}
-    return described
-
-
-# The settings a job's form may give (the rest are the server's or the defaults), parsed by config.text as the
-# command's options and batch manifests are.
-FORM_SETTINGS = ("size", "steps", "seed", "style_weight", "content_weight", "average", "preset", "preserve_colors",
-                 "style_loss", "style_blend", "fast")
-
-
-def _config(form: Any, network: ServerNetwork, limits: Limits, styles: int) -> StyleConfig:
-    """The job's settings from the form's fields; a bad one answers 422 naming it."""
-    def field(name: str) -> str | None:
-        value = form.get(name)
-        if isinstance(value, UploadFile):
-            raise _Bad(422, f"{name} must be a value, not a file")
-        return value.strip() if isinstance(value, str) and value.strip() else None
-
-    try:
-        values = parse_settings({name: field(name) for name in FORM_SETTINGS})
-    except ValueError as exc:
-        raise _Bad(422, str(exc)) from None
-    for name, most in (("size", limits.max_size), ("steps", limits.max_steps)):
-        if values.get(name, 0) > most:
-            raise _Bad(422, f"{name} must be at most {most}{' px' if name == 'size' else ''} on this server, "
-                            f"got {values[name]}")
-    if "style_blend" in values and len(values["style_blend"]) != styles:
-        raise _Bad(422, f"style_blend has {len(values['style_blend'])} weight(s) for {styles} style image(s)")
-    values.update(_network(field("weights"), field("model"), network))
-    if field("preprocess") is not None:
-        raise _Bad(422, "preprocess is the server's setting, not a job's: imagenet and random weights take "
-                        "torchvision's, the server's weights what the server says")
-    try:
-        return StyleConfig(**values)
-    except ValueError as exc:
-        raise _Bad(422, str(exc)) from None
-
-
-def _network(chosen: str | None, model: str | None, server: ServerNetwork) -> dict[str, Any]:
-    """The job's weights, model and preprocessing from the form's ``weights`` and ``model`` fields.
-
-    ``server`` (or no choice on a server with a weights file) is the server's network: its file, model and
-    preprocessing, and a different model is refused. ``imagenet`` and ``random`` run on the form's model
-    (default: the server's); they are the server's network, preprocessing included, when they name its
-    weights and model, and otherwise take what their weights tell (torchvision's).
-    """
-    if chosen is not None and chosen not in (*WEIGHTS_CHOICES, "server"):
-        raise _Bad(422, f"weights must be one of {', '.join(WEIGHTS_CHOICES)} or server, got {chosen[:40]!r}")
-    if model is not None and model not in MODELS:
-        raise _Bad(422, f"model must be one of {', '.join(MODELS)}, got {model[:40]!r}")
-    if chosen == "server" or (chosen is None and server.is_file):
-        if model not in (None, server.model):
-            raise _Bad(422, f"the server's weights are a {server.model}: with weights server the model is "
-                            f"{server.model} (or left out), got {model!r}; choose imagenet or random for {model}")
-        return {"weights": server.weights, "model": server.model, "preprocess": server.preprocess}
-    weights, model = chosen or server.weights, model or server.model
-    same = (weights, model) == (server.weights, server.model)
-    return {"weights": weights, "model": model, "preprocess": server.preprocess if same else None}
+        raise Refused(400, str(exc).replace(shown(str(path)), shown_as)) from None
 
 
 def _as_jpeg(path: Path) -> bytes:
