@@ -196,9 +196,6 @@ def _check_quality(config: StyleConfig) -> None:
             raise ValueError(f"style_masks must hold mask files, PIL images or tensors, got {mask!r}")
     if config.content_mask is not None and not _is_source(config.content_mask):
         raise ValueError(f"content_mask must be a mask file, a PIL image or a tensor, got {config.content_mask!r}")
-    if config.style_masks and config.style_loss != "gram":
-        raise ValueError(f"style masks take style_loss gram only, not {config.style_loss!r}: guided statistics for "
-                         f"it are not built (give no --style-mask, or --style-loss gram)")
     if config.average is not None and (not _is_number(config.average) or not 0 < config.average < 1):
         raise ValueError(f"average must be a decay between 0 and 1 (e.g. 0.99), got {config.average!r}")
 
