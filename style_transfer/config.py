@@ -200,10 +200,8 @@ def _check_quality(config: StyleConfig) -> None:
         raise ValueError(f"average must be a decay between 0 and 1 (e.g. 0.99), got {config.average!r}")
 
 
-# Why tiling (docs/print-size.md) cannot run a style loss but the Gram's (config and tiling.plan_tiles say it).
+# Why tiling (docs/print-size.md) cannot run a style loss (the Gram's and W2's tile; config and tiling.plan_tiles say it).
 TILING_REFUSAL = {
-    "wasserstein": "tiled evaluations add Gram matrices up over crops; the means and covariances W2 needs would add up "
-                   "too, but its gradient over crops is not built (use style_loss gram, or a size that fits)",
     "sliced": "the sliced loss sorts the projections of every position of a feature map at once, which crops "
               "cannot split (use style_loss gram, or a size that fits)",
 }
@@ -219,7 +217,7 @@ def _check_tile(config: StyleConfig) -> None:
     if config.style_masks or config.content_mask is not None:
         raise ValueError("tile cannot be combined with style or content masks: a crop's Gram matrices would need the "
                          "mask cropped with it, which tiled evaluations do not do (give no --tile, or no masks)")
-    if config.style_loss != "gram":
+    if config.style_loss in TILING_REFUSAL:
         raise ValueError(f"tile cannot be combined with style_loss {config.style_loss!r}: {TILING_REFUSAL[config.style_loss]}")
     if config.backward != "combined":
         raise ValueError(f"tile cannot be combined with backward {config.backward!r}: a tiled evaluation "

@@ -109,14 +109,20 @@ def wasserstein_target(features: Sequence[torch.Tensor], blend: Sequence[float] 
     """
     if not features:
         raise ValueError("wasserstein_target needs the features of at least one style image")
-    shares = normalized_blend(blend, len(features))
     masks = list(weights) if weights is not None else [None] * len(features)
-    stats = [gaussian_statistics(f, m) for f, m in zip(features, masks)]
+    return wasserstein_target_of([gaussian_statistics(f, m) for f, m in zip(features, masks)], blend)
+
+
+def wasserstein_target_of(stats: Sequence[tuple[torch.Tensor, torch.Tensor]], blend: Sequence[float] | None = None
+                          ) -> torch.Tensor:
+    """``wasserstein_target`` from each style image's ``(mean, covariance)`` (``gaussian_statistics``'s, or the
+    same sums added up over crops: ``speed/tiling.py``), in their dtype and device."""
+    shares = normalized_blend(blend, len(stats))
     mean = sum(b * _wide(mu) for b, (mu, _) in zip(shares, stats))
     second = sum(b * (_wide(cov) + torch.outer(_wide(mu), _wide(mu))) for b, (mu, cov) in zip(shares, stats))
     cov = second - torch.outer(mean, mean)
     packed = torch.cat([mean[None], psd_sqrt(cov)])
-    return packed.to(device=features[0].device, dtype=features[0].dtype)
+    return packed.to(device=stats[0][0].device, dtype=stats[0][0].dtype)
 
 
 def wasserstein_distance(features: torch.Tensor, target_mean: torch.Tensor, target_sqrt: torch.Tensor, *,
@@ -140,14 +146,21 @@ def wasserstein_distance(features: torch.Tensor, target_mean: torch.Tensor, targ
         A scalar in the features' dtype.
     """
     mean, cov = gaussian_statistics(features, weights)
+    return wasserstein_of(mean, cov, target_mean, target_sqrt)
+
+
+def wasserstein_of(mean: torch.Tensor, cov: torch.Tensor, target_mean: torch.Tensor, target_sqrt: torch.Tensor
+                   ) -> torch.Tensor:
+    """``wasserstein_distance`` from the features' ``(C,)`` mean and ``(C, C)`` covariance (``gaussian_statistics``'s,
+    or sums over crops), in their dtype: differentiable in both."""
     n = cov.shape[0]
     s = _wide(target_sqrt)
     product = s @ _wide(cov) @ s
     eigen = torch.linalg.eigvalsh((product + product.t()) / 2)
-    floor = torch.finfo(features.dtype).eps * eigen.detach().abs().max().clamp(min=torch.finfo(eigen.dtype).tiny)
+    floor = torch.finfo(cov.dtype).eps * eigen.detach().abs().max().clamp(min=torch.finfo(eigen.dtype).tiny)
     cross = torch.where(eigen > floor, eigen.clamp(min=floor).sqrt(), torch.zeros_like(eigen)).sum()
     distance = (_wide(mean) - _wide(target_mean)).pow(2).sum() + _wide(cov).trace() + s.pow(2).sum() - 2 * cross
-    return (distance / n).to(device=features.device, dtype=features.dtype)
+    return (distance / n).to(device=cov.device, dtype=cov.dtype)
 
 
 def sliced_target(features: Sequence[torch.Tensor], blend: Sequence[float] | None = None) -> torch.Tensor:

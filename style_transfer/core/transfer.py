@@ -402,7 +402,7 @@ def run_style_transfer(
     if tiled and guides is not None:
         raise ValueError("style or content masks cannot be combined with tiling (tile, or a size that does not fit "
                          "untiled): give a smaller size, or no masks")
-    if tiled and style_loss != "gram":
+    if tiled and style_loss in TILING_REFUSAL:  # wasserstein tiles: its means and covariances add up over crops
         raise ValueError(f"tile cannot be combined with style_loss {style_loss!r}: {TILING_REFUSAL[style_loss]}")
     model, style_losses, content_losses = get_style_model_and_losses(  # tiled: the targets come below
         cnn, normalization_mean, normalization_std, tiling.stand_ins(style_img) if tiled else style_img,
