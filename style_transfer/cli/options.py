@@ -353,7 +353,7 @@ SETTINGS: list[Callable[[F], F]] = [
                  help="Spatial control (Gatys et al. 2017): a grey-level image over the content, white where this "
                       "STYLE goes (soft edges allowed), resized with the content; give it once per STYLE, in order. "
                       "STYLEs after the last mask share what no mask covers. Each style's statistics (--style-loss) are "
-                      "taken over its own region (guided Gram matrices). The mask must have the content's aspect ratio."),
+                      "taken over its own region (guided statistics). The mask must have the content's aspect ratio."),
     click.option("--content-mask", type=click.Path(path_type=str), default=None, metavar="FILE",
                  help="A grey-level image over the content weighting the content loss by region: white keeps the "
                       "photo's shapes as usual, black leaves the region to the style alone."),
