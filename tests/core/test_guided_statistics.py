@@ -15,8 +15,13 @@ import torch
 
 from style_transfer import StyleConfig
 from style_transfer.core import masks
-from style_transfer.core.statistics import (GuidedSlicedLoss, GuidedWassersteinLoss, SlicedStyleLoss,
-                                            WassersteinStyleLoss, make_statistics_loss)
+from style_transfer.core.statistics import (
+    GuidedSlicedLoss,
+    GuidedWassersteinLoss,
+    SlicedStyleLoss,
+    WassersteinStyleLoss,
+    make_statistics_loss,
+)
 from style_transfer.core.transfer import get_style_model_and_losses
 from style_transfer.run.run import Run
 

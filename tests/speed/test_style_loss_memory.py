@@ -38,20 +38,21 @@ def saved_by_losses(model, style_losses, content: torch.Tensor) -> int:
         model(content)
     for hook in hooks:
         hook.remove()
-    total = 0
-    for module, features in zip(style_losses, inputs):
-        x = features.clone().requires_grad_(True)
-        storages: dict[int, int] = {}
+    return sum(_saved_by(module, features.clone().requires_grad_(True)) for module, features in zip(style_losses, inputs))
 
-        def pack(t: torch.Tensor) -> torch.Tensor:
-            if t.untyped_storage().data_ptr() != x.untyped_storage().data_ptr():
-                storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
-            return t
 
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-            module(x)
-        total += sum(storages.values())
-    return total
+def _saved_by(module: torch.nn.Module, x: torch.Tensor) -> int:
+    """Bytes of the distinct storages ``module``'s forward on ``x`` saves for backward, ``x``'s own excepted."""
+    storages: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        if t.untyped_storage().data_ptr() != x.untyped_storage().data_ptr():
+            storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        module(x)
+    return sum(storages.values())
 
 
 CASES = [(kind, styles, masked) for kind in ("gram", "wasserstein", "sliced")
@@ -71,7 +72,7 @@ def test_the_plan_counts_the_targets_exactly_and_what_backward_saves(cnn, kind: 
 
 
 def test_the_layer_shapes_are_the_networks(cnn) -> None:
-    (model, style_losses, _), content = build(cnn, "gram", 1, True)
+    (_, style_losses, _), _ = build(cnn, "gram", 1, True)
     assert guards.layer_shapes(LAYERS, "vgg19", CONTENT_HW) == [
         (m.target.shape[-1], *m.masks.shape[-2:]) for m in style_losses]
 
@@ -86,17 +87,20 @@ def test_the_unmasked_gram_adds_nothing_to_the_measured_figures() -> None:
     assert guards.estimate_bytes((256, 256), (256, 256), None, plan) == guards.estimate_bytes((256, 256), (256, 256))
 
 
+def squares(size: int) -> tuple[tuple[int, int], tuple[int, int]]:
+    return (size, size), (size, size)
+
+
 def test_a_size_that_fits_the_gram_loss_is_refused_for_the_sliced_one() -> None:
     """At 512 px the sliced loss keeps every style position at five layers (about 0.2 GiB) and saves about 0.3 GiB
     for backward: with free memory just above the Gram's estimate the sliced run is refused, naming a smaller size."""
-    sizes = lambda size: ((size, size), (size, size))  # noqa: E731
     gram_need = guards.estimate_bytes((512, 512), (512, 512))
     sliced = StyleConfig(style_loss="sliced", size=512, device="cpu")
     plan = guards.StyleLossPlan.of(sliced)
     assert plan.bytes((512, 512), (512, 512)) > 0.3 * 2**30
     available = gram_need + 2**20
-    assert tiling.plan_tiles([512], sizes, StyleConfig(size=512, device="cpu"), Speed(), torch.device("cpu"),
+    assert tiling.plan_tiles([512], squares, StyleConfig(size=512, device="cpu"), Speed(), torch.device("cpu"),
                              available) == [None]
     with pytest.raises(ResourceError, match="size 512 px needs about") as info:
-        tiling.plan_tiles([512], sizes, sliced, Speed(), torch.device("cpu"), available)
+        tiling.plan_tiles([512], squares, sliced, Speed(), torch.device("cpu"), available)
     assert "the largest size that fits is about" in str(info.value)

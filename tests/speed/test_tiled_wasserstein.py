@@ -5,7 +5,6 @@ gradient in float64, and the targets computed over crops against the whole image
 from __future__ import annotations
 
 import pytest
-import torch
 
 from style_transfer import StyleConfig
 from style_transfer.core.statistics import WassersteinStyleLoss
@@ -15,7 +14,7 @@ from .test_tiling import build, cnn64, rand, relative, run_images, tiled, untile
 
 
 @pytest.mark.parametrize("pooling", ["max", "avg"])
-def test_tiled_w2_equals_untiled_in_float64(cnn64, pooling: str) -> None:
+def test_tiled_w2_equals_untiled_in_float64(cnn64, pooling: str) -> None:  # noqa: F811  (the fixture)
     """The tutorial's layers at 64x48 in 3x2 crops (and one): loss, each module's loss and the image gradient;
     two styles blended 1:3; a mean shifted far from zero (the image + 2) so the covariance's cancellation shows."""
     content, image = rand(1, 3, 48, 64, seed=2), rand(1, 3, 48, 64, seed=3) + 2
@@ -47,7 +46,8 @@ def test_the_settings_take_wasserstein_tiles_and_still_refuse_sliced() -> None:
 
 def test_a_tiled_w2_run_gives_the_untiled_first_evaluations() -> None:
     """Refused before (\"its gradient over crops is not built\"): a run at 64 px in tiles of 46 px (float32)."""
-    base = dict(size=64, steps=1, weights="random", device="cpu", optimizer="adam", style_loss="wasserstein")
+    base = {"size": 64, "steps": 1, "weights": "random", "device": "cpu", "optimizer": "adam",
+            "style_loss": "wasserstein"}
     plain_events, _ = run_images(StyleConfig(**base))
     tiled_events, result = run_images(StyleConfig(**base, tile=46))
     assert len(tiled_events) == len(plain_events) == 2
