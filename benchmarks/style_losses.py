@@ -2,6 +2,7 @@
 
     python benchmarks/style_losses.py --model vgg16 --weights FILE.onnx [--size 256] [--steps 300]
         [--content images/chelsea.png] [--style images/ihc.png] [--threads 1] [--pictures DIR] [--json FILE]
+        [--grid [--average-decay 0.9]]
 
 One run per style loss on the same photo and style, with its preset weight (``presets``), then each result is
 measured against the style by every statistic at the loss's layers and by the Gram matrices at layers left out
@@ -12,6 +13,12 @@ optimised is marked. Also measured: the matrix square root behind the W2 loss, e
 Newton-Schulz, on the photo's real covariances (time and error), the reason for the choice in
 ``core/statistics.py``. ``--pictures DIR`` writes each run's image as ``DIR/style-loss-KIND.jpg``
 (docs/make_style_loss_gallery.py). The machine (CPU model from /proc/cpuinfo) and network are named.
+
+``--grid`` runs every loss four ways, in one process: unmasked and masked (``--style-mask``: the style on the
+left half of the photo, nothing on the right), iterate averaging off and on (``--average``, decay
+``--average-decay``). A masked run's distances are the guided statistics over the same left half (the
+photo's own measured the same way), so its ratios stand beside the unmasked runs' whole-picture ones; an
+averaged run is measured on its output, the average.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import networks  # noqa: E402  (benchmarks/networks.py)
 import torch  # noqa: E402
 
 from style_transfer import StyleConfig  # noqa: E402
+from style_transfer.core import masks as guided  # noqa: E402
 from style_transfer.core.statistics import SlicedStyleLoss, gaussian_statistics  # noqa: E402
 from style_transfer.io.images import load_image  # noqa: E402
 from style_transfer.presets import STYLE_LOSSES  # noqa: E402
@@ -52,12 +60,14 @@ def cpu_model() -> str:
 
 
 def distances(network, style: torch.Tensor, content: torch.Tensor, image: torch.Tensor,
-              layers: tuple[str, ...]) -> dict[str, float]:
-    """Each statistic's distance of ``image`` to ``style`` at the loss's ``layers``, and the Gram one at HELD_OUT."""
+              layers: tuple[str, ...], guides: guided.Guides | None = None) -> dict[str, float]:
+    """Each statistic's distance of ``image`` to ``style`` at the loss's ``layers``, and the Gram one at HELD_OUT;
+    with ``guides`` the guided statistics over the style mask's region."""
     out: dict[str, float] = {}
     for kind in STYLE_LOSSES:
         model, losses, _ = get_style_model_and_losses(network.features, None, None, style, content, (),
-                                                      layers, style_loss=kind, normalization=network.normalization())
+                                                      layers, style_loss=kind, normalization=network.normalization(),
+                                                      guides=guides)
         for module in losses:
             if isinstance(module, SlicedStyleLoss):
                 module.seed, module.evaluations = 12345, 0
@@ -66,11 +76,21 @@ def distances(network, style: torch.Tensor, content: torch.Tensor, image: torch.
             model(image)
         out[kind] = sum(float(m.loss) for m in losses)
     model, losses, _ = get_style_model_and_losses(network.features, None, None, style, content, (), HELD_OUT,
-                                                  normalization=network.normalization())
+                                                  normalization=network.normalization(), guides=guides)
     with torch.no_grad():
         model(image)
     out["gram held-out"] = sum(float(m.loss) for m in losses)
     return out
+
+
+def left_half(hw: tuple[int, int]):
+    """The grid's style mask: white on the left half of the content, black on the right (a Pillow image)."""
+    from PIL import Image
+
+    height, width = hw
+    mask = Image.new("L", (width, height), 0)
+    mask.paste(255, (0, 0, width // 2, height))
+    return mask
 
 
 def newton_schulz_sqrt(a: torch.Tensor, iterations: int) -> torch.Tensor:
@@ -131,38 +151,55 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma-separated style losses, each at its preset weight or KIND=WEIGHT; default all")
     parser.add_argument("--pictures", help="write each result as DIR/style-loss-KIND.jpg")
     parser.add_argument("--json", help="write the report here too")
+    parser.add_argument("--grid", action="store_true",
+                        help="each loss masked and unmasked, averaging off and on (the issue's options), one process")
+    parser.add_argument("--average-decay", type=float, default=0.9, help="--grid's --average (default 0.9)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     network = networks.load(args)
     content, style = load_image(args.content, args.size), load_image(args.style, args.size)
     base = networks.config(args, size=args.size, steps=args.steps, device="cpu", threads=args.threads)
     layers = tuple(base.style_layers)
-    start_distances = distances(network, style, content, content, layers)
+    mask = left_half(tuple(content.shape[-2:]))
+    guides = guided.load_guides([mask], None, args.content, tuple(content.shape[-2:]), 1)
+    start = {False: distances(network, style, content, content, layers),
+             True: distances(network, style, content, content, layers, guides) if args.grid else None}
     report = {"machine": {"cpu": cpu_model(), "threads": args.threads, "torch": torch.__version__},
               "network": networks.block_of(network, args.weights), "size": args.size, "steps": args.steps,
               "content": Path(args.content).name, "style": Path(args.style).name, "style_layers": list(layers),
-              "held_out_layers": list(HELD_OUT), "photo_distances": start_distances, "runs": [],
+              "held_out_layers": list(HELD_OUT), "photo_distances": start[False], "runs": [],
               "sqrt": sqrt_methods(network, content, style, layers)}
+    if args.grid:
+        report["photo_distances_masked"] = start[True]
+        report["average_decay"] = args.average_decay
+    ways = [(m, a) for m in (False, True) for a in (None, args.average_decay)] if args.grid else [(False, None)]
     for item in args.losses.split(","):
         kind, _, weight = item.partition("=")
-        fields = {f: getattr(base, f) for f in ("size", "steps", "model", "weights", "preprocess", "device", "threads")}
-        config = StyleConfig(**fields, style_loss=kind, style_weight=float(weight) if weight else None)
-        stamps: list[float] = []
-        result = Run(args.content, args.style, config, cnn=network).execute(lambda e: stamps.append(e.elapsed))
-        gaps = [b - a for a, b in zip(stamps, stamps[1:])]
-        image = torch.from_numpy(__import__("numpy").asarray(result.image, dtype="float32") / 255).permute(2, 0, 1)[None]
-        found = distances(network, style, content, image, layers)
-        report["runs"].append({
-            "style_loss": kind, "style_weight": config.style_weight, "evaluations": result.evaluations,
-            "seconds": round(stamps[-1], 1), "median_evaluation_s": round(statistics.median(gaps), 4),
-            "ratios": {name: found[name] / start_distances[name] for name in found}})
-        if args.pictures:
-            Path(args.pictures).mkdir(parents=True, exist_ok=True)
-            from style_transfer.io.metadata import save_options  # the run's record, as stylize embeds it
+        for masked, average in ways:
+            fields = {f: getattr(base, f) for f in ("size", "steps", "model", "weights", "preprocess", "device",
+                                                    "threads")}
+            config = StyleConfig(**fields, style_loss=kind, style_weight=float(weight) if weight else None,
+                                 style_masks=(mask,) if masked else (), average=average)
+            stamps: list[float] = []
+            result = Run(args.content, args.style, config, cnn=network).execute(lambda e: stamps.append(e.elapsed))
+            gaps = [b - a for a, b in zip(stamps, stamps[1:])]
+            image = torch.from_numpy(__import__("numpy").asarray(result.image, dtype="float32") / 255).permute(2, 0, 1)[None]
+            found = distances(network, style, content, image, layers, guides if masked else None)
+            report["runs"].append({
+                "style_loss": kind, "style_weight": config.style_weight, "masked": masked, "average": average,
+                "evaluations": result.evaluations, "seconds": round(stamps[-1], 1),
+                "median_evaluation_s": round(statistics.median(gaps), 4),
+                "ratios": {name: found[name] / start[masked][name] for name in found}})
+            if args.pictures:
+                Path(args.pictures).mkdir(parents=True, exist_ok=True)
+                from style_transfer.io.metadata import save_options  # the run's record, as stylize embeds it
 
-            result.image.convert("RGB").save(Path(args.pictures) / f"style-loss-{kind}{'-' + weight if weight else ''}.jpg", quality=88,
-                                             **save_options(result.record, "JPEG"))
-        print(f"{kind}: {result.evaluations} evaluations in {stamps[-1]:.0f} s", file=sys.stderr, flush=True)
+                tail = ("-masked" if masked else "") + (f"-average" if average else "")
+                result.image.convert("RGB").save(
+                    Path(args.pictures) / f"style-loss-{kind}{'-' + weight if weight else ''}{tail}.jpg", quality=88,
+                    **save_options(result.record, "JPEG"))
+            print(f"{kind}{' masked' if masked else ''}{' averaged' if average else ''}: {result.evaluations} "
+                  f"evaluations in {stamps[-1]:.0f} s", file=sys.stderr, flush=True)
     print(markdown(report))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
@@ -177,12 +214,17 @@ def markdown(report: dict) -> str:
              f"{report['style']} at {report['size']} px, {report['steps']} steps; distances to the style as ratios "
              f"to the photo's (loss layers {','.join(report['style_layers'])}; held out "
              f"{','.join(report['held_out_layers'])}); * the statistic the run optimised.", "",
-             "| style loss | style weight | evaluations | s | median s / evaluation | "
-             + " | ".join(heads[n] for n in names) + " |", "|---" * (5 + len(names)) + "|"]
+             "| style loss | style weight | mask | average | evaluations | s | median s / evaluation | "
+             + " | ".join(heads[n] for n in names) + " |", "|---" * (7 + len(names)) + "|"]
+    if "average_decay" in report:
+        lines.insert(1, "mask: the style on the left half only, its distances the guided ones over that half (ratios to "
+                        f"the photo's there); average: --average {report['average_decay']:g}, measured on the average.")
     for run in report["runs"]:
         cells = [f"{run['ratios'][n]:.2g}{'*' if n == run['style_loss'] else ''}" for n in names]
-        lines.append(f"| {run['style_loss']} | {run['style_weight']:g} | {run['evaluations']} | {run['seconds']:.0f} "
-                     f"| {run['median_evaluation_s']:.3f} | " + " | ".join(cells) + " |")
+        mask = "left half" if run.get("masked") else "none"
+        average = f"{run['average']:g}" if run.get("average") else "off"
+        lines.append(f"| {run['style_loss']} | {run['style_weight']:g} | {mask} | {average} | {run['evaluations']} "
+                     f"| {run['seconds']:.0f} | {run['median_evaluation_s']:.3f} | " + " | ".join(cells) + " |")
     lines += ["", "| layer | channels | eigvalsh float64: ms, rel. error | Newton-Schulz 10 | Newton-Schulz 30 |",
               "|---|---|---|---|---|"]
     for row in report["sqrt"]:

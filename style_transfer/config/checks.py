@@ -138,9 +138,6 @@ def _check_quality(config: StyleConfig) -> None:
             raise ValueError(f"style_masks must hold mask files, PIL images or tensors, got {mask!r}")
     if config.content_mask is not None and not _is_source(config.content_mask):
         raise ValueError(f"content_mask must be a mask file, a PIL image or a tensor, got {config.content_mask!r}")
-    if config.style_masks and config.style_loss != "gram":
-        raise ValueError(f"style masks take style_loss gram only, not {config.style_loss!r}: guided statistics for "
-                         f"it are not built (give no --style-mask, or --style-loss gram)")
 
 
 def _check_tile(config: StyleConfig) -> None:
@@ -150,7 +147,7 @@ def _check_tile(config: StyleConfig) -> None:
     if config.style_masks or config.content_mask is not None:
         raise ValueError("tile cannot be combined with style or content masks: a crop's Gram matrices would need the "
                          "mask cropped with it, which tiled evaluations do not do (give no --tile, or no masks)")
-    if config.style_loss != "gram":
+    if config.style_loss in TILING_REFUSAL:
         raise ValueError(f"tile cannot be combined with style_loss {config.style_loss!r}: "
                          f"{TILING_REFUSAL[config.style_loss]}")
     if config.backward != "combined":

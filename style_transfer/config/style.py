@@ -305,8 +305,8 @@ class StyleConfig:
         short='Where a STYLE goes: a grey mask FILE over the content, once per STYLE.',
         help=('Spatial control (Gatys et al. 2017): a grey-level image over the content, white where this STYLE goes '
               '(soft edges allowed), resized with the content; give it once per STYLE, in order. STYLEs after the last '
-              "mask share what no mask covers. Each style's Gram matrices are taken over its own region (guided Gram "
-              "matrices). The mask must have the content's aspect ratio."))
+              "mask share what no mask covers. Each style's statistics (--style-loss) are taken over its own region "
+              "(guided statistics). The mask must have the content's aspect ratio."))
     # a mask weighting the content loss by region (a path, PIL image or tensor), or None
     content_mask: object = setting(
         None, "file", "Style",

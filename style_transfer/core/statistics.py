@@ -9,8 +9,9 @@ Both are quadratic in the features, like the content loss, so their balance with
 input's scale (torchvision's normalised inputs or Caffe's 0-255): ``presets.STYLE_LOSS_WEIGHTS``.
 
 Each statistic takes an optional ``weights`` tensor ``(1, 1, H, W)`` in [0, 1] over the feature positions
-(a mask's hook: a weighted mean and covariance; a weighted 1-D matching), so guided statistics can be built
-on them; no mask is given by the command line yet.
+(a weighted mean and covariance; a weighted 1-D matching); the guided losses (``--style-mask``:
+``GuidedWassersteinLoss``, ``GuidedSlicedLoss``) give each style its own region through them, as
+``masks.GuidedStyleLoss`` does for the Gram matrices.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ def _check_features(features: torch.Tensor, name: str = "features") -> None:
 
 
 def _position_weights(weights: torch.Tensor | None, features: torch.Tensor) -> torch.Tensor | None:
-    """``weights`` as ``(H*W,)`` of the features' dtype, divided by their sum; None stays None.
+    """``weights`` as ``(H*W,)`` of the features' dtype, divided by their sum; None stays None, and so does a
+    constant mask (every position weighed alike), so that an all-white mask gives the unmasked statistic exactly.
 
     Raises:
         ValueError: a shape other than ``(1, 1, H, W)``, values outside [0, 1], or all zero.
@@ -51,6 +53,8 @@ def _position_weights(weights: torch.Tensor | None, features: torch.Tensor) -> t
     total = flat.sum()
     if not bool(total > 0):
         raise ValueError("weights are all zero: no position to take statistics from")
+    if bool((flat == flat[0]).all()):  # a constant mask (all white) weighs every position alike: the unmasked sums
+        return None
     return flat / total
 
 
@@ -105,14 +109,20 @@ def wasserstein_target(features: Sequence[torch.Tensor], blend: Sequence[float] 
     """
     if not features:
         raise ValueError("wasserstein_target needs the features of at least one style image")
-    shares = normalized_blend(blend, len(features))
     masks = list(weights) if weights is not None else [None] * len(features)
-    stats = [gaussian_statistics(f, m) for f, m in zip(features, masks)]
+    return wasserstein_target_of([gaussian_statistics(f, m) for f, m in zip(features, masks)], blend)
+
+
+def wasserstein_target_of(stats: Sequence[tuple[torch.Tensor, torch.Tensor]], blend: Sequence[float] | None = None
+                          ) -> torch.Tensor:
+    """``wasserstein_target`` from each style image's ``(mean, covariance)`` (``gaussian_statistics``'s, or the
+    same sums added up over crops: ``speed/tiling.py``), in their dtype and device."""
+    shares = normalized_blend(blend, len(stats))
     mean = sum(b * _wide(mu) for b, (mu, _) in zip(shares, stats))
     second = sum(b * (_wide(cov) + torch.outer(_wide(mu), _wide(mu))) for b, (mu, cov) in zip(shares, stats))
     cov = second - torch.outer(mean, mean)
     packed = torch.cat([mean[None], psd_sqrt(cov)])
-    return packed.to(device=features[0].device, dtype=features[0].dtype)
+    return packed.to(device=stats[0][0].device, dtype=stats[0][0].dtype)
 
 
 def wasserstein_distance(features: torch.Tensor, target_mean: torch.Tensor, target_sqrt: torch.Tensor, *,
@@ -136,14 +146,21 @@ def wasserstein_distance(features: torch.Tensor, target_mean: torch.Tensor, targ
         A scalar in the features' dtype.
     """
     mean, cov = gaussian_statistics(features, weights)
+    return wasserstein_of(mean, cov, target_mean, target_sqrt)
+
+
+def wasserstein_of(mean: torch.Tensor, cov: torch.Tensor, target_mean: torch.Tensor, target_sqrt: torch.Tensor
+                   ) -> torch.Tensor:
+    """``wasserstein_distance`` from the features' ``(C,)`` mean and ``(C, C)`` covariance (``gaussian_statistics``'s,
+    or sums over crops), in their dtype: differentiable in both."""
     n = cov.shape[0]
     s = _wide(target_sqrt)
     product = s @ _wide(cov) @ s
     eigen = torch.linalg.eigvalsh((product + product.t()) / 2)
-    floor = torch.finfo(features.dtype).eps * eigen.detach().abs().max().clamp(min=torch.finfo(eigen.dtype).tiny)
+    floor = torch.finfo(cov.dtype).eps * eigen.detach().abs().max().clamp(min=torch.finfo(eigen.dtype).tiny)
     cross = torch.where(eigen > floor, eigen.clamp(min=floor).sqrt(), torch.zeros_like(eigen)).sum()
     distance = (_wide(mean) - _wide(target_mean)).pow(2).sum() + _wide(cov).trace() + s.pow(2).sum() - 2 * cross
-    return (distance / n).to(device=features.device, dtype=features.dtype)
+    return (distance / n).to(device=cov.device, dtype=cov.dtype)
 
 
 def sliced_target(features: Sequence[torch.Tensor], blend: Sequence[float] | None = None) -> torch.Tensor:
@@ -214,6 +231,19 @@ def _resampled(values: torch.Tensor, count: int) -> torch.Tensor:
     return values[:, low] + t * (values[:, low + 1] - values[:, low])
 
 
+def _equal_mass_quantiles(levels: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """``_quantiles`` of equal-mass sorted ``values`` ``(D, N)`` at any ``levels`` ``(D, M)``, without a search (as
+    ``_resampled``: level ``q`` lies at sorted position ``q N - 1/2``): a weighted input against one style image."""
+    n = values.shape[1]
+    if n == 1:
+        return values.expand(-1, levels.shape[1])
+    position = (levels * n - 0.5).clamp(0, n - 1)
+    low = position.detach().floor().long().clamp(max=n - 2)
+    t = position - low.to(position.dtype)
+    f0, f1 = values.gather(1, low), values.gather(1, low + 1)
+    return f0 + t * (f1 - f0)
+
+
 def _midpoints(mass: torch.Tensor) -> torch.Tensor:
     """Each sample's quantile level: its cumulative mass up to its middle (``(i + 1/2) / M`` for equal masses)."""
     return mass.cumsum(dim=-1) - mass / 2
@@ -238,26 +268,39 @@ def sliced_wasserstein(features: torch.Tensor, target: torch.Tensor, directions:
     Returns:
         A scalar: ``sum_d sum_i w_i (x_di - t_di)^2 / D`` (``w_i = 1/M`` without weights).
     """
+    dirs = _check_sliced(features, target, directions)
+    projected, order = _sorted(dirs @ features.reshape(features.shape[1], -1))
+    return _matched_loss(projected, order, _position_weights(weights, features), target, dirs)
+
+
+def _check_sliced(features: torch.Tensor, target: torch.Tensor, directions: torch.Tensor) -> torch.Tensor:
+    """The directions in the features' device and dtype, once the shapes are checked."""
     _check_features(features)
     c = features.shape[1]
     if target.dim() != 2 or target.shape[0] != c + 1:
         raise ValueError(f"target must have shape ({c + 1}, N) for {c} channels, got {tuple(target.shape)}")
-    dirs = directions.to(device=features.device, dtype=features.dtype)
-    p = _position_weights(weights, features)
-    projected, order = _sorted(dirs @ features.reshape(c, -1))
+    return directions.to(device=features.device, dtype=features.dtype)
+
+
+def _matched_loss(projected: torch.Tensor, order: torch.Tensor, p: torch.Tensor | None, target: torch.Tensor,
+                  dirs: torch.Tensor) -> torch.Tensor:
+    """``sliced_wasserstein`` from the input's sorted projections ``(D, M)`` and their order (shared by the styles of
+    a guided loss), its position weights ``p`` (``_position_weights``; None: equal) and a target."""
     m = projected.shape[1]
-    if p is None:
-        mass = projected.new_full((1, m), 1.0 / m).expand_as(projected)
-    else:
-        mass = p[order]
+    mass = projected.new_full((1, m), 1.0 / m).expand_as(projected) if p is None else p[order]
     target_projected, target_order = _sorted(dirs @ target[1:])
-    if p is None and bool((target[0] == target[0][0]).all()):  # equal masses: the same levels, by arithmetic
+    equal = bool((target[0] == target[0][0]).all())  # one style image: equal masses, its levels by arithmetic
+    if p is None and equal:
         matched = _resampled(target_projected, m)
+    elif equal:
+        matched = _equal_mass_quantiles(_midpoints(mass), target_projected)
     else:
         target_mass = target[0][target_order]
         target_mass = target_mass / target_mass.sum(dim=1, keepdim=True)
         matched = _quantiles(_midpoints(mass), _midpoints(target_mass), target_projected)
     return ((projected - matched).pow(2) * mass).sum() / dirs.shape[0]
+
+
 
 
 class WassersteinStyleLoss(StyleLoss):
@@ -328,6 +371,109 @@ class SlicedStyleLoss(StyleLoss):
         return input
 
 
+def _guided_blend(masks: Sequence[torch.Tensor], count: int, blend: Sequence[float] | None) -> torch.Tensor:
+    """Each style's weight in a guided loss: its normalised blend weight times the number of styles (as the guided
+    Gram's, ``masks.GuidedStyleLoss``: equal blends give 1 each, a region styled as strongly as a whole picture)."""
+    if len(masks) != count:
+        raise ValueError(f"{len(masks)} mask(s) for {count} style image(s)")
+    return torch.tensor([w * count for w in normalized_blend(blend, count)], dtype=torch.float64)
+
+
+class GuidedWassersteinLoss(StyleLoss):
+    """The W2 style loss of a layer with one masked region per style (``--style-mask`` with ``--style-loss wasserstein``).
+
+    ``self.loss = weight * sum_k w_k * wasserstein_distance(input, target_k, weights=m_k)``: style ``k``'s mean and
+    covariance are taken over its own region of the input's features, each position weighted by the soft mask
+    ``m_k`` (``gaussian_statistics``: weights divided by their sum, so a small region counts as much as a large
+    one), against the Gaussian fit of its whole style image (no mask on the style, as for the guided Gram).
+    ``w_k``: ``_guided_blend``. An all-white mask gives ``WassersteinStyleLoss``'s loss exactly.
+
+    Args:
+        target_features: each style image's features at this layer, ``(1, C, H_k, W_k)``.
+        masks: each style's mask at this layer's resolution, ``(1, 1, H, W)`` in [0, 1].
+        blend: the styles' weights (normalised; equal when None). weight: the layer's weight.
+
+    Buffers: ``target`` ``(K, C + 1, C)`` (``wasserstein_target`` per style), ``masks`` ``(K, 1, H, W)``, ``blend``
+    ``(K,)``.
+    """
+
+    masks: torch.Tensor
+    blend: torch.Tensor
+
+    def __init__(self, target_features: Sequence[torch.Tensor], masks: Sequence[torch.Tensor],
+                 blend: Sequence[float] | None = None, *, weight: float = 1.0) -> None:
+        nn.Module.__init__(self)
+        shares = _guided_blend(masks, len(target_features), blend)
+        self.register_buffer("target", torch.stack([wasserstein_target([f]) for f in target_features]).detach().clone())
+        self.register_buffer("masks", torch.cat(list(masks)).detach().clone())
+        self.register_buffer("blend", shares.to(device=self.target.device, dtype=self.target.dtype))
+        self.weight = float(weight)
+        self.loss = torch.zeros(())
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        loss = input.new_zeros(())
+        for k in _present(self.masks):
+            loss = loss + self.blend[k] * wasserstein_distance(input, self.target[k, 0], self.target[k, 1:],
+                                                               weights=self.masks[k:k + 1])
+        self.loss = loss * self.weight
+        return input
+
+
+class GuidedSlicedLoss(SlicedStyleLoss):
+    """The sliced style loss of a layer with one masked region per style (``--style-mask`` with ``--style-loss sliced``).
+
+    ``self.loss = weight * sum_k w_k * sliced_wasserstein(input, target_k, directions, weights=m_k)``: along each
+    direction, a weighted 1-D Wasserstein distance. The input's projections carry the soft mask ``m_k`` as their
+    mass (divided by its sum): sorted, each sits at the quantile level of its weighted cumulative mass up to its
+    middle, and is matched to style ``k``'s sorted projections (its whole image, equal masses) at that level,
+    linearly interpolated; the squared differences are summed with the same masses. So positions outside the
+    region cost nothing, a region counts as much whatever its size, and an all-white mask gives
+    ``SlicedStyleLoss``'s loss exactly (levels ``(i + 1/2)/M``, mean over positions). The directions are drawn
+    as ``SlicedStyleLoss`` draws them, the same for every style of an evaluation. ``w_k``: ``_guided_blend``.
+
+    Args:
+        target_features, masks, blend, weight: as ``GuidedWassersteinLoss``.
+        seed, layer, directions: as ``SlicedStyleLoss``.
+
+    Buffers: ``target`` ``(C + 1, N_1 + ... + N_K)`` (each style's ``sliced_target`` side by side), ``columns``
+    ``(K,)`` (its ``N_k``), ``masks`` ``(K, 1, H, W)``, ``blend`` ``(K,)``.
+    """
+
+    masks: torch.Tensor
+    blend: torch.Tensor
+    columns: torch.Tensor
+
+    def __init__(self, target_features: Sequence[torch.Tensor], masks: Sequence[torch.Tensor],
+                 blend: Sequence[float] | None = None, *, weight: float = 1.0, seed: int = 0, layer: int = 0,
+                 directions: int | None = None) -> None:
+        super().__init__(target_features[:1], weight=weight, seed=seed, layer=layer, directions=directions)
+        shares = _guided_blend(masks, len(target_features), blend)
+        targets = [sliced_target([f]) for f in target_features]
+        self.register_buffer("target", torch.cat(targets, dim=1).detach().clone())
+        self.register_buffer("columns", torch.tensor([t.shape[1] for t in targets]))
+        self.register_buffer("masks", torch.cat(list(masks)).detach().clone())
+        self.register_buffer("blend", shares.to(device=self.target.device, dtype=self.target.dtype))
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        directions = self.draw(self.evaluations)
+        self.evaluations += 1
+        targets = self.target.split([int(n) for n in self.columns], dim=1)
+        dirs = _check_sliced(input, self.target, directions)
+        projected, order = _sorted(dirs @ input.reshape(input.shape[1], -1))  # sorted once for every style
+        loss = input.new_zeros(())
+        for k in _present(self.masks):
+            p = _position_weights(self.masks[k:k + 1], input)
+            loss = loss + self.blend[k] * _matched_loss(projected, order, p, targets[k], dirs)
+        self.loss = loss * self.weight
+        return input
+
+
+def _present(masks: torch.Tensor) -> list[int]:
+    """The styles whose region is not empty at this layer (a region can vanish at a deep layer of a tiny image,
+    in the rows a pool drops): an empty region has no statistics, so its style adds nothing there."""
+    return [k for k in range(masks.shape[0]) if bool(masks[k].sum() > 0)]
+
+
 def _mix(seed: int, layer: int, evaluation: int) -> int:
     """One generator seed for (run seed, layer, evaluation): distinct for every triple that occurs."""
     return (seed * 1_000_003 + evaluation) * 64 + layer % 64
@@ -341,14 +487,20 @@ def _fit(weights: torch.Tensor | None, features: torch.Tensor) -> torch.Tensor |
 
 
 def make_statistics_loss(kind: str, target_features: Sequence[torch.Tensor], blend: Sequence[float] | None = None,
-                         *, weight: float = 1.0, seed: int = 0, layer: int = 0) -> StyleLoss:
+                         *, weight: float = 1.0, seed: int = 0, layer: int = 0,
+                         masks: Sequence[torch.Tensor] | None = None) -> StyleLoss:
     """The style loss module of ``kind`` (``wasserstein`` or ``sliced``; ``gram`` is ``loss_terms.make_style_loss``).
+
+    ``masks``: one per style at this layer's resolution (``masks.Guides``): the guided loss (``GuidedWassersteinLoss``,
+    ``GuidedSlicedLoss``), each style on its own region; None: the styles' blend everywhere.
 
     Raises:
         ValueError: another ``kind``.
     """
     if kind == "wasserstein":
-        return WassersteinStyleLoss(target_features, blend, weight=weight)
+        return (WassersteinStyleLoss(target_features, blend, weight=weight) if masks is None
+                else GuidedWassersteinLoss(target_features, masks, blend, weight=weight))
     if kind == "sliced":
-        return SlicedStyleLoss(target_features, blend, weight=weight, seed=seed, layer=layer)
+        return (SlicedStyleLoss(target_features, blend, weight=weight, seed=seed, layer=layer) if masks is None
+                else GuidedSlicedLoss(target_features, masks, blend, weight=weight, seed=seed, layer=layer))
     raise ValueError(f"style_loss must be wasserstein or sliced here (gram: make_style_loss), got {kind!r}")

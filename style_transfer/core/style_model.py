@@ -73,11 +73,12 @@ def get_style_model_and_losses(
     ``normalization``: the module put first in place of ``Normalization(mean, std)`` (then not used), such as
     ``models.CaffeNormalization`` for Caffe-converted weights (``models.Network.normalization()``).
     ``guides`` (docs/usage.md, ``core/masks.py``): masks over the content at its size, followed through the layers;
-    with style masks each style layer gets a ``GuidedStyleLoss`` (no shared ``style_targets``), with a content
+    with style masks each style layer gets a guided loss (``GuidedStyleLoss``, or for the other statistics
+    ``statistics.GuidedWassersteinLoss`` / ``GuidedSlicedLoss``; no shared ``style_targets``), with a content
     mask each content layer a ``MaskedContentLoss``.
     ``style_loss``: ``gram`` (the tutorial's), or ``wasserstein`` / ``sliced`` (``core/statistics.py``; their
     targets blend as that module says; ``loss_form`` is the Gram's and the content's); ``seed`` seeds the sliced
-    loss's directions. Style masks take the Gram loss only.
+    loss's directions.
 
     Raises:
         ValueError: a requested layer is not in the network (the message lists valid names).
@@ -86,9 +87,6 @@ def get_style_model_and_losses(
         normalization = Normalization(normalization_mean, normalization_std)
     normalization = normalization.to(content_img.device)
     style_loss_kind = style_loss
-    if style_loss_kind != "gram" and guides is not None and guides.styles is not None:
-        raise ValueError(f"style masks take style_loss gram only, not {style_loss_kind!r}: guided statistics for "
-                         f"it are not built")
     valid = layer_names(cnn)
     content_layers = resolve_layers(content_layers, valid)  # paper names (conv2_2) become conv_4
     style_layers = resolve_layers(style_layers, valid)
@@ -134,16 +132,17 @@ def get_style_model_and_losses(
         if name in style_layers:
             # With cached targets, stand-ins of the right channel count make a loss of the same class.
             features = style_xs if not cached else [content_x[..., :1, :1]] * style_count
-            if guides is not None and guides.styles is not None:  # one masked region per style
-                style_loss = masks.GuidedStyleLoss(features, guides.styles, style_blend,
+            guided = guides.styles if guides is not None else None  # one masked region per style
+            if guided is not None and style_loss_kind == "gram":
+                style_loss = masks.GuidedStyleLoss(features, guided, style_blend,
                                                    weight=layer_weights[style_layers.index(name)], form=loss_form)
             elif style_loss_kind == "gram":
                 style_loss = make_style_loss(features, style_blend, weight=layer_weights[style_layers.index(name)],
                                              form=loss_form)
-            else:  # other style statistics (core/statistics.py)
+            else:  # other style statistics (core/statistics.py), guided or not
                 style_loss = make_statistics_loss(style_loss_kind, features, style_blend, seed=seed,
                                                   weight=layer_weights[style_layers.index(name)],
-                                                  layer=style_layers.index(name))
+                                                  layer=style_layers.index(name), masks=guided)
             if cached:
                 style_loss.target = style_targets[name].clone()
             elif style_targets is not None:

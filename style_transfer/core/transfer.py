@@ -293,7 +293,7 @@ def run_style_transfer(
     if tiles is not None and s.guides is not None:
         raise ValueError("style or content masks cannot be combined with tiling (tile, or a size that does not fit "
                          "untiled): give a smaller size, or no masks")
-    if tiles is not None and s.style_loss != "gram":
+    if tiles is not None and s.style_loss in TILING_REFUSAL:  # wasserstein tiles: its moments add up over crops
         raise ValueError(f"tile cannot be combined with style_loss {s.style_loss!r}: {TILING_REFUSAL[s.style_loss]}")
     model, style_losses, content_losses = get_style_model_and_losses(  # tiled: the targets come below
         cnn, normalization_mean, normalization_std, tiles.stand_ins(style_img) if tiles else style_img,

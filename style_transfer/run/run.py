@@ -148,7 +148,8 @@ class Run:
         # Each size's tile (None: untiled): config.tile, or chosen where a size does not fit untiled.
         # From the headers' sizes, before any image is read at a working size: a size that cannot fit is
         # refused in a moment, not after its images were upscaled (docs/inputs-and-errors.md).
-        tiles = tiling.plan_tiles(sizes, _header_sizes(self.content, self.styles, config), config, speed, device)
+        tiles = tiling.plan_tiles(sizes, _header_sizes(self.content, self.styles, config), config, speed, device,
+                                  styles=len(self.styles))
         # Images are read before the model loads, so a bad image fails fast.
         final = _Inputs(self.content, self.styles, config, size, device)
         alpha = colors.content_alpha(self.content, size) if config.keep_alpha else None
@@ -312,7 +313,8 @@ def check_fits(content: ImageSource | tuple[int, int], style: ImageSource | Sequ
     device = resolve_device(config.device)
     speed = speed_from_config(config, device)
     sizes = scale_sizes(config.size or default_size(device), config.scales, config.min_size)
-    return tiling.plan_tiles(sizes, _header_sizes(content, styles, config), config, speed, device, available)
+    return tiling.plan_tiles(sizes, _header_sizes(content, styles, config), config, speed, device, available,
+                             styles=len(styles))
 
 
 def _header_sizes(content: ImageSource | tuple[int, int], styles: Sequence[ImageSource],

@@ -48,7 +48,7 @@ def tiled_estimate_bytes(content_hw: tuple[int, int], style_hw: tuple[int, int],
 
 
 def plan_tiles(sizes: Sequence[int], size_fn: guards.SizeFn, config: StyleConfig, speed: Speed,
-               device: torch.device, available: int | None = None) -> list[int | None]:
+               device: torch.device, available: int | None = None, styles: int = 1) -> list[int | None]:
     """The tile of each working size of a run (None: untiled), checked against the free memory.
 
     With ``config.tile`` every size gets it (a size smaller than the tile runs untiled). Without it, a size
@@ -56,7 +56,8 @@ def plan_tiles(sizes: Sequence[int], size_fn: guards.SizeFn, config: StyleConfig
     tile, a multiple of ``TILE_STEP``, whose ``tiled_estimate_bytes`` fits; the others run untiled.
 
     Arithmetic on the sizes ``size_fn`` gives: ``run.check_fits`` calls it with the sizes the images'
-    headers declare, before any image is read at a working size.
+    headers declare, before any image is read at a working size. The untiled estimate counts what the style
+    losses keep (``guards.StyleLossPlan`` of ``config`` and its ``styles`` style images).
 
     Raises:
         ValueError: ``config.tile`` is too small for the layers used (naming the minimum).
@@ -70,6 +71,7 @@ def plan_tiles(sizes: Sequence[int], size_fn: guards.SizeFn, config: StyleConfig
                                                                                                 names)
     geometry = vgg19_geometry(tuple(content_layers) + tuple(style_layers), config.model)
     targets = vgg19_target_bytes(content_layers, config.model)
+    losses = guards.StyleLossPlan.of(config, styles)
     tiles: list[int | None] = []
 
     def in_tiles(size: int) -> tuple[int, int] | None:
@@ -80,28 +82,29 @@ def plan_tiles(sizes: Sequence[int], size_fn: guards.SizeFn, config: StyleConfig
         if config.tile is not None:
             tiles.append(config.tile)
             if not needs_tiles(*content_hw, config.tile):
-                if available is not None and guards.estimate_bytes(content_hw, style_hw, speed) > available:
-                    guards.check_memory(content_hw, style_hw, device, size, size_fn, available, speed, in_tiles(size))
+                if available is not None and guards.estimate_bytes(content_hw, style_hw, speed, losses) > available:
+                    guards.check_memory(content_hw, style_hw, device, size, size_fn, available, speed, in_tiles(size),
+                                        losses)
                 continue
             check_tile(config.tile, geometry)
             needed = tiled_estimate_bytes(content_hw, style_hw, config.tile, tiled_speed(speed), targets)
             if available is not None and needed > available:
-                untiled = guards.largest_fitting_size(content_hw, style_hw, available, size_fn, speed)
+                untiled = guards.largest_fitting_size(content_hw, style_hw, available, size_fn, speed, losses)
                 raise ResourceError(f"size {size} px needs about {needed / guards.GIB:.1f} GiB in tiles of "
                                     f"{config.tile} px but only {available / guards.GIB:.1f} GiB is free on "
                                     f"{device}: {guards.fitting_advice(untiled, in_tiles(size))}")
             continue
-        if available is None or guards.estimate_bytes(content_hw, style_hw, speed) <= available:
+        if available is None or guards.estimate_bytes(content_hw, style_hw, speed, losses) <= available:
             tiles.append(None)
             continue
         tile = _largest_tile(content_hw, style_hw, available, tiled_speed(speed), targets, geometry.minimum_tile)
         why = ("backward per-module" if config.backward != "combined" else
-               f"style_loss {config.style_loss}" if config.style_loss != "gram" else
+               f"style_loss {config.style_loss}" if config.style_loss == "sliced" else
                "precision bf16, channels_last or fused_gram" if speed.changes_model and not config.fast else None)
         if tile is None or why is not None:
             try:
                 guards.check_memory(content_hw, style_hw, device, size, size_fn, available, speed,
-                                    in_tiles(size) if why is None else None)
+                                    in_tiles(size) if why is None else None, losses)
             except ResourceError as exc:
                 if tile is None:
                     raise

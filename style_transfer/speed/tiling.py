@@ -7,6 +7,8 @@ added up crop by crop (pass 1, no gradient). Once the full Grams are known, ``dL
 position is known too, and each crop backpropagates it from its own core positions (pass 2); the
 crops' input gradients, added up, are the untiled gradient. The content loss is a sum over positions
 and total variation is computed on the whole image. Nothing is blended or feathered: there are no seams.
+The W2 loss (``--style-loss wasserstein``) tiles the same way: its means and covariances are sums over
+positions too (pass 1 adds up the first and second moments; pass 2 backpropagates the loss linearised in them).
 
 Exactness rests on two conditions, both computed from the network (``crops.network_geometry``): a crop
 reaches beyond its core by the receptive-field reach of the deepest layer used (its halo), and its
@@ -29,6 +31,7 @@ from ..core.backward import weighted_scores
 from ..core.loss_terms import (PaperContentLoss, TotalVariationLoss, WeightedStyleLoss, normalized_blend,
                                paper_style_loss)
 from ..core.losses import ContentLoss, StyleLoss
+from ..core.statistics import WassersteinStyleLoss, wasserstein_of, wasserstein_target_of
 # The planning's names were here before it had its own module (docs/api.md, "What moved").
 from .tile_plans import (ADVICE_TILE, TILE_STEP, TILED_HISTORY_SIZE, TILED_IMAGE_COPIES, advice_tile,  # noqa: F401
                          largest_tiled_size, needs_tiles, plan_tiles, tiled_estimate_bytes, tiled_speed)
@@ -110,6 +113,8 @@ class TiledStyleModel:
         self.deepest = max(self.taps)
         styled = [self.layer_of[id(m)] for m in self.style_losses]
         self.deepest_style = max(styled) if styled else -1
+        # Layers of the W2 loss (--style-loss wasserstein): means and covariances add up over crops as Grams do.
+        self.moment_layers = {self.layer_of[id(m)] for m in self.style_losses if isinstance(m, WassersteinStyleLoss)}
 
     def crops(self, height: int, width: int) -> list[Crop]:
         """The crops an image of this size is evaluated in."""
@@ -144,8 +149,15 @@ class TiledStyleModel:
 
     def gram_sums(self, image: torch.Tensor) -> dict[int, torch.Tensor]:
         """Pass 1: ``F Fᵀ`` over every crop's core at each style layer (no gradient), not yet normalised."""
+        return self.moment_sums(image)[0]
+
+    def moment_sums(self, image: torch.Tensor) -> tuple[dict[int, torch.Tensor], dict[int, torch.Tensor]]:
+        """Pass 1: ``F Fᵀ`` at each style layer and, at the W2 loss's layers, ``F 1`` (the sum over positions),
+        over every crop's core (no gradient, not normalised). At the W2 layers both in float64: the covariance
+        is their difference ``F Fᵀ / P - mu muᵀ``, which float32 sums would round where the mean is large."""
         height, width = image.shape[-2:]
         sums: dict[int, torch.Tensor] = {}
+        firsts: dict[int, torch.Tensor] = {}
         with torch.no_grad():
             for crop, index, features in self._crop_features(image, self.deepest_style):
                 if not any(isinstance(m, StyleLoss) for m in self.taps[index]):
@@ -153,12 +165,25 @@ class TiledStyleModel:
                 (rows, cols), _ = self._slices(crop, index, height, width)
                 core = features[..., rows, cols]
                 matrix = core.reshape(core.shape[1], -1)
+                if index in self.moment_layers:
+                    matrix = matrix.double()
+                    firsts[index] = firsts[index] + matrix.sum(1) if index in firsts else matrix.sum(1)
                 gram = torch.mm(matrix, matrix.t())
                 if index in sums:
                     sums[index] += gram
                 else:
                     sums[index] = gram
-        return sums
+        return sums, firsts
+
+    def _moments(self, sums: dict[int, torch.Tensor], firsts: dict[int, torch.Tensor], image: torch.Tensor
+                 ) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
+        """Each W2 layer's mean and covariance (population, float64) from ``moment_sums``."""
+        out = {}
+        for index, first in firsts.items():
+            positions = self._numel(index, image) // self._channels(index)
+            mean = first / positions
+            out[index] = (mean, sums[index] / positions - torch.outer(mean, mean))
+        return out
 
     def grams(self, image: torch.Tensor) -> dict[int, torch.Tensor]:
         """Each style layer's ``gram_matrix`` of ``image``'s features, accumulated over crops."""
@@ -190,7 +215,13 @@ class TiledStyleModel:
         if self.style_losses:
             weights = normalized_blend(blend, len(styles))
             per_style = [self.grams(style) for style in styles]
+            if self.moment_layers:  # wasserstein_target's blend of the styles' Gaussian fits, from their sums
+                moments = [self._moments(*self.moment_sums(style), style) for style in styles]
             for module in self.style_losses:
+                if isinstance(module, WassersteinStyleLoss):
+                    index = self.layer_of[id(module)]
+                    module.target = wasserstein_target_of([m[index] for m in moments], blend).to(module.target)
+                    continue
                 grams = [g[self.layer_of[id(module)]] for g in per_style]
                 target = grams[0]  # one style: its Gram, as blended_gram gives it
                 if len(grams) > 1:  # blended_gram's sum, in its order
@@ -217,12 +248,22 @@ class TiledStyleModel:
         height, width = image.shape[-2:]
         crops = self.crops(height, width)
         # The loss as a function of the Grams (pass 1) and of each content loss's value: its derivative in each.
+        sums, firsts = self.moment_sums(image)
+        # W2 layers: the loss as a function of the mean and covariance, leaves too (the Gram layers' way).
+        moments = {index: (mean.requires_grad_(True), cov.requires_grad_(True))
+                   for index, (mean, cov) in self._moments(sums, firsts, image).items()}
         grams = {index: (total / self._numel(index, image)).requires_grad_(True)
-                 for index, total in self.gram_sums(image).items()}
-        leaves = list(grams.values())
+                 for index, total in sums.items() if index not in moments}
+        leaves = list(grams.values()) + [leaf for pair in moments.values() for leaf in pair]
         with torch.enable_grad():
             for module in self.style_losses:
-                module.loss = _style_loss_of_gram(module, grams[self.layer_of[id(module)]])
+                index = self.layer_of[id(module)]
+                if isinstance(module, WassersteinStyleLoss):
+                    mean, cov = moments[index]
+                    module.loss = (wasserstein_of(mean, cov, module.target[0], module.target[1:]) * module.weight
+                                   ).to(image.dtype)
+                else:
+                    module.loss = _style_loss_of_gram(module, grams[index])
             for module in self.content_losses:  # the score is linear in each: any value gives its derivative
                 module.loss = image.new_zeros((), requires_grad=True)
                 leaves.append(module.loss)
@@ -231,7 +272,17 @@ class TiledStyleModel:
             derivatives = torch.autograd.grad(style_score + content_score, leaves, allow_unused=True)
         d_gram = {index: _symmetric(d, self._numel(index, image), grams[index])
                   for index, d in zip(grams, derivatives)}
-        d_content = {id(m): _number(d) for m, d in zip(self.content_losses, derivatives[len(grams):])}
+        # dL/df_q of L(mu, C), mu = sum f / P, C = sum (f - mu)(f - mu)^T / P: (dL/dmu + (dL/dC + dL/dC^T)(f_q - mu)) / P.
+        d_moments = {}
+        for k, index in enumerate(moments):
+            d_mean, d_cov = derivatives[len(grams) + 2 * k], derivatives[len(grams) + 2 * k + 1]
+            mean, cov = moments[index]
+            positions = self._numel(index, image) // self._channels(index)
+            d_mean = torch.zeros_like(mean) if d_mean is None else d_mean
+            d_cov = torch.zeros_like(cov) if d_cov is None else d_cov
+            d_moments[index] = (mean.detach().to(image.dtype), (d_mean / positions).to(image.dtype),
+                                ((d_cov + d_cov.t()) / positions).to(image.dtype))
+        d_content = {id(m): _number(d) for m, d in zip(self.content_losses, derivatives[len(grams) + 2 * len(moments):])}
 
         # Pass 2: each crop's dL/dF on its core positions (zero on the halo), backpropagated to the crop.
         gradient = torch.zeros_like(image)
@@ -246,7 +297,11 @@ class TiledStyleModel:
                     core = features[(..., *local)]
                     grad = None
                     for module in self.taps[index]:
-                        if isinstance(module, StyleLoss):
+                        if isinstance(module, WassersteinStyleLoss):
+                            mean, d_mean, d_cov = d_moments[index]
+                            matrix = core.detach().reshape(core.shape[1], -1)
+                            part = (d_mean[:, None] + torch.mm(d_cov, matrix - mean[:, None])).view_as(core)
+                        elif isinstance(module, StyleLoss):
                             matrix = core.detach().reshape(core.shape[1], -1)
                             part = torch.mm(d_gram[index], matrix).view_as(core)
                         else:
@@ -301,8 +356,8 @@ def _check_loss_module(module: nn.Module) -> None:
     """Only the loss classes whose formulas ``_style_loss_of_gram`` and ``_content_terms`` know."""
     from .fast import FastContentLoss, FusedStyleLoss  # the fast forms of the same formulas
 
-    if type(module) not in (StyleLoss, WeightedStyleLoss, FusedStyleLoss, ContentLoss, PaperContentLoss,
-                            FastContentLoss):
+    if type(module) not in (StyleLoss, WeightedStyleLoss, FusedStyleLoss, WassersteinStyleLoss, ContentLoss,
+                            PaperContentLoss, FastContentLoss):
         raise ValueError(f"tiling cannot split the loss module {type(module).__name__}")
 
 
