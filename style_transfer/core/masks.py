@@ -134,7 +134,7 @@ def load_guides(style_masks: Sequence[ImageSource], content_mask: ImageSource | 
         return None
     if len(style_masks) > styles:
         raise ValueError(f"{len(style_masks)} style masks for {styles} style image(s): give at most one per style")
-    content_wh = header_size(content)
+    content_wh = header_size(content, upright=True)  # the shape the run sees (a phone photo turned upright)
 
     def load(source: ImageSource, label: str) -> torch.Tensor:
         label = f"{label} ({os.path.basename(os.fspath(source))})" if isinstance(source, (str, os.PathLike)) else label
