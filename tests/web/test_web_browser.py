@@ -322,8 +322,8 @@ def test_a_painted_mask_reaches_the_server_white_where_painted(tmp_path: Path, b
         half.save(right)
         for upload in (white, right):
             browser.find_element(By.CSS_SELECTOR, '#mask-list li[data-index="1"] .mask-file').send_keys(str(upload))
-            wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#mask-list .mask-state")[1].text
-                 == f"mask: {upload.name}", "the uploaded mask")
+            wait(browser, lambda d, name=upload.name: d.find_elements(By.CSS_SELECTOR, "#mask-list .mask-state")[1]
+                 .text == f"mask: {name}", "the uploaded mask")
             sent = browser.execute_async_script(SENT_MASKS)
             if upload == white:
                 assert sent.startswith("Error: The masks cover the whole photo: style 1 without a mask"), sent
