@@ -3,10 +3,11 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const state = { content: null, contentSize: null, styles: [], masks: [], painting: null, job: null, source: null, losses: [],
+const state = { content: null, contentSize: null, unreadable: false, styles: [], masks: [], painting: null, job: null, source: null, losses: [],
                 options: null, resultId: null, step: null };
-// A painted mask is kept at the photo's own size, its long side at most this (the server resizes masks with the photo).
-const MASK_LONG_SIDE = 1024;
+// A painted mask is kept at the photo's own size, its long side at most this (the server resizes masks with the photo)
+// unless its short side would go under MASK_SHORT_SIDE (rounding it would change the aspect ratio by over 1 %).
+const MASK_LONG_SIDE = 1024, MASK_SHORT_SIDE = 50;
 // A mask's width/height may differ from the photo's by this fraction (core/masks.py's ASPECT_TOLERANCE).
 const ASPECT_TOLERANCE = 0.02;
 
@@ -39,6 +40,7 @@ function setContent(file) {
   state.content = file;
   $("content-thumbs").replaceChildren(...(file ? [thumb(file)] : []));
   state.contentSize = null;
+  state.unreadable = false;
   renderMasks();
   if (!file) return;
   createImageBitmap(file).then((bitmap) => {  // its upright size (EXIF turned), as the browser shows it
@@ -50,7 +52,9 @@ function setContent(file) {
     if (photo.src) URL.revokeObjectURL(photo.src);
     photo.src = URL.createObjectURL(file);
     refitMasks(size);
-  }).catch(() => { if (state.content === file) showError(`${file.name}: the browser cannot read this image`); });
+  }).catch(() => {  // the server may still read it (a TIFF): only painting waits for a photo the browser shows
+    if (state.content === file) { state.unreadable = true; renderMasks(); }
+  });
 }
 
 function setStyles(files) {
@@ -67,7 +71,8 @@ function setStyles(files) {
 // same style_mask files. The painting is a canvas of the photo's aspect ratio; its alpha is the mask.
 
 function maskSize(size) {
-  const scale = Math.min(1, MASK_LONG_SIDE / Math.max(size.width, size.height));
+  const scale = Math.min(1, Math.max(MASK_LONG_SIDE / Math.max(size.width, size.height),
+                                     MASK_SHORT_SIDE / Math.min(size.width, size.height)));
   return { width: Math.max(1, Math.round(size.width * scale)), height: Math.max(1, Math.round(size.height * scale)) };
 }
 
@@ -192,7 +197,8 @@ function renderMasks() {
     paint.type = "button"; paint.className = "mask-paint";
     paint.textContent = state.painting === entry ? "Painting..." : "Paint";
     paint.disabled = !state.contentSize || state.painting === entry;
-    paint.title = state.contentSize ? "" : "pick the photo first";
+    paint.title = state.contentSize ? "" : state.unreadable ? "this browser cannot show the photo: upload a mask"
+      : "pick the photo first";
     paint.setAttribute("aria-label", `Paint the mask of style ${i + 1} over the photo`);
     paint.addEventListener("click", () => openPainter(entry));
     const none = document.createElement("button");
