@@ -308,10 +308,26 @@ def test_a_painted_mask_reaches_the_server_white_where_painted(tmp_path: Path, b
     try:
         browser.get(server.url)
         wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#sample-list .sample"), "the sample images")
-        browser.find_element(By.ID, "content-input").send_keys(str(content))
         browser.find_element(By.ID, "style-input").send_keys(f"{stain}\n{brick}")
         paint = '#mask-list li[data-index="1"] .mask-paint'
+        assert not browser.find_element(By.CSS_SELECTOR, paint).is_enabled()  # no photo to paint over yet
+
+        # A phone photo (stored 48x32, EXIF: a quarter turn) is painted over upright, as the server checks it.
+        phone = tmp_path / "phone.jpg"
+        exif = Image.Exif()
+        exif[0x0112] = 6
+        small_image("chelsea.png", (48, 32)).save(phone, exif=exif)
+        browser.find_element(By.ID, "content-input").send_keys(str(phone))
         wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, paint).is_enabled(), "the second style's Paint")
+        browser.find_element(By.CSS_SELECTOR, paint).click()
+        canvas = browser.find_element(By.CSS_SELECTOR, "#paint-area canvas")
+        assert (canvas.get_attribute("width"), canvas.get_attribute("height")) == ("32", "48")
+
+        browser.find_element(By.ID, "content-input").send_keys(str(content))  # another shape: a new canvas
+        wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, "#paint-area canvas").get_attribute("width") == "48",
+             "the canvas of the new photo")
+        assert not shown(browser, "error")  # nothing painted was lost
+        browser.find_element(By.ID, "paint-done").click()
         assert not shown(browser, "painter")
 
         # First uploads for style 2: what the page would send for style 1, left without a mask before it.

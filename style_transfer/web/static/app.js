@@ -135,14 +135,15 @@ function refitMasks(size) {  // a new photo: paintings of its shape are resized 
   state.masks.forEach((entry, i) => {
     if (!entry.canvas) return;
     if (!sameShape(entry.canvas, target)) {
-      entry.canvas = null; entry.painted = false; dropped.push(i + 1);
+      if (entry.painted) dropped.push(i + 1);
+      entry.canvas = null; entry.painted = false;
       return;
     }
     const canvas = paintCanvas(target);
     canvas.getContext("2d").drawImage(entry.canvas, 0, 0, target.width, target.height);
     entry.canvas = canvas;
   });
-  if (state.painting) { const entry = state.painting; closePainter(); if (entry.canvas) openPainter(entry); }
+  if (state.painting) { const entry = state.painting; closePainter(); openPainter(entry); }  // on the new photo
   renderMasks();
   if (dropped.length) showError(`The new photo has another shape: the painted mask of style ${dropped.join(", ")} was removed.`);
 }
