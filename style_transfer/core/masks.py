@@ -65,13 +65,14 @@ def mask_tensor(source: ImageSource, label: str) -> torch.Tensor:
     return mask
 
 
-def check_aspect(mask: torch.Tensor, content_wh: tuple[int, int], label: str) -> None:
+def check_aspect(mask: torch.Tensor, content_wh: tuple[int, int], label: str,
+                 content_label: str = "the content") -> None:
     """Raise ``ValueError`` unless the mask's width/height is the content's, within ``ASPECT_TOLERANCE``."""
     height, width = mask.shape[-2:]
     ratio, content = width / height, content_wh[0] / content_wh[1]
     if abs(math.log(ratio / content)) > math.log1p(ASPECT_TOLERANCE):
-        raise ValueError(f"{label}: {width}x{height} has another aspect ratio than the content "
-                         f"({content_wh[0]}x{content_wh[1]}); give a mask of the content's shape")
+        raise ValueError(f"{label}: {width}x{height} has another aspect ratio than {content_label} "
+                         f"({content_wh[0]}x{content_wh[1]}); give a mask of that shape")
 
 
 def resize_mask(mask: torch.Tensor, hw: tuple[int, int]) -> torch.Tensor:
@@ -116,15 +117,18 @@ class Guides:
                       None if self.content is None else follow(self.content, layer, hw))
 
 
-def load_guides(style_masks: Sequence[ImageSource], content_mask: ImageSource | None, content: ImageSource,
-                hw: tuple[int, int], styles: int, device: torch.device | str = "cpu") -> Guides | None:
+def load_guides(style_masks: Sequence[ImageSource], content_mask: ImageSource | None,
+                content: ImageSource | tuple[int, int], hw: tuple[int, int], styles: int,
+                device: torch.device | str = "cpu", content_label: str = "the content") -> Guides | None:
     """The masks of a run, checked and resized to the working content's ``hw`` (None: no mask given).
 
     Args:
         style_masks: one per style, in order, for the first ``len(style_masks)`` styles; the others share
             what no mask covers (``fill_masks``).
         content_mask: weights the content loss by region, or None.
-        content: the content source (its declared size: the aspect ratio the masks must have).
+        content: the content source (its declared size, upright: the aspect ratio the masks must have), or its
+            (width, height).
+        content_label: how messages name the content ("the content"; "the video's frames").
         styles: how many style images the run has.
 
     Raises:
@@ -134,12 +138,13 @@ def load_guides(style_masks: Sequence[ImageSource], content_mask: ImageSource | 
         return None
     if len(style_masks) > styles:
         raise ValueError(f"{len(style_masks)} style masks for {styles} style image(s): give at most one per style")
-    content_wh = header_size(content)
+    # the shape the run sees (a phone photo turned upright)
+    content_wh = content if isinstance(content, tuple) else header_size(content, upright=True)
 
     def load(source: ImageSource, label: str) -> torch.Tensor:
         label = f"{label} ({os.path.basename(os.fspath(source))})" if isinstance(source, (str, os.PathLike)) else label
         mask = mask_tensor(source, label)
-        check_aspect(mask, content_wh, label)
+        check_aspect(mask, content_wh, label, content_label)
         return resize_mask(mask, hw).to(device)
 
     given = [load(s, f"style mask {i + 1}") for i, s in enumerate(style_masks)]

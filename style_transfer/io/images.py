@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Union
 
-from PIL import Image, ImageOps
+from PIL import ExifTags, Image, ImageOps
 
 from .metadata import save_options
 from ..errors import ImageError, OutputError, first_line
@@ -170,13 +170,14 @@ def open_image(path: str | os.PathLike) -> Image.Image:
                                  f"{image.format} data ({reason})") from None
 
 
-def header_size(source: ImageSource) -> tuple[int, int]:
+def header_size(source: ImageSource, upright: bool = False) -> tuple[int, int]:
     """The (width, height) of an image source as declared, without decoding a pixel.
 
     A file's header is read and checked as ``open_image`` checks it (format, ``MAX_PIXELS``,
     ``MIN_INPUT_SIDE``); a Pillow image or a ``(1, 3, H, W)`` tensor gives its own size. An EXIF
-    orientation is not applied: a quarter turn only swaps the sides, which changes neither the
-    working area nor the long side (what the memory estimate reads, ``run.check_fits``).
+    orientation is applied only with ``upright`` (the shape ``open_image`` gives, which a mask over the
+    picture must have): a quarter turn only swaps the sides, which changes neither the working area nor
+    the long side (what the memory estimate reads, ``run.check_fits``).
 
     Raises:
         ImageError: the file cannot be read, or declares too many or too few pixels.
@@ -193,7 +194,8 @@ def header_size(source: ImageSource) -> tuple[int, int]:
     name = os.fspath(source)
     with open_regular(name, ImageError) as handle, _quiet_pillow() as caught:
         with _open_header(handle, name, caught) as image:
-            return image.size
+            turned = upright and image.getexif().get(ExifTags.Base.Orientation) in (5, 6, 7, 8)
+            return (image.height, image.width) if turned else image.size
 
 
 @contextlib.contextmanager

@@ -121,13 +121,22 @@ class VideoRun:
         """What the work folder's frames must have been made with to be reused."""
         settings = provenance.settings_dict(self.config)
         settings.pop("threads", None)
+        given = provenance.mask_inputs(settings)
+        if given:  # the masks by their bytes, not their paths (no key without masks: older folders stay valid)
+            settings.pop("style_masks"), settings.pop("content_mask")
         video = dataclasses.asdict(self.settings)
         video.pop("work_dir")
         source = ([provenance.sha256_file(p) for p in folder_frames(self.clip.path)] if self.clip.folder
                   else provenance.sha256_file(self.clip.path))
-        return {"format": "style_transfer video frames", "version": WORK_VERSION, "settings": settings,
-                "video": video, "input": source, "styles": [provenance.input_entry(s)["sha256"] for s in self.styles],
-                "weights": provenance.weights_entry(self.config.weights, model=self.config.model), "frames": self.clip.count}
+        fingerprint = {"format": "style_transfer video frames", "version": WORK_VERSION, "settings": settings,
+                       "video": video, "input": source,
+                       "styles": [provenance.input_entry(s)["sha256"] for s in self.styles],
+                       "weights": provenance.weights_entry(self.config.weights, model=self.config.model),
+                       "frames": self.clip.count}
+        if given:
+            fingerprint["masks"] = {kind: [e["sha256"] for e in entry] if isinstance(entry, list) else entry["sha256"]
+                                    for kind, entry in given.items()}
+        return fingerprint
 
     def _open_work(self) -> int:
         """Check or create the work folder; the frames already finished there (consecutive from 0)."""
@@ -196,6 +205,7 @@ class VideoRun:
     def _execute(self, on_frame: Callable[[FrameInfo], None] | None,
                  on_event: Callable[[int, Any], None] | None) -> VideoResult:
         from ..io.images import load_image, pil_to_tensor
+        from ..core import masks
         from ..core.vgg import load_network
         from ..run.run import Run, check_fits
         from ..run.prepare import resolve_device, default_size
@@ -204,6 +214,9 @@ class VideoRun:
         began = time.perf_counter()
         config, settings = self.config, self.settings
         check_fits((self.clip.width, self.clip.height), self.styles, config)  # before a frame is read at the size
+        if config.style_masks or config.content_mask is not None:  # each frame's run takes them; refused now
+            masks.load_guides(config.style_masks, config.content_mask, (self.clip.width, self.clip.height), (16, 16),
+                              len(self.styles), content_label="the video's frames")
         done = self._open_work()
         device = resolve_device(config.device)
         size = config.size or default_size(device)

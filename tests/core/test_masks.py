@@ -233,6 +233,22 @@ class TestErrors:
             Run(CAT, STYLE, config).execute()
 
 
+def test_a_phone_photo_takes_a_mask_of_its_upright_shape(tmp_path: Path) -> None:
+    """A JPEG stored 48x32 with EXIF orientation 6 (a quarter turn) is shown and run upright, 32x48: its mask is
+    checked against that shape (what a browser paints over), not the stored one."""
+    photo = tmp_path / "phone.jpg"
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    small_image("chelsea.png", (48, 32)).save(photo, exif=exif)
+    upright, stored = tmp_path / "upright.png", tmp_path / "stored.png"
+    half_masks(32, 48)[0].save(upright)
+    half_masks(48, 32)[0].save(stored)
+    guides = masks.load_guides([str(upright)], None, str(photo), (48, 32), 1)
+    assert guides is not None and tuple(guides.styles[0].shape[-2:]) == (48, 32)
+    with pytest.raises(ValueError, match=r"stored.png\): 48x32 has another aspect ratio than the content \(32x48\)"):
+        masks.load_guides([str(stored)], None, str(photo), (48, 32), 1)
+
+
 def test_a_masked_run_records_its_masks(tmp_path: Path) -> None:
     """The provenance record names each mask and hashes it, as it does the inputs."""
     left, right = half_masks(32, 21)

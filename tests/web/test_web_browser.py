@@ -20,7 +20,7 @@ import time
 import urllib.request
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 import pytest
 
@@ -257,5 +257,140 @@ def test_the_page_fits_a_phone(tmp_path: Path, browser: Any) -> None:
             return [width, document.documentElement.scrollWidth, outside];""")
         assert scroll <= width, f"the page scrolls sideways: {scroll} px wide in {width}"
         assert outside == [], outside
+    finally:
+        server.stop()
+
+
+def stroke(driver: Any, canvas: Any, points: list[tuple[float, float]]) -> None:
+    """Drag the mouse over ``canvas`` through ``points``, each a fraction (0-1) of its width and height."""
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    box = canvas.rect
+
+    def offset(point: tuple[float, float]) -> tuple[int, int]:  # Selenium's offsets start at the element's centre
+        return round((point[0] - 0.5) * box["width"]), round((point[1] - 0.5) * box["height"])
+
+    chain = ActionChains(driver).move_to_element_with_offset(canvas, *offset(points[0])).click_and_hold()
+    for point in points[1:]:
+        chain = chain.move_to_element_with_offset(canvas, *offset(point))
+    chain.release().perform()
+
+
+def brush(driver: Any, percent: int) -> None:
+    driver.execute_script("const b = document.getElementById('brush-size'); b.value = arguments[0];"
+                          "b.dispatchEvent(new Event('input'));", percent)
+
+
+SENT_MASKS = """
+const done = arguments[arguments.length - 1];
+maskFiles().then(async (files) => done(await Promise.all(files.map(
+  async (f) => [f.name, Array.from(new Uint8Array(await f.blob.arrayBuffer()))])))).catch((e) => done(String(e)));
+"""
+
+
+def test_a_painted_mask_reaches_the_server_white_where_painted(tmp_path: Path, browser: Any) -> None:
+    """Paint over the photo for the second style (a stroke down the left, one on the right erased again): the
+    server keeps, as style mask 2, a mask of the photo's size that is white down the left and black elsewhere,
+    and as style mask 1 (left unpainted) its complement, what no mask covers; the run records those files.
+    Before that, uploads for style 2: the complement sent for style 1 (``maskFiles``, the page's own function),
+    and the page's one-line refusal when nothing is left for it."""
+    import hashlib
+    import json
+
+    import numpy as np
+    from PIL import Image
+
+    content, stain, brick = tmp_path / "cat.png", tmp_path / "stain.png", tmp_path / "brick.png"
+    small_image("chelsea.png", (48, 32)).save(content)
+    small_image("ihc.png", (40, 40)).save(stain)
+    small_image("brick.png", (40, 40)).save(brick)
+    server = Server(tmp_path / "data")
+    try:
+        browser.get(server.url)
+        wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#sample-list .sample"), "the sample images")
+        browser.find_element(By.ID, "style-input").send_keys(f"{stain}\n{brick}")
+        paint = '#mask-list li[data-index="1"] .mask-paint'
+        assert not browser.find_element(By.CSS_SELECTOR, paint).is_enabled()  # no photo to paint over yet
+
+        # A phone photo (stored 48x32, EXIF: a quarter turn) is painted over upright, as the server checks it.
+        phone = tmp_path / "phone.jpg"
+        exif = Image.Exif()
+        exif[0x0112] = 6
+        small_image("chelsea.png", (48, 32)).save(phone, exif=exif)
+        browser.find_element(By.ID, "content-input").send_keys(str(phone))
+        wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, paint).is_enabled(), "the second style's Paint")
+        browser.find_element(By.CSS_SELECTOR, paint).click()
+        canvas = browser.find_element(By.CSS_SELECTOR, "#paint-area canvas")
+        assert (canvas.get_attribute("width"), canvas.get_attribute("height")) == ("32", "48")
+
+        browser.find_element(By.ID, "content-input").send_keys(str(content))  # another shape: a new canvas
+        wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, "#paint-area canvas").get_attribute("width") == "48",
+             "the canvas of the new photo")
+        assert not shown(browser, "error")  # nothing painted was lost
+        browser.find_element(By.ID, "paint-done").click()
+        assert not shown(browser, "painter")
+
+        # First uploads for style 2: what the page would send for style 1, left without a mask before it.
+        white, right = tmp_path / "white.png", tmp_path / "right.png"
+        Image.new("L", (48, 32), 255).save(white)
+        half = Image.new("L", (48, 32), 0)
+        half.paste(255, (24, 0, 48, 32))
+        half.save(right)
+        for upload in (white, right):
+            browser.find_element(By.CSS_SELECTOR, '#mask-list li[data-index="1"] .mask-file').send_keys(str(upload))
+            wait(browser, lambda d, name=upload.name: d.find_elements(By.CSS_SELECTOR, "#mask-list .mask-state")[1]
+                 .text == f"mask: {name}", "the uploaded mask")
+            sent = browser.execute_async_script(SENT_MASKS)
+            if upload == white:
+                assert sent.startswith("Error: The masks cover the whole photo: style 1 without a mask"), sent
+        assert [name for name, _ in sent] == ["rest-1.png", "right.png"]
+        (tmp_path / "rest.png").write_bytes(bytes(sent[0][1]))
+        with Image.open(tmp_path / "rest.png") as rest:
+            assert np.array_equal(np.asarray(rest.convert("L")), 255 - np.asarray(half))
+
+        browser.find_element(By.CSS_SELECTOR, paint).click()
+        canvas = browser.find_element(By.CSS_SELECTOR, "#paint-area canvas")
+        wait(browser, lambda d: number(d, "document.getElementById('paint-photo').naturalWidth") == 48, "the photo")
+        assert (canvas.get_attribute("width"), canvas.get_attribute("height")) == ("48", "32")  # the photo's shape
+        assert abs(canvas.rect["width"] / canvas.rect["height"] - 1.5) < 0.02  # shown over it, unstretched
+
+        brush(browser, 50)  # 24 px across: a hard core 14.4 px wide around the stroke, soft to 24 px
+        stroke(browser, canvas, [(0.15, 0.02), (0.15, 0.5), (0.15, 0.98)])  # x = 7.2 px
+        brush(browser, 20)
+        stroke(browser, canvas, [(0.8, 0.3), (0.8, 0.7)])
+        browser.find_element(By.ID, "brush-erase").click()
+        brush(browser, 50)  # its hard core covers all the 20 % stroke
+        stroke(browser, canvas, [(0.8, 0.3), (0.8, 0.7)])
+        browser.find_element(By.ID, "paint-done").click()
+        states = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#mask-list .mask-state")]
+        assert states == ["no mask", "painted mask"], states
+
+        start_small_job(browser, steps="10000")  # long: its inputs stay in its folder until it is cancelled
+        wait(browser, lambda d: d.find_element(By.ID, "status").text.startswith("Running"), "the job to run")
+        (folder,) = (tmp_path / "data" / "jobs").iterdir()
+        saved = {n: (folder / f"style-mask-{n}").read_bytes() for n in (1, 2)}
+        browser.find_element(By.ID, "cancel").click()
+        wait(browser, lambda d: d.find_element(By.ID, "status").text.startswith("Cancelled"), "the cancel")
+
+        masks = {}
+        for n, data in saved.items():
+            (tmp_path / f"mask{n}.png").write_bytes(data)
+            with Image.open(tmp_path / f"mask{n}.png") as image:
+                assert image.format == "PNG" and image.size == (48, 32)
+                masks[n] = np.asarray(image.convert("L")).astype(int)
+        painted = masks[2]
+        assert painted[:, :14].min() >= 250, painted[:, :14].min()  # white in the stroke's core
+        assert painted[:, 20:].max() == 0, painted[:, 20:].max()  # black past its soft edge, the erased stroke too
+        assert 0 < painted[:, 16].mean() < 255  # a soft edge between
+        assert np.abs(masks[1] - (255 - painted)).max() <= 1  # the unpainted style: what the painting leaves
+
+        api = urljoin(server.url, "/api/results")
+        results = json.load(urllib.request.urlopen(api))["results"]
+        assert "2 style masks" in browser.find_element(By.CSS_SELECTOR, "#gallery-list li .meta").text
+        image = urllib.request.urlopen(f"{api}/{results[0]['id']}/image?format=png").read()
+        (tmp_path / "result.png").write_bytes(image)
+        record = read_record(tmp_path / "result.png")
+        assert [m["sha256"] for m in record["inputs"]["style_masks"]] == [
+            hashlib.sha256(saved[n]).hexdigest() for n in (1, 2)]  # the run took those masks
     finally:
         server.stop()

@@ -3,7 +3,13 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const state = { content: null, styles: [], job: null, source: null, losses: [], options: null, resultId: null, step: null };
+const state = { content: null, contentSize: null, unreadable: false, styles: [], masks: [], painting: null, job: null, source: null, losses: [],
+                options: null, resultId: null, step: null };
+// A painted mask is kept at the photo's own size, its long side at most this (the server resizes masks with the photo)
+// unless its short side would go under MASK_SHORT_SIDE (rounding it would change the aspect ratio by over 1 %).
+const MASK_LONG_SIDE = 1024, MASK_SHORT_SIDE = 50;
+// A mask's width/height may differ from the photo's by this fraction (core/masks.py's ASPECT_TOLERANCE).
+const ASPECT_TOLERANCE = 0.02;
 
 async function api(path, init) {
   const response = await fetch(path, { credentials: "same-origin", ...init });
@@ -33,12 +39,247 @@ function setContent(file) {
   showError("");  // a new pick answers the old complaint
   state.content = file;
   $("content-thumbs").replaceChildren(...(file ? [thumb(file)] : []));
+  state.contentSize = null;
+  state.unreadable = false;
+  renderMasks();
+  if (!file) return;
+  createImageBitmap(file).then((bitmap) => {  // its upright size (EXIF turned), as the browser shows it
+    if (state.content !== file) return;  // a later pick won
+    const size = { width: bitmap.width, height: bitmap.height };
+    bitmap.close();
+    state.contentSize = size;
+    const photo = $("paint-photo");
+    if (photo.src) URL.revokeObjectURL(photo.src);
+    photo.src = URL.createObjectURL(file);
+    refitMasks(size);
+  }).catch(() => {  // the server may still read it (a TIFF): only painting waits for a photo the browser shows
+    if (state.content === file) { state.unreadable = true; renderMasks(); }
+  });
 }
 
 function setStyles(files) {
   showError("");
+  const kept = new Map(state.styles.map((style, i) => [style, state.masks[i]]));  // a style keeps its mask
   state.styles = files;
+  state.masks = files.map((style) => kept.get(style) || { file: null, canvas: null, painted: false });
+  if (state.painting && !state.masks.includes(state.painting)) closePainter();
   $("style-thumbs").replaceChildren(...files.map(thumb));
+  renderMasks();
+}
+
+// Masks: for each style an uploaded file or a painting over the photo (the latest counts), sent as the
+// same style_mask files. The painting is a canvas of the photo's aspect ratio; its alpha is the mask.
+
+function maskSize(size) {
+  const scale = Math.min(1, Math.max(MASK_LONG_SIDE / Math.max(size.width, size.height),
+                                     MASK_SHORT_SIDE / Math.min(size.width, size.height)));
+  return { width: Math.max(1, Math.round(size.width * scale)), height: Math.max(1, Math.round(size.height * scale)) };
+}
+
+function sameShape(a, b) {
+  return Math.abs(Math.log((a.width / a.height) / (b.width / b.height))) <= Math.log1p(ASPECT_TOLERANCE);
+}
+
+function paintCanvas(size) {
+  const canvas = document.createElement("canvas");
+  canvas.width = size.width; canvas.height = size.height;
+  canvas.className = "mask-canvas";
+  canvas.setAttribute("aria-label", "the mask: drag to paint where the style goes");
+  let last = null;
+  const at = (e) => {
+    const box = canvas.getBoundingClientRect();
+    return { x: (e.clientX - box.left) * canvas.width / box.width, y: (e.clientY - box.top) * canvas.height / box.height };
+  };
+  canvas.addEventListener("pointerdown", (e) => {
+    e.preventDefault();
+    canvas.setPointerCapture(e.pointerId);
+    const entry = state.painting;
+    if (entry && entry.file) { entry.file = null; renderMasks(); }  // the painting replaces an uploaded mask
+    last = at(e);
+    stroke(canvas, last, last);
+  });
+  canvas.addEventListener("pointermove", (e) => {
+    if (!last) return;
+    const point = at(e);
+    stroke(canvas, last, point);
+    last = point;
+  });
+  for (const name of ["pointerup", "pointercancel"]) {
+    canvas.addEventListener(name, () => {
+      if (!last) return;
+      last = null;
+      if (state.painting) { state.painting.painted = true; renderMasks(); }
+    });
+  }
+  return canvas;
+}
+
+function stroke(canvas, from, to) {  // soft round dabs a quarter radius apart
+  const ctx = canvas.getContext("2d");
+  const radius = Math.max(0.5, Number($("brush-size").value) / 100 * Math.max(canvas.width, canvas.height) / 2);
+  ctx.globalCompositeOperation = $("brush-erase").checked ? "destination-out" : "source-over";
+  const steps = Math.max(1, Math.ceil(Math.hypot(to.x - from.x, to.y - from.y) / (radius / 4)));
+  for (let i = 0; i <= steps; i++) {
+    const x = from.x + (to.x - from.x) * i / steps, y = from.y + (to.y - from.y) * i / steps;
+    const soft = ctx.createRadialGradient(x, y, 0, x, y, radius);
+    soft.addColorStop(0, "rgba(255, 0, 128, 1)"); soft.addColorStop(0.6, "rgba(255, 0, 128, 1)");
+    soft.addColorStop(1, "rgba(255, 0, 128, 0)");
+    ctx.fillStyle = soft;
+    ctx.beginPath(); ctx.arc(x, y, radius, 0, 2 * Math.PI); ctx.fill();
+  }
+  ctx.globalCompositeOperation = "source-over";
+}
+
+function refitMasks(size) {  // a new photo: paintings of its shape are resized to it, others dropped
+  const target = maskSize(size), dropped = [];
+  state.masks.forEach((entry, i) => {
+    if (!entry.canvas) return;
+    if (!sameShape(entry.canvas, target)) {
+      if (entry.painted) dropped.push(i + 1);
+      entry.canvas = null; entry.painted = false;
+      return;
+    }
+    const canvas = paintCanvas(target);
+    canvas.getContext("2d").drawImage(entry.canvas, 0, 0, target.width, target.height);
+    entry.canvas = canvas;
+  });
+  if (state.painting) { const entry = state.painting; closePainter(); openPainter(entry); }  // on the new photo
+  renderMasks();
+  if (dropped.length) showError(`The new photo has another shape: the painted mask of style ${dropped.join(", ")} was removed.`);
+}
+
+function openPainter(entry) {
+  const i = state.masks.indexOf(entry);
+  if (i < 0 || !state.contentSize) return;
+  if (!entry.canvas) entry.canvas = paintCanvas(maskSize(state.contentSize));
+  state.painting = entry;
+  $("paint-area").replaceChildren($("paint-photo"), entry.canvas);
+  $("painter-title").textContent = `Painting where style ${i + 1} (${state.styles[i].name}) goes`;
+  $("painter").hidden = false;
+  renderMasks();
+}
+
+function closePainter() {
+  state.painting = null;
+  $("painter").hidden = true;
+  $("paint-area").replaceChildren($("paint-photo"));
+  renderMasks();
+}
+
+function maskText(entry) {
+  if (entry.file) return `mask: ${entry.file.name}`;
+  if (entry.canvas && entry.painted) return "painted mask";
+  return "no mask";
+}
+
+function renderMasks() {
+  $("mask-list").replaceChildren(...state.styles.map((style, i) => {
+    const entry = state.masks[i];
+    const item = document.createElement("li");
+    item.dataset.index = String(i);
+    const name = document.createElement("span");
+    name.className = "mask-name"; name.textContent = `Style ${i + 1}: ${style.name}`;
+    const upload = document.createElement("label");
+    upload.className = "button";
+    upload.textContent = "Upload a mask";
+    const input = document.createElement("input");
+    input.type = "file"; input.accept = "image/*"; input.className = "mask-file";
+    input.setAttribute("aria-label", `Mask image for style ${i + 1} (${style.name})`);
+    input.addEventListener("change", () => {
+      const file = images(input.files)[0];
+      if (!file) return;
+      showError("");
+      entry.file = file;  // the upload replaces a painting
+      entry.canvas = null; entry.painted = false;
+      if (state.painting === entry) closePainter(); else renderMasks();
+    });
+    upload.append(input);
+    const paint = document.createElement("button");
+    paint.type = "button"; paint.className = "mask-paint";
+    paint.textContent = state.painting === entry ? "Painting..." : "Paint";
+    paint.disabled = !state.contentSize || state.painting === entry;
+    paint.title = state.contentSize ? "" : state.unreadable ? "this browser cannot show the photo: upload a mask"
+      : "pick the photo first";
+    paint.setAttribute("aria-label", `Paint the mask of style ${i + 1} over the photo`);
+    paint.addEventListener("click", () => openPainter(entry));
+    const none = document.createElement("button");
+    none.type = "button"; none.className = "mask-none"; none.textContent = "No mask";
+    none.disabled = maskText(entry) === "no mask";
+    none.setAttribute("aria-label", `No mask for style ${i + 1}`);
+    none.addEventListener("click", () => {
+      entry.file = null; entry.canvas = null; entry.painted = false;
+      if (state.painting === entry) closePainter(); else renderMasks();
+    });
+    const shown = document.createElement("span");
+    shown.className = "mask-state"; shown.textContent = maskText(entry);
+    item.append(name, upload, paint, none, shown);
+    return item;
+  }));
+}
+
+function paintedGrey(canvas) {  // the mask's grey levels (0-255), one a pixel: the painting's alpha
+  const pixels = canvas.getContext("2d").getImageData(0, 0, canvas.width, canvas.height).data;
+  const grey = new Uint8ClampedArray(canvas.width * canvas.height);
+  for (let p = 0; p < grey.length; p++) grey[p] = pixels[4 * p + 3];
+  return grey;
+}
+
+async function uploadedGrey(file, size) {  // an uploaded mask's grey levels at ``size``, as the server reads it
+  const bitmap = await createImageBitmap(file);
+  const canvas = document.createElement("canvas");
+  canvas.width = size.width; canvas.height = size.height;
+  const ctx = canvas.getContext("2d");
+  ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, size.width, size.height);  // transparency over white
+  ctx.drawImage(bitmap, 0, 0, size.width, size.height);
+  bitmap.close();
+  const pixels = ctx.getImageData(0, 0, size.width, size.height).data;
+  const grey = new Uint8ClampedArray(size.width * size.height);
+  for (let p = 0; p < grey.length; p++) grey[p] = 0.299 * pixels[4 * p] + 0.587 * pixels[4 * p + 1] + 0.114 * pixels[4 * p + 2];
+  return grey;
+}
+
+function greyPNG(grey, size) {
+  const canvas = document.createElement("canvas");
+  canvas.width = size.width; canvas.height = size.height;
+  const image = new ImageData(size.width, size.height);
+  for (let p = 0; p < grey.length; p++) image.data.set([grey[p], grey[p], grey[p], 255], 4 * p);
+  canvas.getContext("2d").putImageData(image, 0, 0);
+  return new Promise((resolve, reject) => canvas.toBlob((blob) => blob ? resolve(blob) : reject(new Error("could not encode a mask")), "image/png"));
+}
+
+async function maskFiles() {
+  // The style_mask files, in style order. The server gives masks to the first styles; a style without one
+  // before a masked style is sent what no mask covers (clamp(1 - sum)), the share the server gives it after.
+  const size = state.contentSize && maskSize(state.contentSize);
+  const given = state.masks.map((entry, i) => {
+    if (entry.file) return { blob: entry.file, name: entry.file.name };
+    if (entry.canvas && entry.painted) {
+      const grey = paintedGrey(entry.canvas);
+      if (grey.some((v) => v > 0)) return { grey, name: `painted-mask-${i + 1}.png` };
+    }
+    return null;
+  });
+  const last = given.findLastIndex((g) => g !== null);
+  if (last < 0) return [];
+  const missing = given.slice(0, last).map((g, i) => g ? 0 : i + 1).filter((n) => n);
+  let rest = null;
+  if (missing.length) {
+    rest = new Uint8ClampedArray(size.width * size.height).fill(255);
+    for (const g of given.filter((g) => g !== null)) {
+      const grey = g.grey || await uploadedGrey(g.blob, size);
+      for (let p = 0; p < rest.length; p++) rest[p] -= grey[p];
+    }
+    if (!rest.some((v) => v > 0)) {
+      throw new Error(`The masks cover the whole photo: style ${missing.join(", ")} without a mask has nowhere to go; give it a mask or make the others smaller.`);
+    }
+  }
+  const files = [];
+  for (let i = 0; i <= last; i++) {
+    const g = given[i];
+    if (g === null) files.push({ blob: await greyPNG(rest, size), name: `rest-${i + 1}.png` });
+    else files.push({ blob: g.blob || await greyPNG(g.grey, size), name: g.name });
+  }
+  return files;
 }
 
 function images(list) {
@@ -130,11 +371,11 @@ async function loadOptions() {
   }));
 }
 
-function formData() {
+async function formData() {
   const data = new FormData();
   data.append("content", state.content, state.content.name);
   for (const style of state.styles) data.append("style", style, style.name);
-  for (const mask of $("mask-input").files) data.append("style_mask", mask, mask.name);
+  for (const mask of await maskFiles()) data.append("style_mask", mask.blob, mask.name);
   for (const [name, id] of [["size", "size"], ["steps", "steps"], ["content_weight", "content-weight"], ["preset", "preset"],
                             ["preserve_colors", "preserve-colors"], ["style_blend", "style-blend"], ["style_loss", "style-loss"], ["seed", "seed"], ["weights", "weights"],
                             ["model", "model"], ["average", "average"]]) {
@@ -255,7 +496,7 @@ async function start(e) {
   state.losses = [];
   drawLosses();
   try {
-    const job = await api("/api/jobs", { method: "POST", body: formData() });
+    const job = await api("/api/jobs", { method: "POST", body: await formData() });
     $("status").textContent = queueText(job.position);
     $("progress").max = job.planned;  // what will run, in whole LBFGS steps of 20, from the start
     $("progress-text").textContent = `0 / ${job.planned} evaluations`;
@@ -283,6 +524,7 @@ function settingsText(entry) {
   if (s.preserve_colors && s.preserve_colors !== "none") parts.push(`colours: ${s.preserve_colors}`);
   if (s.style_loss && s.style_loss !== "gram") parts.push(`${s.style_loss} style loss`);
   if (s.preprocess && s.preprocess !== "torchvision") parts.push(`${s.preprocess} preprocessing`);
+  if (s.style_masks && s.style_masks.length) parts.push(`${s.style_masks.length} style mask${s.style_masks.length > 1 ? "s" : ""}`);
   if (s.fast) parts.push("fast");
   if (entry.stopped !== "done") parts.push(entry.stopped);
   const names = entry.names || {};
@@ -323,6 +565,17 @@ function init() {
   $("style-loss").addEventListener("change", () => applyPreset($("preset").value));
   $("weights").addEventListener("change", () => { fitNetwork(); applyPreset($("preset").value); });
   $("options").addEventListener("submit", start);
+  const brush = () => { $("brush-size-value").textContent = `${$("brush-size").value} %`; };
+  $("brush-size").addEventListener("input", brush);
+  brush();
+  $("paint-clear").addEventListener("click", () => {
+    const entry = state.painting;
+    if (!entry || !entry.canvas) return;
+    entry.canvas.getContext("2d").clearRect(0, 0, entry.canvas.width, entry.canvas.height);
+    entry.painted = false;
+    renderMasks();
+  });
+  $("paint-done").addEventListener("click", closePainter);
   $("cancel").addEventListener("click", cancel);
   $("use-as-content").addEventListener("click", async () => {
     if (state.resultId) setContent(await fileFrom(`/api/results/${state.resultId}/image`, `result-${state.resultId.slice(0, 8)}.png`));
