@@ -183,10 +183,11 @@ class StyleConfig:
         short='Style statistics: gram (tutorial), wasserstein or sliced.',
         help=("The style statistics: gram (the tutorial's Gram matrices), wasserstein (the W2 distance of the features' "
               'Gaussian fits: means and covariances) or sliced (sliced Wasserstein, Heitz et al. 2021: sorted '
-              'projections on random directions, re-drawn each evaluation from --seed). Each has its own default '
+              'projections on random directions, re-drawn from --seed at each optimiser step: every LBFGS step of up '
+              'to 20 evaluations, every adam evaluation). Each has its own default '
               f"--style-weight (tutorial preset: wasserstein {STYLE_LOSS_WEIGHTS['wasserstein']['tutorial']:g}, sliced "
-              f"{STYLE_LOSS_WEIGHTS['sliced']['tutorial']:g}, at every input scale); neither runs in "
-              'tiles (--tile) or with --fused-gram (--fast leaves it off). docs/style-controls.md compares them.'))
+              f"{STYLE_LOSS_WEIGHTS['sliced']['tutorial']:g}, at every input scale); sliced does not run in "
+              'tiles (--tile), neither with --fused-gram (--fast leaves it off). docs/style-controls.md compares them.'))
     # lbfgs (the tutorial's) | adam; every step runs the same closure
     optimizer: str = setting(
         "lbfgs", "choice", "Advanced",

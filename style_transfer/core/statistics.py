@@ -334,9 +334,13 @@ class WassersteinStyleLoss(StyleLoss):
 class SlicedStyleLoss(StyleLoss):
     """Transparent module: ``self.loss = weight * sliced_wasserstein(input, target, directions)``.
 
-    ``--style-loss sliced``. The directions are drawn afresh at every forward from a CPU ``torch.Generator``
-    seeded with ``(seed, layer, evaluations)``, so a run is repeatable; ``evaluations`` counts the forwards
-    (a resumed run sets it to the evaluations it had done).
+    ``--style-loss sliced``. The directions are drawn from a CPU ``torch.Generator`` seeded with ``(seed, layer,
+    evaluations)``, so a run is repeatable: afresh at every forward, or, once the loop calls ``start_step`` (the
+    tutorial's loop does before each ``optimizer.step``), held for the whole step, drawn by the evaluations done
+    when it began. LBFGS builds its curvature pairs from gradient differences within a step; directions re-drawn
+    between them made those pairs noise, and a run could blow up (a masked run at 128 px did at its third
+    evaluation). Adam's steps are one evaluation each, so they draw afresh either way. A resumed run continues
+    from the evaluations it had done.
 
     Args:
         target_features, blend, weight, weights: as ``WassersteinStyleLoss`` (``sliced_target``).
@@ -354,7 +358,19 @@ class SlicedStyleLoss(StyleLoss):
         self.seed, self.layer = int(seed), int(layer)
         self.directions = directions
         self.evaluations = 0
+        self.held = False  # True once the loop calls start_step: the directions stay until the next call
         self.loss = torch.zeros(())
+
+    def start_step(self, evaluations: int) -> None:
+        """Hold one draw of directions, ``draw(evaluations)``, for the optimiser step about to run."""
+        self.evaluations, self.held = int(evaluations), True
+
+    def next_directions(self) -> torch.Tensor:
+        """This forward's directions: the held step's, or a fresh draw per forward."""
+        directions = self.draw(self.evaluations)
+        if not self.held:
+            self.evaluations += 1
+        return directions
 
     def draw(self, evaluation: int) -> torch.Tensor:
         """The directions of one evaluation, ``(D, C)`` float64 on the CPU (the same for the same numbers)."""
@@ -364,8 +380,7 @@ class SlicedStyleLoss(StyleLoss):
         return random_directions(channels, count, generator)
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        directions = self.draw(self.evaluations)
-        self.evaluations += 1
+        directions = self.next_directions()
         loss = sliced_wasserstein(input, self.target, directions, weights=_fit(self.weights, input))
         self.loss = loss * self.weight
         return input
@@ -455,8 +470,7 @@ class GuidedSlicedLoss(SlicedStyleLoss):
         self.register_buffer("blend", shares.to(device=self.target.device, dtype=self.target.dtype))
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        directions = self.draw(self.evaluations)
-        self.evaluations += 1
+        directions = self.next_directions()
         targets = self.target.split([int(n) for n in self.columns], dim=1)
         dirs = _check_sliced(input, self.target, directions)
         projected, order = _sorted(dirs @ input.reshape(input.shape[1], -1))  # sorted once for every style

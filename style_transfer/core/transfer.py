@@ -161,6 +161,9 @@ def optimize(
             return style_score + content_score if not extra_losses else loss
 
         iterations = optimizer.state[input_img].get("n_iter", 0)
+        for module in style_losses:  # losses that draw at random (sliced) hold one draw for the whole step
+            if hasattr(module, "start_step"):
+                module.start_step(run[0])
         optimizer.step(closure)
         if on_step_end is not None:
             on_step_end(optimizer, input_img, run[0])

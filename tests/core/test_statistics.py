@@ -14,6 +14,8 @@ from style_transfer.config import StyleConfig
 from style_transfer.core.statistics import SlicedStyleLoss, WassersteinStyleLoss, gaussian_statistics, random_directions, sliced_target, sliced_wasserstein, wasserstein_distance, wasserstein_target
 from style_transfer.presets import STYLE_LOSS_WEIGHTS
 
+from ..helpers import transfer
+
 
 def features(c: int = 6, h: int = 5, w: int = 7, seed: int = 0, shift: float = 0.0) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
@@ -171,6 +173,26 @@ class TestSliced:
         assert first.loss.item() == again.loss.item() and first.evaluations == 1
         first(x)
         assert first.loss.item() != again.loss.item()  # the second evaluation drew other directions
+
+    @pytest.mark.parametrize("optimizer, steps, draws", [
+        ("lbfgs", 20, [0] * 20 + [20] * 20),  # two LBFGS steps of 20 evaluations: one draw each
+        ("adam", 3, [0, 1, 2, 3]),  # Adam: a step is one evaluation, a draw each
+    ])
+    def test_the_loop_holds_one_draw_for_each_optimiser_step(self, cnn, content_32, style_32, optimizer: str,
+                                                             steps: int, draws: list[int]) -> None:
+        """LBFGS's curvature pairs are gradient differences within a step: its directions stay for the step."""
+        seen: list[int] = []
+        draw = SlicedStyleLoss.draw
+
+        def spy(module, evaluation: int) -> torch.Tensor:
+            seen.append(evaluation)
+            return draw(module, evaluation)
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(SlicedStyleLoss, "draw", spy)
+            transfer(cnn, content_32, style_32, content_32.clone(), steps, 1e3, 1e3, style_loss="sliced",
+                     style_layers=("conv_1",), optimizer_name=optimizer)
+        assert seen == draws
 
 
 class TestModules:
