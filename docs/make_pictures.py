@@ -101,7 +101,7 @@ def main() -> None:
         there = all(path.exists() for path in job.outputs)
         if options.list:
             files = ", ".join(str(path.relative_to(ROOT)) for path in job.outputs)
-            print(f"{job.name:<20} {job.group:<13} {'there  ' if there else 'missing'} {files}")
+            print(f"{job.name:<24} {job.group:<13} {'there  ' if there else 'missing'} {files}")
         elif options.force or not there:
             print(f"make_pictures: {job.name}", flush=True)
             job.make(options)

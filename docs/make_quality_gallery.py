@@ -81,7 +81,6 @@ def make(names: list[str] | None = None, force: bool = False, threads: int = 1) 
     if not MASK.exists() or force:
         draw_face_mask()
     log_path = OUT / "runs.json"
-    log = json.loads(log_path.read_text()) if log_path.exists() else {}
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for name in names or QUALITY_RUNS:
         out = OUT / f"{name}.jpg"
@@ -94,6 +93,7 @@ def make(names: list[str] | None = None, force: bool = False, threads: int = 1) 
         if done.returncode != 0:
             out.unlink(missing_ok=True)
             sys.exit(f"make_quality_gallery: {name} failed (exit {done.returncode})")
+        log = json.loads(log_path.read_text()) if log_path.exists() else {}  # read now: another may have written
         log[name] = {"command": shown(command, weights), "seconds": round(seconds, 1)}
         log_path.write_text(json.dumps(log, indent=1) + "\n")
         print(f"{name}: {seconds:.0f} s", flush=True)
