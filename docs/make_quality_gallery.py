@@ -66,33 +66,46 @@ def quality_command(name: str, weights: Path, threads: int) -> list[str]:
 
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", nargs="*", default=None, help="make only these pictures")
-    parser.add_argument("--force", action="store_true", help="make them again even when they exist")
-    parser.add_argument("--threads", type=int, default=1)
-    args = parser.parse_args()
+def outputs(name: str) -> list[Path]:
+    """The files the run ``name`` writes (the mask is drawn for the masked ones)."""
+    return [OUT / f"{name}.jpg", *([MASK] if name.startswith("masks-") else [])]
+
+
+def make(names: list[str] | None = None, force: bool = False, threads: int = 1) -> None:
+    """Run each named picture (default: all) that is not there yet (or every one with ``force``); exits on a failure."""
+    unknown = [name for name in names or [] if name not in QUALITY_RUNS]
+    if unknown:
+        sys.exit(f"make_quality_gallery: no picture {unknown[0]!r}; pictures: {', '.join(QUALITY_RUNS)}")
     weights = real_vgg16()
     OUT.mkdir(parents=True, exist_ok=True)
-    if not MASK.exists() or args.force:
+    if not MASK.exists() or force:
         draw_face_mask()
     log_path = OUT / "runs.json"
-    log = json.loads(log_path.read_text()) if log_path.exists() else {}
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    for name in args.only or QUALITY_RUNS:
+    for name in names or QUALITY_RUNS:
         out = OUT / f"{name}.jpg"
-        if out.exists() and not args.force:
+        if out.exists() and not force:
             continue
-        command = quality_command(name, weights, args.threads)
+        command = quality_command(name, weights, threads)
         start = time.perf_counter()
         done = subprocess.run([sys.executable, "-m", "style_transfer", *command[1:]], env=env)
         seconds = time.perf_counter() - start
         if done.returncode != 0:
             out.unlink(missing_ok=True)
             sys.exit(f"make_quality_gallery: {name} failed (exit {done.returncode})")
+        log = json.loads(log_path.read_text()) if log_path.exists() else {}  # read now: another may have written
         log[name] = {"command": shown(command, weights), "seconds": round(seconds, 1)}
         log_path.write_text(json.dumps(log, indent=1) + "\n")
         print(f"{name}: {seconds:.0f} s", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", nargs="*", default=None, help="make only these pictures")
+    parser.add_argument("--force", action="store_true", help="make them again even when they exist")
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    make(args.only, args.force, args.threads)
 
 
 if __name__ == "__main__":

@@ -26,24 +26,34 @@ sys.path[:0] = [str(ROOT), str(ROOT / "docs"), str(ROOT / "benchmarks")]
 OUT = ROOT / "docs" / "gallery"
 
 
+# The runs (style loss, or style loss=weight) and the file each writes; style-losses.json is their report.
+KINDS = ("gram", "wasserstein", "sliced", "sliced=300")
+OUTPUTS = [OUT / f"style-loss-{kind.replace('=', '-')}.jpg" for kind in KINDS] + [OUT / "style-losses.json"]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", default="1")
     parser.add_argument("--steps", default="100")
     parser.add_argument("--parallel", action="store_true")
     args = parser.parse_args()
+    return make(args.threads, args.steps, args.parallel)
+
+
+def make(threads: str = "1", steps: str = "100", parallel: bool = False) -> int:
+    """Run the style losses, write their pictures and report, print the table; 0 on success."""
     from make_gallery import real_vgg16  # docs/make_gallery.py: the ONNX file, or exit saying how to get it
 
     import style_losses  # benchmarks/style_losses.py
 
     # sliced=300 beside its preset's 100: the weight first tried at 256 px (docs/gallery.md)
-    groups = ["gram,wasserstein", "sliced", "sliced=300"] if args.parallel else ["gram,wasserstein,sliced,sliced=300"]
+    groups = ["gram,wasserstein", "sliced", "sliced=300"] if parallel else [",".join(KINDS)]
     with tempfile.TemporaryDirectory() as folder:
         jobs = []
         for i, losses in enumerate(groups):
             command = [sys.executable, str(ROOT / "benchmarks" / "style_losses.py"), "--model", "vgg16",
-                       "--weights", str(real_vgg16()), "--size", "256", "--steps", args.steps, "--threads",
-                       args.threads, "--content", str(ROOT / "images" / "chelsea.png"),
+                       "--weights", str(real_vgg16()), "--size", "256", "--steps", steps, "--threads",
+                       threads, "--content", str(ROOT / "images" / "chelsea.png"),
                        "--style", str(ROOT / "images" / "ihc.png"), "--losses", losses, "--pictures", str(OUT),
                        "--json", str(Path(folder) / f"{i}.json")]
             jobs.append(subprocess.Popen(command, stdout=subprocess.DEVNULL))
@@ -53,7 +63,7 @@ def main() -> int:
     report = reports[0]
     for other in reports[1:]:
         report["runs"] += other["runs"]
-    report["parallel"] = args.parallel
+    report["parallel"] = parallel
     (OUT / "style-losses.json").write_text(json.dumps(report, indent=1) + "\n")
     print(style_losses.markdown(report))
     return 0

