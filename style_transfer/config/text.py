@@ -14,7 +14,6 @@ from .fields import Setting, settings
 from .style import StyleConfig
 
 SETTINGS: tuple[Setting, ...] = settings(StyleConfig)
-_BY_NAME = {s.name: s for s in SETTINGS}
 _BY_SPELLING = {**{s.name: s for s in SETTINGS}, **{o.lstrip("-").replace("-", "_"): s for s in SETTINGS
                                                    for o in s.options}}
 TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
