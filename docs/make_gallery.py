@@ -81,6 +81,14 @@ def command(name: str, weights: Path, threads: int) -> list[str]:
     return args
 
 
+def log_run(log_path: Path, name: str, command: str, seconds: float) -> None:
+    """Add one picture's command and seconds to ``log_path`` (runs.json), read just before writing: another
+    script or process may have added its own since."""
+    log = json.loads(log_path.read_text()) if log_path.exists() else {}
+    log[name] = {"command": command, "seconds": round(seconds, 1)}
+    log_path.write_text(json.dumps(log, indent=1) + "\n")
+
+
 def shown(args: list[str], weights: Path) -> str:
     """The command as a reader would type it: paths relative to the repository, the ONNX file by name."""
     text = " ".join(shlex.quote(a) for a in args if a not in ("-q",))
@@ -116,10 +124,9 @@ def make(names: list[str] | None = None, force: bool = False, threads: int = 2) 
         if done.returncode != 0:  # an interrupted stylize keeps its image so far: not a gallery picture
             (OUT / f"{name}.jpg").unlink(missing_ok=True)
             sys.exit(f"make_gallery: {name} failed (exit {done.returncode})")
-        log = json.loads(log_path.read_text()) if log_path.exists() else {}  # read now: another may have written
-        log[name] = {"command": shown(run, weights), "seconds": round(time.perf_counter() - start, 1)}
-        log_path.write_text(json.dumps(log, indent=1) + "\n")
-        print(f"{name}: {log[name]['seconds']} s", flush=True)
+        seconds = time.perf_counter() - start
+        log_run(log_path, name, shown(run, weights), seconds)
+        print(f"{name}: {round(seconds, 1)} s", flush=True)
 
 
 def main() -> None:

@@ -11,7 +11,6 @@ cat's face is drawn here (docs/gallery/quality/face-mask.png). A picture already
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -21,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "docs"))
 
-from make_gallery import real_vgg16, shown  # noqa: E402  (the same network, commands shown the same way)
+from make_gallery import log_run, real_vgg16, shown  # noqa: E402  (the same network, commands shown the same way)
 
 OUT = ROOT / "docs" / "gallery" / "quality"
 IMAGES = ROOT / "images"
@@ -93,9 +92,7 @@ def make(names: list[str] | None = None, force: bool = False, threads: int = 1) 
         if done.returncode != 0:
             out.unlink(missing_ok=True)
             sys.exit(f"make_quality_gallery: {name} failed (exit {done.returncode})")
-        log = json.loads(log_path.read_text()) if log_path.exists() else {}  # read now: another may have written
-        log[name] = {"command": shown(command, weights), "seconds": round(seconds, 1)}
-        log_path.write_text(json.dumps(log, indent=1) + "\n")
+        log_run(log_path, name, shown(command, weights), seconds)
         print(f"{name}: {seconds:.0f} s", flush=True)
 
 
