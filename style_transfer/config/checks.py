@@ -144,9 +144,6 @@ def _check_tile(config: StyleConfig) -> None:
     """Refuse the settings a tiled evaluation cannot honour (docs/print-size.md)."""
     if config.tile is None:
         return
-    if config.style_masks or config.content_mask is not None:
-        raise ValueError("tile cannot be combined with style or content masks: a crop's Gram matrices would need the "
-                         "mask cropped with it, which tiled evaluations do not do (give no --tile, or no masks)")
     if config.style_loss in TILING_REFUSAL:
         raise ValueError(f"tile cannot be combined with style_loss {config.style_loss!r}: "
                          f"{TILING_REFUSAL[config.style_loss]}")

@@ -116,6 +116,11 @@ class Guides:
         return Guides(None if self.styles is None else [follow(m, layer, hw) for m in self.styles],
                       None if self.content is None else follow(self.content, layer, hw))
 
+    def resized(self, hw: tuple[int, int]) -> Guides:
+        """The masks resized to ``hw`` (``resize_mask``): a tiled run's model is built on small stand-ins."""
+        return Guides(None if self.styles is None else [resize_mask(m, hw) for m in self.styles],
+                      None if self.content is None else resize_mask(self.content, hw))
+
 
 def load_guides(style_masks: Sequence[ImageSource], content_mask: ImageSource | None,
                 content: ImageSource | tuple[int, int], hw: tuple[int, int], styles: int,
@@ -191,7 +196,13 @@ def guided_gram(input: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     a, b, c, d = input.size()
     weighted = (input * mask).reshape(a * b, c * d)
     gram = torch.mm(weighted, weighted.t())
-    return gram.div(a * b * mask.pow(2).sum().clamp_min(_EPS))
+    return gram.div(a * b * region_weight(mask))
+
+
+def region_weight(mask: torch.Tensor) -> torch.Tensor:
+    """``sum(m^2)``, the weight of a mask's region in ``guided_gram``'s normaliser (kept above zero where the
+    region vanishes at a deep layer of a tiny image)."""
+    return mask.pow(2).sum().clamp_min(_EPS)
 
 
 class GuidedStyleLoss(StyleLoss):
@@ -231,14 +242,17 @@ class GuidedStyleLoss(StyleLoss):
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         x = _full(input)  # bf16 features (--precision bf16): the loss in float32, as the other loss modules
-        loss = x.new_zeros(())
-        for k in range(self.target.shape[0]):
-            gram = guided_gram(x, self.masks[k:k + 1])
-            term = (gram - self.target[k]).pow(2).sum() / 4 if self.form == "paper" else F.mse_loss(gram,
-                                                                                                    self.target[k])
-            loss = loss + self.blend[k] * term
-        self.loss = loss * self.weight
+        self.loss = self.loss_of_grams([guided_gram(x, self.masks[k:k + 1]) for k in range(self.target.shape[0])])
         return input
+
+    def loss_of_grams(self, grams: Sequence[torch.Tensor]) -> torch.Tensor:
+        """The loss given each style's guided Gram matrix (``forward``'s, or one added up over crops: ``speed/tiling.py``)."""
+        loss = grams[0].new_zeros(())
+        for k, gram in enumerate(grams):
+            target = self.target[k].to(gram.dtype)
+            term = (gram - target).pow(2).sum() / 4 if self.form == "paper" else F.mse_loss(gram, target)
+            loss = loss + self.blend[k].to(gram.dtype) * term
+        return loss * self.weight
 
 
 class MaskedContentLoss(ContentLoss):

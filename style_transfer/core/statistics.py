@@ -426,12 +426,21 @@ class GuidedWassersteinLoss(StyleLoss):
         self.loss = torch.zeros(())
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        loss = input.new_zeros(())
-        for k in _present(self.masks):
-            loss = loss + self.blend[k] * wasserstein_distance(input, self.target[k, 0], self.target[k, 1:],
-                                                               weights=self.masks[k:k + 1])
-        self.loss = loss * self.weight
+        present = _present(self.masks)
+        self.loss = self.loss_of_moments([gaussian_statistics(input, self.masks[k:k + 1]) if k in present else None
+                                          for k in range(self.masks.shape[0])], input)
         return input
+
+    def loss_of_moments(self, moments: Sequence[tuple[torch.Tensor, torch.Tensor] | None], like: torch.Tensor
+                        ) -> torch.Tensor:
+        """The loss given each style's ``(mean, covariance)`` over its region (``forward``'s, or sums over crops:
+        ``speed/tiling.py``), None for a style whose region is empty at this layer; in ``like``'s dtype."""
+        loss = like.new_zeros(())
+        for k, pair in enumerate(moments):
+            if pair is not None:
+                distance = wasserstein_of(*pair, self.target[k, 0], self.target[k, 1:]).to(like.dtype)
+                loss = loss + self.blend[k].to(like.dtype) * distance
+        return loss * self.weight
 
 
 class GuidedSlicedLoss(SlicedStyleLoss):

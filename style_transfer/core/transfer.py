@@ -209,8 +209,10 @@ class Tiles(Protocol):
 
     def stand_ins(self, images: torch.Tensor | Sequence[torch.Tensor]) -> torch.Tensor | list[torch.Tensor]: ...
 
+    def stand_in_guides(self, guides: masks.Guides | None) -> masks.Guides | None: ...
+
     def evaluation(self, model: nn.Sequential, content_img: torch.Tensor, style_imgs: Sequence[torch.Tensor],
-                   style_blend: Sequence[float] | None) -> TiledEvaluation: ...
+                   style_blend: Sequence[float] | None, guides: masks.Guides | None = None) -> TiledEvaluation: ...
 
 
 # speed.fast.accelerator's: the style model in its fast form, given the evaluations a resumed run has done.
@@ -293,9 +295,6 @@ def run_style_transfer(
     if tiles is not None and (s.accelerate is not None or s.backward != "combined"):  # before the targets' passes
         raise ValueError("precision bf16, channels_last, fused_gram and backward per-module cannot be combined "
                          "with tiling (tile): tiled evaluations run in float32 with one backward per crop")
-    if tiles is not None and s.guides is not None:
-        raise ValueError("style or content masks cannot be combined with tiling (tile, or a size that does not fit "
-                         "untiled): give a smaller size, or no masks")
     if tiles is not None and s.style_loss in TILING_REFUSAL:  # wasserstein tiles: its moments add up over crops
         raise ValueError(f"tile cannot be combined with style_loss {s.style_loss!r}: {TILING_REFUSAL[s.style_loss]}")
     model, style_losses, content_losses = get_style_model_and_losses(  # tiled: the targets come below
@@ -303,7 +302,7 @@ def run_style_transfer(
         tiles.stand_ins(content_img) if tiles else content_img, s.content_layers, s.style_layers,
         style_layer_weights=s.style_layer_weights, style_blend=s.style_blend, loss_form=s.loss_form,
         pooling=s.pooling, style_targets=None if tiles else s.style_targets, normalization=s.normalization,
-        guides=s.guides, style_loss=s.style_loss, seed=s.seed)
+        guides=tiles.stand_in_guides(s.guides) if tiles else s.guides, style_loss=s.style_loss, seed=s.seed)
     if s.resume is not None:  # the sliced directions of a resumed run continue from the evaluations it had done
         for module in style_losses:
             if isinstance(module, SlicedStyleLoss):
@@ -311,7 +310,7 @@ def run_style_transfer(
     tiled = None
     if tiles is not None:  # evaluations and targets over crops, the untiled numbers up to rounding
         tiled = tiles.evaluation(model, content_img, style_img if isinstance(style_img, (list, tuple)) else [style_img],
-                                 s.style_blend)
+                                 s.style_blend, s.guides)
     extra_losses = []
     if s.tv_weight > 0:  # a smoothness term on the image itself, first in the model
         tv_loss = TotalVariationLoss(s.tv_weight)

@@ -136,23 +136,32 @@ def vgg19_geometry(layer_names: Sequence[str], model: str = "vgg19") -> Geometry
     return network_geometry(specs, [index[name] for name in layer_names])
 
 
-def vgg19_target_bytes(layer_names: Sequence[str], model: str = "vgg19") -> float:
-    """Bytes per image pixel of float32 feature maps at these layers of a VGG (the content targets)."""
+def vgg19_target_bytes(layer_names: Sequence[str], model: str = "vgg19", channels: int | None = None) -> float:
+    """Bytes per image pixel of float32 feature maps at these layers of a VGG (the content targets); with
+    ``channels``, of maps of that many channels at those layers' resolutions (``channels=1``: the masks)."""
     from ..layers import model_layer_names
 
-    total, pools, channels, names = 0.0, 0, 3, iter(model_layer_names(model))
+    total, pools, width, names = 0.0, 0, 3, iter(model_layer_names(model))
     per_layer: dict[str, float] = {}
     for item in VGG_LAYOUTS[model]:
         if item == "M":
             pools += 1
-            per_layer[next(names)] = channels * 4 / 4 ** pools
+            per_layer[next(names)] = (channels or width) * 4 / 4 ** pools
             continue
-        channels = int(item)
+        width = int(item)
         for _ in range(2):  # conv_N, relu_N
-            per_layer[next(names)] = channels * 4 / 4 ** pools
+            per_layer[next(names)] = (channels or width) * 4 / 4 ** pools
     for name in layer_names:
         total += per_layer[name]
     return total
+
+
+def vgg19_mask_bytes(style_layers: Sequence[str], content_layers: Sequence[str], style_masks: int,
+                     content_mask: bool, model: str = "vgg19") -> float:
+    """Bytes per image pixel of a tiled run's masks (float32): each style's mask at the working size and at each
+    style layer's whole map, the content mask at the working size and at each content layer's (0 without masks)."""
+    style = (4 + vgg19_target_bytes(style_layers, model, channels=1)) * style_masks
+    return style + (4 + vgg19_target_bytes(content_layers, model, channels=1) if content_mask else 0.0)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from ..config import StyleConfig
 from ..core.steps import TORCH_LBFGS_HISTORY
 from ..errors import ResourceError
 from ..layers import model_layer_names, resolve_layers
-from .crops import check_tile, vgg19_geometry, vgg19_target_bytes
+from .crops import check_tile, vgg19_geometry, vgg19_mask_bytes, vgg19_target_bytes
 from .fast import Speed
 
 
@@ -35,8 +35,9 @@ def tiled_estimate_bytes(content_hw: tuple[int, int], style_hw: tuple[int, int],
     """Memory a tiled run needs beyond the process (``guards.estimate_bytes``'s terms, crop-sized activations).
 
     A fixed part (``guards.BASE_BYTES`` and one crop's activations, ``tile`` x ``tile`` at most) and parts
-    proportional to the picture: LBFGS's history, ``TILED_IMAGE_COPIES`` image copies, the content targets
-    (``target_bytes_per_pixel``, see ``vgg19_target_bytes``) and the style images (3 floats a pixel).
+    proportional to the picture: LBFGS's history, ``TILED_IMAGE_COPIES`` image copies, the content targets and
+    masks (``target_bytes_per_pixel``: ``vgg19_target_bytes``, ``vgg19_mask_bytes``) and the style images (3 floats
+    a pixel).
     """
     speed = speed or Speed()
     content = content_hw[0] * content_hw[1]
@@ -70,7 +71,9 @@ def plan_tiles(sizes: Sequence[int], size_fn: guards.SizeFn, config: StyleConfig
     content_layers, style_layers = resolve_layers(config.content_layers, names), resolve_layers(config.style_layers,
                                                                                                 names)
     geometry = vgg19_geometry(tuple(content_layers) + tuple(style_layers), config.model)
-    targets = vgg19_target_bytes(content_layers, config.model)
+    guided = styles if config.style_masks else 0  # masks followed to each loss's whole map (speed.tiling)
+    targets = vgg19_target_bytes(content_layers, config.model) + vgg19_mask_bytes(
+        style_layers, content_layers, guided, config.content_mask is not None, config.model)
     losses = guards.StyleLossPlan.of(config, styles)
     tiles: list[int | None] = []
 

@@ -9,6 +9,9 @@ crops' input gradients, added up, are the untiled gradient. The content loss is 
 and total variation is computed on the whole image. Nothing is blended or feathered: there are no seams.
 The W2 loss (``--style-loss wasserstein``) tiles the same way: its means and covariances are sums over
 positions too (pass 1 adds up the first and second moments; pass 2 backpropagates the loss linearised in them).
+So do the masks (``--style-mask``, ``--content-mask``): followed through the layers at the whole image's size,
+each style's guided Gram matrix (or region mean and covariance) is a mask-weighted sum over positions, and the
+masked content loss a weighted sum (``Region``). The sliced loss does not tile: its sort spans the whole map.
 
 Exactness rests on two conditions, both computed from the network (``crops.network_geometry``): a crop
 reaches beyond its core by the receptive-field reach of the deepest layer used (its halo), and its
@@ -31,7 +34,8 @@ from ..core.backward import weighted_scores
 from ..core.loss_terms import (PaperContentLoss, TotalVariationLoss, WeightedStyleLoss, normalized_blend,
                                paper_style_loss)
 from ..core.losses import ContentLoss, StyleLoss
-from ..core.statistics import WassersteinStyleLoss, wasserstein_of, wasserstein_target_of
+from ..core.masks import Guides, GuidedStyleLoss, MaskedContentLoss, region_weight
+from ..core.statistics import GuidedWassersteinLoss, WassersteinStyleLoss, wasserstein_of, wasserstein_target_of
 # The planning's names were here before it had its own module (docs/api.md, "What moved").
 from .tile_plans import (ADVICE_TILE, TILE_STEP, TILED_HISTORY_SIZE, TILED_IMAGE_COPIES, advice_tile,  # noqa: F401
                          largest_tiled_size, needs_tiles, plan_tiles, tiled_estimate_bytes, tiled_speed)
@@ -58,17 +62,82 @@ class Tiles:
     def stand_ins(self, images: torch.Tensor | Sequence[torch.Tensor]) -> torch.Tensor | list[torch.Tensor]:
         return stand_ins(images)
 
+    def stand_in_guides(self, guides: Guides | None) -> Guides | None:
+        """The run's masks at the stand-ins' size, for building the model (``evaluation`` puts the real ones in)."""
+        return None if guides is None else guides.resized((STAND_IN_SIDE, STAND_IN_SIDE))
+
     def evaluation(self, model: nn.Sequential, content_img: torch.Tensor, style_imgs: Sequence[torch.Tensor],
-                   style_blend: Sequence[float] | None) -> TiledStyleModel:
-        """The model built on stand-ins, evaluated over crops, its targets computed over crops of the images."""
+                   style_blend: Sequence[float] | None, guides: Guides | None = None) -> TiledStyleModel:
+        """The model built on stand-ins, evaluated over crops, its targets computed over crops of the images and
+        its masks (``guides``, at the content's size) followed to each loss's whole map."""
         tiled = TiledStyleModel(model, self.tile)
-        tiled.set_targets(content_img, style_imgs, style_blend)
+        tiled.set_targets(content_img, style_imgs, style_blend, guides)
         return tiled
 
 
 def tiles_for(image: torch.Tensor, tile: int | None) -> Tiles | None:
     """``Tiles`` where an image of ``image``'s size is evaluated in crops (``needs_tiles``), else None."""
     return Tiles(tile) if tile is not None and needs_tiles(*image.shape[-2:], tile) else None
+
+
+@dataclass(frozen=True, eq=False)
+class Region:
+    """What one style statistic of a loss is summed over at one layer: the whole map, or a mask's region of it.
+
+    A Gram region gives ``G = (F m)(F m)ᵀ / (C Σ m²)`` (``masks.guided_gram``; unmasked, ``gram_matrix``), a
+    moments region (the W2 loss's) ``mu = Σ m f / Σ m`` and ``Cov = Σ m f fᵀ / Σ m - mu muᵀ`` in float64
+    (``statistics.gaussian_statistics``; unmasked, m = 1). Both are sums over positions, added up crop by crop
+    (``sums``); pass 2 backpropagates the loss linearised in them (``gradient``):
+    ``dL/df = m (dL/dG + dL/dGᵀ)(m f) / (C Σ m²)`` and ``dL/df = m (dL/dmu + (dL/dCov + dL/dCovᵀ)(f - mu)) / Σ m``.
+    """
+
+    index: int  # the layer
+    mask: torch.Tensor | None  # (1, 1, h, w) over the layer's whole map; None: every position counts 1
+    moments: bool  # mean and covariance (W2) rather than a Gram matrix
+    channels: int
+    total: torch.Tensor | int  # a Gram region's Σ m² (``masks.region_weight``), a moments region's Σ m
+
+    def _weights(self, full: tuple[slice, slice], like: torch.Tensor) -> torch.Tensor | None:
+        return None if self.mask is None else self.mask[(..., *full)].reshape(1, -1).to(like.dtype)
+
+    def sums(self, matrix: torch.Tensor, full: tuple[slice, slice]) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """A crop core's share: ``(Σ w f fᵀ, Σ m f)`` over its positions (``matrix``, ``(C, n)``; ``full``: where they
+        are in the whole map). A Gram region's are ``((F m)(F m)ᵀ, None)``; a moments region's are in float64 (the
+        covariance is a difference of them, which float32 sums would round where the mean is large)."""
+        if self.moments:
+            matrix = matrix.double()
+        weights = self._weights(full, matrix)
+        weighted = matrix if weights is None else matrix * weights
+        if self.moments:
+            return torch.mm(weighted, matrix.t()), weighted.sum(1)
+        return torch.mm(weighted, weighted.t()), None
+
+    def statistics(self, second: torch.Tensor, first: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+        """``(G,)`` or ``(mu, Cov)`` from the sums over every crop."""
+        if not self.moments:
+            return (second / (self.channels * self.total),)
+        mean = first / self.total  # type: ignore[operator]
+        return mean, second / self.total - torch.outer(mean, mean)
+
+    def factors(self, statistics: tuple[torch.Tensor, ...], derivatives: Sequence[torch.Tensor | None],
+                dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+        """What ``gradient`` needs from the loss's derivatives in ``statistics`` (None: the loss does not use one)."""
+        d = [torch.zeros_like(t) if g is None else g for t, g in zip(statistics, derivatives)]
+        if not self.moments:
+            return ((d[0] + d[0].t()).div(self.channels * self.total).to(dtype),)
+        return (statistics[0].detach().to(dtype), (d[0] / self.total).to(dtype),
+                ((d[1] + d[1].t()) / self.total).to(dtype))
+
+    def gradient(self, matrix: torch.Tensor, full: tuple[slice, slice], factors: tuple[torch.Tensor, ...]
+                 ) -> torch.Tensor:
+        """``dL/dF`` at a crop core's positions (``matrix``, ``(C, n)``) through this region's statistic."""
+        weights = self._weights(full, matrix)
+        if self.moments:
+            mean, d_mean, d_cov = factors
+            part = d_mean[:, None] + torch.mm(d_cov, matrix - mean[:, None])
+        else:
+            part = torch.mm(factors[0], matrix if weights is None else matrix * weights)
+        return part if weights is None else part * weights
 
 
 class TiledStyleModel:
@@ -114,7 +183,8 @@ class TiledStyleModel:
         styled = [self.layer_of[id(m)] for m in self.style_losses]
         self.deepest_style = max(styled) if styled else -1
         # Layers of the W2 loss (--style-loss wasserstein): means and covariances add up over crops as Grams do.
-        self.moment_layers = {self.layer_of[id(m)] for m in self.style_losses if isinstance(m, WassersteinStyleLoss)}
+        self.moment_layers = {self.layer_of[id(m)] for m in self.style_losses
+                              if isinstance(m, (WassersteinStyleLoss, GuidedWassersteinLoss))}
 
     def crops(self, height: int, width: int) -> list[Crop]:
         """The crops an image of this size is evaluated in."""
@@ -147,47 +217,50 @@ class TiledStyleModel:
             for index, features in self._features(x, last):
                 yield crop, index, features
 
-    def gram_sums(self, image: torch.Tensor) -> dict[int, torch.Tensor]:
-        """Pass 1: ``F Fᵀ`` over every crop's core at each style layer (no gradient), not yet normalised."""
-        return self.moment_sums(image)[0]
-
-    def moment_sums(self, image: torch.Tensor) -> tuple[dict[int, torch.Tensor], dict[int, torch.Tensor]]:
-        """Pass 1: ``F Fᵀ`` at each style layer and, at the W2 loss's layers, ``F 1`` (the sum over positions),
-        over every crop's core (no gradient, not normalised). At the W2 layers both in float64: the covariance
-        is their difference ``F Fᵀ / P - mu muᵀ``, which float32 sums would round where the mean is large."""
-        height, width = image.shape[-2:]
-        sums: dict[int, torch.Tensor] = {}
-        firsts: dict[int, torch.Tensor] = {}
-        with torch.no_grad():
-            for crop, index, features in self._crop_features(image, self.deepest_style):
-                if not any(isinstance(m, StyleLoss) for m in self.taps[index]):
-                    continue
-                (rows, cols), _ = self._slices(crop, index, height, width)
-                core = features[..., rows, cols]
-                matrix = core.reshape(core.shape[1], -1)
-                if index in self.moment_layers:
-                    matrix = matrix.double()
-                    firsts[index] = firsts[index] + matrix.sum(1) if index in firsts else matrix.sum(1)
-                gram = torch.mm(matrix, matrix.t())
-                if index in sums:
-                    sums[index] += gram
-                else:
-                    sums[index] = gram
-        return sums, firsts
-
-    def _moments(self, sums: dict[int, torch.Tensor], firsts: dict[int, torch.Tensor], image: torch.Tensor
-                 ) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
-        """Each W2 layer's mean and covariance (population, float64) from ``moment_sums``."""
-        out = {}
-        for index, first in firsts.items():
-            positions = self._numel(index, image) // self._channels(index)
-            mean = first / positions
-            out[index] = (mean, sums[index] / positions - torch.outer(mean, mean))
-        return out
+    def _plain_regions(self, image: torch.Tensor, moments: bool = False) -> dict[int, Region]:
+        """One unweighted region per style layer (at the W2 layers with ``moments``): a whole image's statistics."""
+        layers = sorted({self.layer_of[id(m)] for m in self.style_losses})
+        return {index: Region(index, None, moments and index in self.moment_layers, self._channels(index),
+                              self._positions(index, image)) for index in layers}
 
     def grams(self, image: torch.Tensor) -> dict[int, torch.Tensor]:
         """Each style layer's ``gram_matrix`` of ``image``'s features, accumulated over crops."""
-        return {index: total.div(self._numel(index, image)) for index, total in self.gram_sums(image).items()}
+        regions = self._plain_regions(image)
+        sums = self.region_sums(image, list(regions.values()))
+        return {index: region.statistics(*sums[id(region)])[0] for index, region in regions.items()}
+
+    def moments(self, image: torch.Tensor) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
+        """Each W2 layer's mean and covariance (population, float64) of ``image``'s features, over crops."""
+        regions = {i: r for i, r in self._plain_regions(image, moments=True).items() if r.moments}
+        sums = self.region_sums(image, list(regions.values()))
+        return {index: region.statistics(*sums[id(region)]) for index, region in regions.items()}  # type: ignore[misc]
+
+    def region_sums(self, image: torch.Tensor, regions: Sequence[Region]
+                    ) -> dict[int, tuple[torch.Tensor, torch.Tensor | None]]:
+        """Pass 1: each region's ``(Σ w f fᵀ, Σ w f)`` over every crop's core (``Region.add``), no gradient; keyed by
+        ``id(region)``."""
+        sums: dict[int, tuple[torch.Tensor, torch.Tensor | None]] = {}
+        if not regions:
+            return sums
+        height, width = image.shape[-2:]
+        at: dict[int, list[Region]] = {}
+        for region in regions:
+            at.setdefault(region.index, []).append(region)
+        with torch.no_grad():
+            for crop, index, features in self._crop_features(image, max(at)):
+                if index not in at:
+                    continue
+                (rows, cols), full = self._slices(crop, index, height, width)
+                core = features[..., rows, cols]
+                matrix = core.reshape(core.shape[1], -1)
+                for region in at[index]:
+                    second, first = region.sums(matrix, full)
+                    if id(region) in sums:
+                        total_second, total_first = sums[id(region)]
+                        second = total_second + second
+                        first = None if first is None else total_first + first  # type: ignore[operator]
+                    sums[id(region)] = (second, first)
+        return sums
 
     def features(self, image: torch.Tensor, indices: Sequence[int]) -> dict[int, torch.Tensor]:
         """Whole feature maps of ``image`` at layers ``indices``, assembled from the crops' cores (no gradient)."""
@@ -206,29 +279,78 @@ class TiledStyleModel:
         return out
 
     def set_targets(self, content: torch.Tensor, styles: Sequence[torch.Tensor],
-                    blend: Sequence[float] | None = None) -> None:
-        """The loss modules' targets from whole images, computed over crops (``get_style_model_and_losses``'s)."""
+                    blend: Sequence[float] | None = None, guides: Guides | None = None) -> None:
+        """The loss modules' targets from whole images, computed over crops (``get_style_model_and_losses``'s).
+
+        ``guides``: the run's masks at the content's size (``masks.load_guides``), which the model was built with
+        (at the stand-ins' size): followed through the layers to each loss's whole map, as the untiled model
+        follows them, and given to the guided and masked loss modules in place of the stand-ins' masks.
+        """
+        if guides is not None:
+            self._set_masks(guides, tuple(content.shape[-2:]))
         if self.content_losses:
             maps = self.features(content, sorted({self.layer_of[id(m)] for m in self.content_losses}))
             for module in self.content_losses:
                 module.target = maps[self.layer_of[id(module)]]
         if self.style_losses:
             weights = normalized_blend(blend, len(styles))
-            per_style = [self.grams(style) for style in styles]
+            grams_used = any(self.layer_of[id(m)] not in self.moment_layers for m in self.style_losses)
+            per_style = [self.grams(style) if grams_used else {} for style in styles]
             if self.moment_layers:  # wasserstein_target's blend of the styles' Gaussian fits, from their sums
-                moments = [self._moments(*self.moment_sums(style), style) for style in styles]
+                moments = [self.moments(style) for style in styles]
             for module in self.style_losses:
-                if isinstance(module, WassersteinStyleLoss):
-                    index = self.layer_of[id(module)]
+                index = self.layer_of[id(module)]
+                if isinstance(module, GuidedWassersteinLoss):  # one target per style (its whole image)
+                    module.target = torch.stack([wasserstein_target_of([m[index]]) for m in moments]).to(module.target)
+                elif isinstance(module, WassersteinStyleLoss):
                     module.target = wasserstein_target_of([m[index] for m in moments], blend).to(module.target)
-                    continue
-                grams = [g[self.layer_of[id(module)]] for g in per_style]
-                target = grams[0]  # one style: its Gram, as blended_gram gives it
-                if len(grams) > 1:  # blended_gram's sum, in its order
-                    target = grams[0] * weights[0]
-                    for weight, gram in zip(weights[1:], grams[1:]):
-                        target = target + gram * weight
-                module.target = target
+                elif isinstance(module, GuidedStyleLoss):
+                    module.target = torch.stack([g[index] for g in per_style])
+                else:
+                    grams = [g[index] for g in per_style]
+                    target = grams[0]  # one style: its Gram, as blended_gram gives it
+                    if len(grams) > 1:  # blended_gram's sum, in its order
+                        target = grams[0] * weights[0]
+                        for weight, gram in zip(weights[1:], grams[1:]):
+                            target = target + gram * weight
+                    module.target = target
+
+    def _set_masks(self, guides: Guides, hw: tuple[int, int]) -> None:
+        """The guided and masked loss modules' masks at each loss's whole map (``Guides.follow``, layer by layer)."""
+        at = guides
+        for index, layer in enumerate(self.layers[:self.deepest + 1]):
+            at = at.follow(layer, (self.geometry.map_size(hw[0], index), self.geometry.map_size(hw[1], index)))
+            for module in self.taps.get(index, ()):
+                if isinstance(module, (GuidedStyleLoss, GuidedWassersteinLoss)):
+                    if at.styles is None or len(at.styles) != module.masks.shape[0]:
+                        raise ValueError(f"the model has {module.masks.shape[0]} style mask(s), the guides "
+                                         f"{0 if at.styles is None else len(at.styles)}")
+                    module.masks = torch.cat(at.styles).to(module.masks)
+                elif isinstance(module, MaskedContentLoss):
+                    if at.content is None:
+                        raise ValueError("the model has a content mask, the guides none")
+                    module.mask = at.content.to(module.mask)
+
+    def _regions(self, module: StyleLoss, image: torch.Tensor) -> list[Region | None]:
+        """The regions a style loss module's statistics come from: one per style for the guided losses (None: a
+        style whose region is empty at this layer, which the guided W2 loss leaves out), one unweighted else."""
+        index = self.layer_of[id(module)]
+        channels, moments = self._channels(index), isinstance(module, WassersteinStyleLoss)
+        if not isinstance(module, (GuidedStyleLoss, GuidedWassersteinLoss)):
+            return [Region(index, None, moments, channels, self._positions(index, image))]
+        hw = tuple(self.geometry.map_size(n, index) for n in image.shape[-2:])
+        if tuple(module.masks.shape[-2:]) != hw:
+            raise ValueError(f"the style masks are {tuple(module.masks.shape[-2:])} at this layer, the image's map "
+                             f"{hw}: give set_targets the run's guides")
+        out: list[Region | None] = []
+        for k in range(module.masks.shape[0]):
+            mask = module.masks[k:k + 1]
+            if isinstance(module, GuidedStyleLoss):  # guided_gram's normaliser: C * sum(m^2)
+                out.append(Region(index, mask, False, channels, region_weight(mask)))
+            else:
+                total = mask.double().sum()
+                out.append(Region(index, mask, True, channels, total) if bool(total > 0) else None)
+        return out
 
     def evaluate(self, image: torch.Tensor, style_weight: float, content_weight: float,
                  extra_losses: Sequence[nn.Module] = ()) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -247,42 +369,26 @@ class TiledStyleModel:
         _check_image(image)
         height, width = image.shape[-2:]
         crops = self.crops(height, width)
-        # The loss as a function of the Grams (pass 1) and of each content loss's value: its derivative in each.
-        sums, firsts = self.moment_sums(image)
-        # W2 layers: the loss as a function of the mean and covariance, leaves too (the Gram layers' way).
-        moments = {index: (mean.requires_grad_(True), cov.requires_grad_(True))
-                   for index, (mean, cov) in self._moments(sums, firsts, image).items()}
-        grams = {index: (total / self._numel(index, image)).requires_grad_(True)
-                 for index, total in sums.items() if index not in moments}
-        leaves = list(grams.values()) + [leaf for pair in moments.values() for leaf in pair]
+        # Pass 1: each region's sums; its statistics (Gram, or mean and covariance) are leaves the loss is a
+        # function of, as is each content loss's value (the score is linear in it: any value gives its derivative).
+        regions = {id(m): self._regions(m, image) for m in self.style_losses}
+        used = [r for rs in regions.values() for r in rs if r is not None]
+        sums = self.region_sums(image, used)
+        statistics = {id(r): tuple(t.requires_grad_(True) for t in r.statistics(*sums[id(r)])) for r in used}
+        leaves = [leaf for r in used for leaf in statistics[id(r)]]
         with torch.enable_grad():
             for module in self.style_losses:
-                index = self.layer_of[id(module)]
-                if isinstance(module, WassersteinStyleLoss):
-                    mean, cov = moments[index]
-                    module.loss = (wasserstein_of(mean, cov, module.target[0], module.target[1:]) * module.weight
-                                   ).to(image.dtype)
-                else:
-                    module.loss = _style_loss_of_gram(module, grams[index])
-            for module in self.content_losses:  # the score is linear in each: any value gives its derivative
+                of = [None if r is None else statistics[id(r)] for r in regions[id(module)]]
+                module.loss = _style_loss_of(module, of, image)
+            for module in self.content_losses:
                 module.loss = image.new_zeros((), requires_grad=True)
                 leaves.append(module.loss)
             style_score, content_score = weighted_scores(self.style_losses, self.content_losses, style_weight,
                                                          content_weight)
-            derivatives = torch.autograd.grad(style_score + content_score, leaves, allow_unused=True)
-        d_gram = {index: _symmetric(d, self._numel(index, image), grams[index])
-                  for index, d in zip(grams, derivatives)}
-        # dL/df_q of L(mu, C), mu = sum f / P, C = sum (f - mu)(f - mu)^T / P: (dL/dmu + (dL/dC + dL/dC^T)(f_q - mu)) / P.
-        d_moments = {}
-        for k, index in enumerate(moments):
-            d_mean, d_cov = derivatives[len(grams) + 2 * k], derivatives[len(grams) + 2 * k + 1]
-            mean, cov = moments[index]
-            positions = self._numel(index, image) // self._channels(index)
-            d_mean = torch.zeros_like(mean) if d_mean is None else d_mean
-            d_cov = torch.zeros_like(cov) if d_cov is None else d_cov
-            d_moments[index] = (mean.detach().to(image.dtype), (d_mean / positions).to(image.dtype),
-                                ((d_cov + d_cov.t()) / positions).to(image.dtype))
-        d_content = {id(m): _number(d) for m, d in zip(self.content_losses, derivatives[len(grams) + 2 * len(moments):])}
+            derivatives = iter(torch.autograd.grad(style_score + content_score, leaves, allow_unused=True))
+        factors = {id(r): r.factors(statistics[id(r)], [next(derivatives) for _ in statistics[id(r)]], image.dtype)
+                   for r in used}
+        d_content = {id(m): _number(d) for m, d in zip(self.content_losses, derivatives)}
 
         # Pass 2: each crop's dL/dF on its core positions (zero on the halo), backpropagated to the crop.
         gradient = torch.zeros_like(image)
@@ -295,17 +401,15 @@ class TiledStyleModel:
                 for index, features in self._features(x, self.deepest):
                     local, full = self._slices(crop, index, height, width)
                     core = features[(..., *local)]
+                    matrix = core.detach().reshape(core.shape[1], -1)
                     grad = None
                     for module in self.taps[index]:
-                        if isinstance(module, WassersteinStyleLoss):
-                            mean, d_mean, d_cov = d_moments[index]
-                            matrix = core.detach().reshape(core.shape[1], -1)
-                            part = (d_mean[:, None] + torch.mm(d_cov, matrix - mean[:, None])).view_as(core)
-                        elif isinstance(module, StyleLoss):
-                            matrix = core.detach().reshape(core.shape[1], -1)
-                            part = torch.mm(d_gram[index], matrix).view_as(core)
+                        if isinstance(module, StyleLoss):
+                            part = sum(r.gradient(matrix, full, factors[id(r)])
+                                       for r in regions[id(module)] if r is not None).view_as(core)
                         else:
-                            value, d_features = _content_terms(module, core.detach(), module.target[(..., *full)])
+                            value, d_features = _content_terms(module, core.detach(), module.target[(..., *full)],
+                                                               full)
                             content_sums[id(module)] += value
                             part = d_features * d_content[id(module)]
                         grad = part if grad is None else grad + part
@@ -334,6 +438,10 @@ class TiledStyleModel:
             extra_score = total.detach()
         return _detached(style_score, image), _detached(content_score, image), extra_score
 
+    def _positions(self, index: int, image: torch.Tensor) -> int:
+        """Positions of layer ``index``'s whole map for ``image``."""
+        return self._numel(index, image) // self._channels(index)
+
     def _numel(self, index: int, image: torch.Tensor) -> int:
         """Elements of layer ``index``'s whole map for ``image``: ``gram_matrix``'s ``a*b*c*d``."""
         height, width = image.shape[-2:]
@@ -356,8 +464,8 @@ def _check_loss_module(module: nn.Module) -> None:
     """Only the loss classes whose formulas ``_style_loss_of_gram`` and ``_content_terms`` know."""
     from .fast import FastContentLoss, FusedStyleLoss  # the fast forms of the same formulas
 
-    if type(module) not in (StyleLoss, WeightedStyleLoss, FusedStyleLoss, WassersteinStyleLoss, ContentLoss,
-                            PaperContentLoss, FastContentLoss):
+    if type(module) not in (StyleLoss, WeightedStyleLoss, FusedStyleLoss, WassersteinStyleLoss, GuidedStyleLoss,
+                            GuidedWassersteinLoss, ContentLoss, PaperContentLoss, FastContentLoss, MaskedContentLoss):
         raise ValueError(f"tiling cannot split the loss module {type(module).__name__}")
 
 
@@ -370,25 +478,36 @@ def _style_loss_of_gram(module: StyleLoss, gram: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.mse_loss(gram, module.target)
 
 
-def _content_terms(module: ContentLoss, core: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _style_loss_of(module: StyleLoss, statistics: Sequence[tuple[torch.Tensor, ...] | None], like: torch.Tensor
+                   ) -> torch.Tensor:
+    """The module's loss given its regions' statistics (``TiledStyleModel._regions``), as its forward computes it."""
+    if isinstance(module, GuidedStyleLoss):
+        return module.loss_of_grams([s[0] for s in statistics if s is not None])
+    if isinstance(module, GuidedWassersteinLoss):
+        return module.loss_of_moments(statistics, like)  # type: ignore[arg-type]
+    (first,) = statistics
+    if isinstance(module, WassersteinStyleLoss):
+        mean, cov = first  # type: ignore[misc]
+        return (wasserstein_of(mean, cov, module.target[0], module.target[1:]) * module.weight).to(like.dtype)
+    return _style_loss_of_gram(module, first[0])  # type: ignore[index]
+
+
+def _content_terms(module: ContentLoss, core: torch.Tensor, target: torch.Tensor, full: tuple[slice, slice]
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
     """A core's share of a content loss (a sum over positions) and that loss's derivative there.
 
     ``mse_loss``: ``Σ (F - P)² / N`` over the whole map's N elements, derivative ``2 (F - P) / N``;
-    the paper's: ``Σ (F - P)² / 2``, derivative ``F - P``.
+    the paper's: ``Σ (F - P)² / 2``, derivative ``F - P``; a mask ``m`` (``MaskedContentLoss``) weighs each term and
+    its derivative (``full``: where the core is in the whole map, and so in the mask).
     """
     diff = core - target
-    squares = diff.pow(2).sum()
-    if isinstance(module, PaperContentLoss):
-        return squares / 2, diff
+    mask = module.mask[(..., *full)] if isinstance(module, MaskedContentLoss) else None
+    squares = (diff.pow(2) if mask is None else diff.pow(2) * mask).sum()
+    d_features = diff if mask is None else diff * mask
+    if isinstance(module, PaperContentLoss) or (mask is not None and module.form == "paper"):
+        return squares / 2, d_features
     numel = module.target.numel()
-    return squares / numel, diff * (2 / numel)
-
-
-def _symmetric(d_gram: torch.Tensor | None, numel: int, like: torch.Tensor) -> torch.Tensor:
-    """``(dL/dG + dL/dGᵀ) / n``: what multiplies ``F`` in the derivative of ``G = F Fᵀ / n``."""
-    if d_gram is None:
-        return torch.zeros_like(like)
-    return (d_gram + d_gram.t()).div(numel)
+    return squares / numel, d_features * (2 / numel)
 
 
 def _number(value: torch.Tensor | None) -> float:

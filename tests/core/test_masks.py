@@ -212,13 +212,6 @@ class TestErrors:
         assert needle in line
         assert os.listdir(out.parent) == []
 
-    def test_masks_with_tiles_are_refused(self, files, tmp_path: Path) -> None:
-        out = tmp_path / "o.png"
-        line = one_error_line(invoke([CAT, STYLE, "-o", str(out), *FAST, "--style-mask", files["left"], "--tile", "64"],
-                                     2))
-        assert "tile cannot be combined with style or content masks" in line
-        assert not out.exists()
-
     @pytest.mark.parametrize("loss", ["wasserstein", "sliced"])
     def test_masks_take_the_other_style_losses_too(self, files, tmp_path: Path, loss: str) -> None:
         """Refused before the guided W2 and sliced losses (tests/core/test_guided_statistics.py) were built."""

@@ -270,8 +270,11 @@ def test_float32_tiled_gradient_within_the_untiled_rounding(cnn: nn.Sequential, 
 
 # --- the run --------------------------------------------------------------------------------------------------
 
-def run_images(config: StyleConfig) -> tuple[list, object]:
-    content, style = rand(1, 3, 42, 64, seed=12, dtype=torch.float32), rand(1, 3, 48, 48, seed=13, dtype=torch.float32)
+def run_images(config: StyleConfig, content: torch.Tensor | None = None, style=None) -> tuple[list, object]:
+    """A run of ``config`` on seeded random images (or the ones given), with its events."""
+    if content is None:
+        content, style = (rand(1, 3, 42, 64, seed=12, dtype=torch.float32),
+                          rand(1, 3, 48, 48, seed=13, dtype=torch.float32))
     events: list = []
     result = Run(content, style, config).execute(events.append)
     return events, result
