@@ -246,7 +246,8 @@ class GuidedStyleLoss(StyleLoss):
         return input
 
     def loss_of_grams(self, grams: Sequence[torch.Tensor]) -> torch.Tensor:
-        """The loss given each style's guided Gram matrix (``forward``'s, or one added up over crops: ``speed/tiling.py``)."""
+        """The loss given each style's guided Gram matrix (``forward``'s, or one added up over crops:
+        ``speed/tiling.py``)."""
         loss = grams[0].new_zeros(())
         for k, gram in enumerate(grams):
             target = self.target[k].to(gram.dtype)

@@ -6,7 +6,6 @@ untiled model's; a run's first evaluations; the command; the memory estimate aga
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 
 import pytest
