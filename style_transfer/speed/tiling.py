@@ -180,8 +180,6 @@ class TiledStyleModel:
         self.tile = int(tile)
         check_tile(self.tile, self.geometry)
         self.deepest = max(self.taps)
-        styled = [self.layer_of[id(m)] for m in self.style_losses]
-        self.deepest_style = max(styled) if styled else -1
         # Layers of the W2 loss (--style-loss wasserstein): means and covariances add up over crops as Grams do.
         self.moment_layers = {self.layer_of[id(m)] for m in self.style_losses
                               if isinstance(m, (WassersteinStyleLoss, GuidedWassersteinLoss))}
@@ -237,8 +235,7 @@ class TiledStyleModel:
 
     def region_sums(self, image: torch.Tensor, regions: Sequence[Region]
                     ) -> dict[int, tuple[torch.Tensor, torch.Tensor | None]]:
-        """Pass 1: each region's ``(Σ w f fᵀ, Σ w f)`` over every crop's core (``Region.add``), no gradient; keyed by
-        ``id(region)``."""
+        """Pass 1: each region's sums (``Region.sums``) over every crop's core, no gradient; keyed by ``id(region)``."""
         sums: dict[int, tuple[torch.Tensor, torch.Tensor | None]] = {}
         if not regions:
             return sums
