@@ -100,7 +100,7 @@ def _inside(folder: Path) -> None:
                        env={**env, "RAY_TMPDIR": str(short / "n")}, check=True, timeout=90,
                        stdin=subprocess.DEVNULL, capture_output=True)
         os.environ.update(RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0")
-        config = StyleConfig(size=32, steps=5, weights="random")
+        config = StyleConfig(size=32, steps=15, weights="random")  # long enough an item to kill a node under it
         items = cross_items([str(inputs / f"{n}.png") for n in names],
                             [str(inputs / "ihc.png"), str(inputs / "wall.png")], str(folder / "out"), config)
         engine = RayEngine(f"127.0.0.1:{PORT}", max_retries=3, max_pending=4, pid_dir=str(pids))
@@ -118,18 +118,18 @@ def _inside(folder: Path) -> None:
             os.kill(pid, signal.SIGKILL)
             killed.update(pid=pid, item=item)
             raylet = _raylet_of(short / "n")  # the second node: its raylet, and the workers it started
-            while not _children(raylet) & {o.worker.split("@")[0] for o in list(outcomes)}:
-                time.sleep(0.05)
-            seen = set(started())
-            while True:  # the node's next item: kill the whole node as the task starts
+            while True:  # once the node has finished an item: kill the whole node under one it has started since
                 node = _children(raylet)
-                fresh = [(p, i) for p, i in started() if (p, i) not in seen and str(p) in node]
-                if fresh:
-                    break
+                finished = list(outcomes)
+                if any(o.worker.split("@")[0] in node for o in finished):
+                    names = {o.item.name for o in finished}
+                    running = [(p, i) for p, i in started() if str(p) in node and i not in names]
+                    if running:  # (its next item may have started before its result reached the driver)
+                        break
                 time.sleep(0.02)
             for process in _processes_of(short / "n", raylet):
                 os.kill(process, signal.SIGKILL)
-            killed.update(node=True, node_item=fresh[0][1])
+            killed.update(node=True, node_item=running[-1][1])
 
         killer = threading.Thread(target=kill, daemon=True)
         killer.start()

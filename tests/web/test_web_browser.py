@@ -31,9 +31,6 @@ CHROMEDRIVER = "/usr/bin/chromedriver"
 
 pytest.importorskip("fastapi", reason="the web extra is not installed: pip install 'style_transfer[web]'")
 pytest.importorskip("selenium", reason="selenium is not installed (it comes with the test extra)")
-if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
-    pytest.skip(f"no {CHROMIUM} and {CHROMEDRIVER}: apt-get install --no-install-recommends chromium "
-                f"chromium-driver fonts-liberation (.ci/run does)", allow_module_level=True)
 
 from selenium import webdriver  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
@@ -59,6 +56,10 @@ def loopback_only(url: Any, *args: Any, **kwargs: Any) -> Any:
 
 @pytest.fixture
 def browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    # Skipped here, not at import: the tests are collected (with their markers: tests/test_suite.py) without a browser.
+    if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
+        pytest.skip(f"no {CHROMIUM} and {CHROMEDRIVER}: apt-get install --no-install-recommends chromium "
+                    "chromium-driver fonts-liberation (.ci/run does)")
     monkeypatch.setattr("urllib.request.urlopen", loopback_only)
     home = tmp_path / "home"
     home.mkdir()
