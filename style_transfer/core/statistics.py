@@ -283,12 +283,14 @@ def _check_sliced(features: torch.Tensor, target: torch.Tensor, directions: torc
 
 
 def _matched_loss(projected: torch.Tensor, order: torch.Tensor, p: torch.Tensor | None, target: torch.Tensor,
-                  dirs: torch.Tensor) -> torch.Tensor:
+                  dirs: torch.Tensor, target_sorted: tuple[torch.Tensor, torch.Tensor | None] | None = None
+                  ) -> torch.Tensor:
     """``sliced_wasserstein`` from the input's sorted projections ``(D, M)`` and their order (shared by the styles of
-    a guided loss), its position weights ``p`` (``_position_weights``; None: equal) and a target."""
+    a guided loss), its position weights ``p`` (``_position_weights``; None: equal) and a target; ``target_sorted``:
+    the target's sorted projections along ``dirs`` and their order, where already known (``SlicedStyleLoss``)."""
     m = projected.shape[1]
     mass = projected.new_full((1, m), 1.0 / m).expand_as(projected) if p is None else p[order]
-    target_projected, target_order = _sorted(dirs @ target[1:])
+    target_projected, target_order = target_sorted or _sorted(dirs @ target[1:])
     equal = bool((target[0] == target[0][0]).all())  # one style image: equal masses, its levels by arithmetic
     if p is None and equal:
         matched = _resampled(target_projected, m)
@@ -360,6 +362,7 @@ class SlicedStyleLoss(StyleLoss):
         self.evaluations = 0
         self.held = False  # True once the loop calls start_step: the directions stay until the next call
         self.loss = torch.zeros(())
+        self._sorted_targets: tuple[tuple, list[tuple[torch.Tensor, torch.Tensor | None]]] | None = None
 
     def start_step(self, evaluations: int) -> None:
         """Hold one draw of directions, ``draw(evaluations)``, for the optimiser step about to run."""
@@ -379,9 +382,35 @@ class SlicedStyleLoss(StyleLoss):
         generator = torch.Generator().manual_seed(_mix(self.seed, self.layer, evaluation))
         return random_directions(channels, count, generator)
 
+    def sorted_targets(self, dirs: torch.Tensor, targets: Sequence[torch.Tensor]
+                       ) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
+        """Each target's projections along ``dirs`` (this evaluation's directions), sorted, and their order.
+
+        The targets have no gradient and a held step's directions do not change, so the sort is done once per
+        draw and kept: within an LBFGS step (up to 20 evaluations) only the input's projections are sorted.
+        Kept by the draw, the directions' dtype and device and the target buffer itself (a new target, or one
+        changed in place, is sorted again); the same tensors the sort gives, so the loss is unchanged. The order is
+        kept only where ``_matched_loss`` reads it (a blend of styles' unequal masses), else None.
+        """
+        draw = self.evaluations - (0 if self.held else 1)  # the evaluation next_directions drew for
+        key = (draw, dirs.dtype, dirs.device, self.target.data_ptr(), self.target._version, tuple(dirs.shape))
+        if self._sorted_targets is None or self._sorted_targets[0] != key:
+            self._sorted_targets = None  # the last draw's, freed before the new sort
+            kept = []
+            for target in targets:
+                projected, order = _sorted(dirs @ target[1:])
+                # The order is needed only for unequal masses (blended styles: _matched_loss); int64, so not kept else.
+                kept.append((projected, order if not bool((target[0] == target[0][0]).all()) else None))
+            self._sorted_targets = (key, kept)
+        return self._sorted_targets[1]  # type: ignore[return-value]
+
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         directions = self.next_directions()
-        loss = sliced_wasserstein(input, self.target, directions, weights=_fit(self.weights, input))
+        dirs = _check_sliced(input, self.target, directions)
+        projected, order = _sorted(dirs @ input.reshape(input.shape[1], -1))
+        (target_sorted,) = self.sorted_targets(dirs, [self.target])
+        loss = _matched_loss(projected, order, _position_weights(_fit(self.weights, input), input), self.target, dirs,
+                             target_sorted)
         self.loss = loss * self.weight
         return input
 
@@ -483,10 +512,11 @@ class GuidedSlicedLoss(SlicedStyleLoss):
         targets = self.target.split([int(n) for n in self.columns], dim=1)
         dirs = _check_sliced(input, self.target, directions)
         projected, order = _sorted(dirs @ input.reshape(input.shape[1], -1))  # sorted once for every style
+        sorted_targets = self.sorted_targets(dirs, targets)
         loss = input.new_zeros(())
         for k in _present(self.masks):
             p = _position_weights(self.masks[k:k + 1], input)
-            loss = loss + self.blend[k] * _matched_loss(projected, order, p, targets[k], dirs)
+            loss = loss + self.blend[k] * _matched_loss(projected, order, p, targets[k], dirs, sorted_targets[k])
         self.loss = loss * self.weight
         return input
 

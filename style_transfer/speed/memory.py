@@ -44,6 +44,10 @@ SAVED_MASK_BYTES_PER_POSITION: dict[str, int] = {"gram": 4, "wasserstein": 4, "s
 # The sliced loss's peak while it sorts the style's projections at a layer (one layer at a time, no gradient): the
 # projections (float32), numpy's order (int64) and the gathered sorted values (float32), per channel x style position.
 SLICED_SORT_BYTES_PER_VALUE = 16
+# What the sliced loss keeps between the evaluations of an LBFGS step, per channel x style position at every style
+# layer (``SlicedStyleLoss.sorted_targets``): the sorted projections (float32), and for a blend of several styles
+# without masks their order too (int64, needed where the styles' masses differ: counted whether or not they do).
+SLICED_KEPT_BYTES_PER_VALUE, SLICED_KEPT_ORDER_BYTES_PER_VALUE = 4, 8
 
 
 @dataclass(frozen=True)
@@ -53,7 +57,8 @@ class StyleLossPlan:
     ``estimate_bytes``'s measured figures (``BASE_BYTES``, ``ACTIVATION_BYTES_PER_PIXEL``) are the unmasked Gram
     loss's, whose targets are ``C x C`` per layer; the other losses keep more: W2 a ``(C + 1) x C`` target per
     style term and its centred features for backward, sliced the features of every style position at every style
-    layer (``sliced_target``), sorted anew at each evaluation, and four values per input value for backward.
+    layer (``sliced_target``), their projections sorted once per draw of directions and kept for the step, and
+    four values per input value for backward.
 
     Attributes:
         style_loss: ``gram``, ``wasserstein`` or ``sliced``. style_layers: the tutorial's names (``conv_N``).
@@ -106,11 +111,20 @@ class StyleLossPlan:
             return 0
         return max((c * n * self.styles * SLICED_SORT_BYTES_PER_VALUE for c, n in self._shapes(style_hw)), default=0)
 
+    def kept_bytes(self, style_hw: tuple[int, int]) -> int:
+        """The sliced loss's sorted style projections, kept for the evaluations of a step (0 for the others)."""
+        if self.style_loss != "sliced":
+            return 0
+        per_value = SLICED_KEPT_BYTES_PER_VALUE + (SLICED_KEPT_ORDER_BYTES_PER_VALUE
+                                                   if self.styles > 1 and not self.masked else 0)
+        return sum(c * n * self.styles * per_value for c, n in self._shapes(style_hw))
+
     def bytes(self, content_hw: tuple[int, int], style_hw: tuple[int, int]) -> int:
         """What these losses need beyond the measured figures (the unmasked Gram loss's, which count it: 0)."""
         if self.style_loss == "gram" and not self.masked:
             return 0
-        return self.target_bytes(style_hw) + self.saved_bytes(content_hw) + self.sort_bytes(style_hw)
+        return (self.target_bytes(style_hw) + self.saved_bytes(content_hw) + self.sort_bytes(style_hw)
+                + self.kept_bytes(style_hw))
 
 
 def layer_shapes(layers: Sequence[str], model: str, hw: tuple[int, int]) -> list[tuple[int, int, int]]:

@@ -195,6 +195,58 @@ class TestSliced:
         assert seen == draws
 
 
+    @pytest.mark.parametrize("guided", [False, True])
+    def test_the_style_projections_are_sorted_once_per_held_draw(self, guided: bool) -> None:
+        """Within a held step only the input is sorted again; a new step, or a new target, sorts the style again; the
+        loss and gradient are those of ``sliced_wasserstein`` itself (a plain second computation) at every evaluation."""
+        from style_transfer.core import statistics
+
+        styles = [features(seed=40), features(seed=41, h=6, w=10)]
+        halves = torch.zeros(2, 1, 8, 12, dtype=torch.float64)
+        halves[0, ..., :6], halves[1, ..., 6:] = 1.0, 1.0
+        module = (statistics.GuidedSlicedLoss(styles, list(halves.split(1)), seed=5) if guided
+                  else SlicedStyleLoss(styles, (1.0, 2.0), seed=5))  # a blend: unequal masses, the order is kept
+        sorts: list[int] = []
+        real = statistics._sorted
+
+        def counting(values: torch.Tensor):
+            sorts.append(values.shape[1])
+            return real(values)
+
+        def expected(x: torch.Tensor, step: int) -> tuple[float, torch.Tensor]:
+            x = x.detach().clone().requires_grad_(True)
+            directions = module.draw(step)
+            if guided:
+                loss = sum(sliced_wasserstein(x, sliced_target([y]), directions, weights=m[None])
+                           for y, m in zip(styles, halves))
+            else:
+                loss = sliced_wasserstein(x, sliced_target(styles, (1.0, 2.0)), directions)
+            loss.backward()
+            return float(loss.detach()), x.grad
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(statistics, "_sorted", counting)
+            for step, evaluations in ((0, 3), (3, 2)):
+                module.start_step(step)
+                for e in range(evaluations):
+                    x = features(seed=50 + step + e, h=8, w=12).requires_grad_(True)
+                    module(x)
+                    module.loss.backward()
+                    with patch.context() as plain:
+                        plain.setattr(statistics, "_sorted", real)
+                        loss, grad = expected(x, step)
+                    assert module.loss.item() == pytest.approx(loss, rel=1e-12)
+                    assert torch.allclose(x.grad, grad, rtol=1e-10, atol=1e-14)
+            module.target = module.target.clone()  # a new target: sorted again with the held draw
+            module(features(seed=60, h=8, w=12))
+        # Three draws (two steps, then the new target): each style image sorted once a draw when guided, the blend's
+        # one target of both images (35 + 60 positions) else; the input (96 positions) once an evaluation.
+        assert sorts.count(8 * 12) == 3 + 2 + 1
+        assert sorted(n for n in sorts if n != 8 * 12) == (sorted([35, 60] * 3) if guided else [95] * 3)
+        orders = [order for _, order in module._sorted_targets[1]]
+        assert all(order is None for order in orders) if guided else orders[0] is not None  # kept only for a blend
+
+
 class TestModules:
     @pytest.mark.parametrize("cls", [WassersteinStyleLoss, SlicedStyleLoss])
     def test_a_module_is_transparent_weighs_its_loss_and_keeps_its_target_as_a_buffer(self, cls: type) -> None:

@@ -69,6 +69,14 @@ def test_the_plan_counts_the_targets_exactly_and_what_backward_saves(cnn, kind: 
     assert plan.saved_bytes(CONTENT_HW) == pytest.approx(measured, rel=0.01), (measured, plan.saved_bytes(CONTENT_HW))
     if kind == "sliced":  # its sort's peak: 16 bytes a value of the widest target's projections
         assert plan.sort_bytes(STYLE_HW) == max(16 * (m.target.shape[0] - 1) * m.target.shape[1] for m in style_losses)
+        # The sorted projections kept for the step (after the forward above): exact where the order is not kept (one
+        # style, or masks); for an unmasked blend the plan counts the order, which equal masses (these) do without.
+        kept = sum(t.nbytes for m in style_losses for pair in m._sorted_targets[1] for t in pair if t is not None)
+        values = sum((m.target.shape[0] - 1) * m.target.shape[1] for m in style_losses)
+        assert kept == 4 * values
+        assert plan.kept_bytes(STYLE_HW) == (12 if styles > 1 and not masked else 4) * values
+    else:
+        assert plan.kept_bytes(STYLE_HW) == 0
 
 
 def test_the_layer_shapes_are_the_networks(cnn) -> None:
