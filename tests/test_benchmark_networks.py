@@ -16,7 +16,7 @@ from .conftest import load_benchmark
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ("benchmark", "flicker", "tiling", "batch", "memory", "run_overhead", "fast_budgets", "gpu_check",
-           "fast_pairs", "levers_real", "style_losses")
+           "fast_pairs", "levers_real", "style_losses", "sliced_sort")
 
 
 load = load_benchmark  # a script of benchmarks/ as a module (conftest.load_benchmark)
@@ -79,3 +79,22 @@ def test_gpu_check_smoke_on_the_real_vgg16(tmp_path: Path, vgg16_onnx: Path) -> 
     line = f"Network: VGG16, weights {vgg16_onnx.name}, caffe preprocessing"
     assert done.stdout.splitlines()[1] == line
     assert load("gpu_check").markdown(report).splitlines()[1] == line
+
+
+def test_sliced_sort_benchmark_reports_its_ratio_and_the_same_image(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """benchmarks/sliced_sort.py (the style's projections kept for the step against sorted at every evaluation) in
+    process, on random weights at 32 px: its ratio is its medians' and both paths made the same image."""
+    module = load("sliced_sort")
+    out = tmp_path / "report.json"
+    assert module.main(["--size", "32", "--steps", "4", "--repeats", "2", "--threads", "1", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    medians = report["median_s"]
+    assert len(medians["kept"]) == len(medians["sorted each time"]) == 2 and min(medians["kept"]) > 0
+    expected = sorted(medians["sorted each time"])[0] / 2 + sorted(medians["sorted each time"])[1] / 2
+    assert report["ratio"] == pytest.approx(expected / (sum(medians["kept"]) / 2), rel=1e-12)
+    assert report["same_image"] is True and report["network"]["weights"] == "random"
+    assert f"ratio (sorted each time / kept): {report['ratio']:.3f}" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exited:
+        module.main(["--steps", "2"])
+    assert exited.value.code == 2
