@@ -178,6 +178,9 @@ def _api(queue: JobQueue, gallery: Gallery, work: Path, network: ServerNetwork, 
                 raise Refused(422, "style_mask must be files (one mask image per style, in order)")
             if len(style_masks) > len(styles):
                 raise Refused(422, f"{len(style_masks)} style masks for {len(styles)} style image(s)")
+            content_masks = form.getlist("content_mask")  # weighs the content loss by region
+            if len(content_masks) > 1 or not all(isinstance(m, UploadFile) for m in content_masks):
+                raise Refused(422, "content_mask must be one file (a mask image of the photo's shape)")
             job_id = new_id()
             folder = work / job_id
             folder.mkdir()
@@ -186,11 +189,15 @@ def _api(queue: JobQueue, gallery: Gallery, work: Path, network: ServerNetwork, 
                     (style, folder / f"style-{i + 1}", f"style {i + 1}") for i, style in enumerate(styles)]
                 files += [(mask, folder / f"style-mask-{i + 1}", f"style mask {i + 1}")
                           for i, mask in enumerate(style_masks)]
+                files += [(mask, folder / "content-mask", "content mask") for mask in content_masks]
                 for upload, path, label in files:
                     await run_in_threadpool(_store, upload, path, label)
                 if style_masks:
                     config = dataclasses.replace(config, style_masks=tuple(
                         str(folder / f"style-mask-{i + 1}") for i in range(len(style_masks))))
+                if content_masks:
+                    config = dataclasses.replace(config, content_mask=str(folder / "content-mask"))
+                if style_masks or content_masks:
                     await run_in_threadpool(_check_masks, config, folder / "content", len(styles))
             except BaseException:
                 shutil.rmtree(folder, ignore_errors=True)

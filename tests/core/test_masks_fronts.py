@@ -92,11 +92,12 @@ class TestWebApp:
         with TestClient(web.create_app(tmp_path / "data", weights="random", devices=("cpu",))) as client:
             yield client
 
-    def post(self, client, masks: list[bytes], **fields):
+    def post(self, client, masks: list[bytes], content_masks: list[bytes] = (), **fields):
         files = [("content", ("cat.png", png(small_image("chelsea.png", (48, 32))), "image/png")),
                  ("style", ("stain.png", png(small_image("ihc.png", (40, 40))), "image/png")),
                  ("style", ("brick.png", png(small_image("brick.png", (40, 40))), "image/png"))]
         files += [("style_mask", (f"mask{i}.png", data, "image/png")) for i, data in enumerate(masks)]
+        files += [("content_mask", (f"keep{i}.png", data, "image/png")) for i, data in enumerate(content_masks)]
         return client.post("/api/jobs", files=files, data={"size": "48", "steps": "4", "weights": "random", **fields})
 
     def test_a_job_with_a_mask_and_averaging_runs_and_records_them(self, client, tmp_path: Path) -> None:
@@ -113,13 +114,32 @@ class TestWebApp:
         assert record["settings"]["average"] == 0.9
         assert record["inputs"]["style_masks"][0]["sha256"] == hashlib.sha256(mask).hexdigest()
 
-    @pytest.mark.parametrize("masks, needle", [
-        ([png(Image.new("L", (32, 32), 255))], "another aspect ratio than the content (48x32)"),
-        ([png(Image.new("L", (48, 32), 0))], "the mask is empty"),
-        ([png(left_mask(48, 32))] * 3, "3 style masks for 2 style image(s)"),
-    ], ids=["aspect", "empty", "too-many"])
-    def test_bad_masks_are_refused_and_nothing_is_kept(self, client, tmp_path: Path, masks, needle) -> None:
-        response = self.post(client, masks)
+    def test_a_job_with_a_content_mask_runs_and_records_it(self, client, tmp_path: Path) -> None:
+        """The content mask alone (no style mask): the run weighs the content loss by it and names it."""
+        keep = png(left_mask(48, 32))
+        response = self.post(client, [], [keep])
+        assert response.status_code == 201, response.text
+        from ..web.test_web import events
+
+        final = events(client, response.json()["id"])[-1]
+        assert final[0] == "done", final
+        image = client.get(f"/api/results/{final[1]['result']['id']}/image").content
+        (tmp_path / "r.png").write_bytes(image)
+        record = read_record(tmp_path / "r.png")
+        assert record["inputs"]["content_mask"]["sha256"] == hashlib.sha256(keep).hexdigest()
+        assert "style_masks" not in record["inputs"] or record["inputs"]["style_masks"] == []
+
+    @pytest.mark.parametrize("masks, content_masks, needle", [
+        ([png(Image.new("L", (32, 32), 255))], [], "another aspect ratio than the content (48x32)"),
+        ([png(Image.new("L", (48, 32), 0))], [], "the mask is empty"),
+        ([png(left_mask(48, 32))] * 3, [], "3 style masks for 2 style image(s)"),
+        ([], [png(Image.new("L", (48, 32), 0))], "content mask (content-mask): the mask is empty"),
+        ([], [png(Image.new("L", (32, 48), 255))], "content mask (content-mask): 32x48 has another aspect"),
+        ([], [png(left_mask(48, 32))] * 2, "content_mask must be one file"),
+    ], ids=["aspect", "empty", "too-many", "empty-content-mask", "content-mask-aspect", "two-content-masks"])
+    def test_bad_masks_are_refused_and_nothing_is_kept(self, client, tmp_path: Path, masks, content_masks,
+                                                       needle) -> None:
+        response = self.post(client, masks, content_masks)
         assert response.status_code == 422 and needle in response.json()["detail"], response.text
         detail = response.json()["detail"]
         assert "\n" not in detail and str(tmp_path) not in detail

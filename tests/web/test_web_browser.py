@@ -364,7 +364,7 @@ def test_a_painted_mask_reaches_the_server_white_where_painted(tmp_path: Path, b
         stroke(browser, canvas, [(0.8, 0.3), (0.8, 0.7)])
         browser.find_element(By.ID, "paint-done").click()
         states = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#mask-list .mask-state")]
-        assert states == ["no mask", "painted mask"], states
+        assert states == ["no mask", "painted mask", "no mask"], states  # the styles', then the photo's
 
         start_small_job(browser, steps="10000")  # long: its inputs stay in its folder until it is cancelled
         wait(browser, lambda d: d.find_element(By.ID, "status").text.startswith("Running"), "the job to run")
@@ -393,5 +393,63 @@ def test_a_painted_mask_reaches_the_server_white_where_painted(tmp_path: Path, b
         record = read_record(tmp_path / "result.png")
         assert [m["sha256"] for m in record["inputs"]["style_masks"]] == [
             hashlib.sha256(saved[n]).hexdigest() for n in (1, 2)]  # the run took those masks
+    finally:
+        server.stop()
+
+
+def test_a_painted_content_mask_reaches_the_server(tmp_path: Path, browser: Any) -> None:
+    """The photo's own row: paint where its shapes are kept (a stroke down the left); the server keeps it as the
+    run's content mask (white in the stroke, black on the right), the record hashes it, and the gallery names it.
+    No style mask is sent with it."""
+    import hashlib
+    import json
+
+    import numpy as np
+    from PIL import Image
+
+    content, stain = tmp_path / "cat.png", tmp_path / "stain.png"
+    small_image("chelsea.png", (48, 32)).save(content)
+    small_image("ihc.png", (40, 40)).save(stain)
+    server = Server(tmp_path / "data")
+    try:
+        browser.get(server.url)
+        wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#sample-list .sample"), "the sample images")
+        browser.find_element(By.ID, "style-input").send_keys(str(stain))
+        browser.find_element(By.ID, "content-input").send_keys(str(content))
+        paint = '#mask-list li[data-index="content"] .mask-paint'
+        wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, paint).is_enabled(), "the photo's Paint")
+        browser.find_element(By.CSS_SELECTOR, paint).click()
+        assert "the photo's shapes are kept" in browser.find_element(By.ID, "painter-title").text
+        canvas = browser.find_element(By.CSS_SELECTOR, "#paint-area canvas")
+        wait(browser, lambda d: number(d, "document.getElementById('paint-photo').naturalWidth") == 48, "the photo")
+        brush(browser, 50)
+        stroke(browser, canvas, [(0.15, 0.02), (0.15, 0.5), (0.15, 0.98)])
+        browser.find_element(By.ID, "paint-done").click()
+        states = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#mask-list .mask-state")]
+        assert states == ["no mask", "painted mask"], states
+        assert browser.execute_async_script(SENT_MASKS) == []  # no style mask goes with it
+
+        start_small_job(browser, steps="10000")
+        wait(browser, lambda d: d.find_element(By.ID, "status").text.startswith("Running"), "the job to run")
+        (folder,) = (tmp_path / "data" / "jobs").iterdir()
+        saved = (folder / "content-mask").read_bytes()
+        assert not list(folder.glob("style-mask-*"))
+        browser.find_element(By.ID, "cancel").click()
+        wait(browser, lambda d: d.find_element(By.ID, "status").text.startswith("Cancelled"), "the cancel")
+
+        (tmp_path / "keep.png").write_bytes(saved)
+        with Image.open(tmp_path / "keep.png") as image:
+            assert image.format == "PNG" and image.size == (48, 32)
+            kept = np.asarray(image.convert("L")).astype(int)
+        assert kept[:, :14].min() >= 250 and kept[:, 20:].max() == 0, (kept[:, :14].min(), kept[:, 20:].max())
+
+        api = urljoin(server.url, "/api/results")
+        results = json.load(urllib.request.urlopen(api))["results"]
+        wait(browser, lambda d: "content mask" in d.find_element(By.CSS_SELECTOR, "#gallery-list li .meta").text,
+             "the gallery's note of the content mask")
+        image = urllib.request.urlopen(f"{api}/{results[0]['id']}/image?format=png").read()
+        (tmp_path / "result.png").write_bytes(image)
+        record = read_record(tmp_path / "result.png")
+        assert record["inputs"]["content_mask"]["sha256"] == hashlib.sha256(saved).hexdigest()
     finally:
         server.stop()

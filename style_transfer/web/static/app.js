@@ -4,7 +4,7 @@
 
 const $ = (id) => document.getElementById(id);
 const state = { content: null, contentSize: null, unreadable: false, styles: [], masks: [], painting: null, job: null, source: null, losses: [],
-                options: null, resultId: null, step: null };
+                options: null, resultId: null, step: null, contentMask: { file: null, canvas: null, painted: false } };
 // A painted mask is kept at the photo's own size, its long side at most this (the server resizes masks with the photo)
 // unless its short side would go under MASK_SHORT_SIDE (rounding it would change the aspect ratio by over 1 %).
 const MASK_LONG_SIDE = 1024, MASK_SHORT_SIDE = 50;
@@ -68,7 +68,8 @@ function setStyles(files) {
 }
 
 // Masks: for each style an uploaded file or a painting over the photo (the latest counts), sent as the
-// same style_mask files. The painting is a canvas of the photo's aspect ratio; its alpha is the mask.
+// same style_mask files; for the photo itself one more, the content_mask (white: its shapes are kept there).
+// The painting is a canvas of the photo's aspect ratio; its alpha is the mask.
 
 function maskSize(size) {
   const scale = Math.min(1, Math.max(MASK_LONG_SIDE / Math.max(size.width, size.height),
@@ -84,7 +85,7 @@ function paintCanvas(size) {
   const canvas = document.createElement("canvas");
   canvas.width = size.width; canvas.height = size.height;
   canvas.className = "mask-canvas";
-  canvas.setAttribute("aria-label", "the mask: drag to paint where the style goes");
+  canvas.setAttribute("aria-label", "the mask: drag to paint it over the photo");
   let last = null;
   const at = (e) => {
     const box = canvas.getBoundingClientRect();
@@ -130,12 +131,17 @@ function stroke(canvas, from, to) {  // soft round dabs a quarter radius apart
   ctx.globalCompositeOperation = "source-over";
 }
 
+function maskLabel(entry) {  // how the page names a mask's owner
+  const i = state.masks.indexOf(entry);
+  return i < 0 ? "the photo" : `style ${i + 1}`;
+}
+
 function refitMasks(size) {  // a new photo: paintings of its shape are resized to it, others dropped
   const target = maskSize(size), dropped = [];
-  state.masks.forEach((entry, i) => {
+  [...state.masks, state.contentMask].forEach((entry) => {
     if (!entry.canvas) return;
     if (!sameShape(entry.canvas, target)) {
-      if (entry.painted) dropped.push(i + 1);
+      if (entry.painted) dropped.push(maskLabel(entry));
       entry.canvas = null; entry.painted = false;
       return;
     }
@@ -145,16 +151,17 @@ function refitMasks(size) {  // a new photo: paintings of its shape are resized 
   });
   if (state.painting) { const entry = state.painting; closePainter(); openPainter(entry); }  // on the new photo
   renderMasks();
-  if (dropped.length) showError(`The new photo has another shape: the painted mask of style ${dropped.join(", ")} was removed.`);
+  if (dropped.length) showError(`The new photo has another shape: the painted mask of ${dropped.join(", ")} was removed.`);
 }
 
 function openPainter(entry) {
   const i = state.masks.indexOf(entry);
-  if (i < 0 || !state.contentSize) return;
+  if ((i < 0 && entry !== state.contentMask) || !state.contentSize) return;
   if (!entry.canvas) entry.canvas = paintCanvas(maskSize(state.contentSize));
   state.painting = entry;
   $("paint-area").replaceChildren($("paint-photo"), entry.canvas);
-  $("painter-title").textContent = `Painting where style ${i + 1} (${state.styles[i].name}) goes`;
+  $("painter-title").textContent = i < 0 ? "Painting where the photo's shapes are kept (unpainted: the styles alone)"
+    : `Painting where style ${i + 1} (${state.styles[i].name}) goes`;
   $("painter").hidden = false;
   renderMasks();
 }
@@ -173,48 +180,52 @@ function maskText(entry) {
 }
 
 function renderMasks() {
-  $("mask-list").replaceChildren(...state.styles.map((style, i) => {
-    const entry = state.masks[i];
-    const item = document.createElement("li");
-    item.dataset.index = String(i);
-    const name = document.createElement("span");
-    name.className = "mask-name"; name.textContent = `Style ${i + 1}: ${style.name}`;
-    const upload = document.createElement("label");
-    upload.className = "button";
-    upload.textContent = "Upload a mask";
-    const input = document.createElement("input");
-    input.type = "file"; input.accept = "image/*"; input.className = "mask-file";
-    input.setAttribute("aria-label", `Mask image for style ${i + 1} (${style.name})`);
-    input.addEventListener("change", () => {
-      const file = images(input.files)[0];
-      if (!file) return;
-      showError("");
-      entry.file = file;  // the upload replaces a painting
-      entry.canvas = null; entry.painted = false;
-      if (state.painting === entry) closePainter(); else renderMasks();
-    });
-    upload.append(input);
-    const paint = document.createElement("button");
-    paint.type = "button"; paint.className = "mask-paint";
-    paint.textContent = state.painting === entry ? "Painting..." : "Paint";
-    paint.disabled = !state.contentSize || state.painting === entry;
-    paint.title = state.contentSize ? "" : state.unreadable ? "this browser cannot show the photo: upload a mask"
-      : "pick the photo first";
-    paint.setAttribute("aria-label", `Paint the mask of style ${i + 1} over the photo`);
-    paint.addEventListener("click", () => openPainter(entry));
-    const none = document.createElement("button");
-    none.type = "button"; none.className = "mask-none"; none.textContent = "No mask";
-    none.disabled = maskText(entry) === "no mask";
-    none.setAttribute("aria-label", `No mask for style ${i + 1}`);
-    none.addEventListener("click", () => {
-      entry.file = null; entry.canvas = null; entry.painted = false;
-      if (state.painting === entry) closePainter(); else renderMasks();
-    });
-    const shown = document.createElement("span");
-    shown.className = "mask-state"; shown.textContent = maskText(entry);
-    item.append(name, upload, paint, none, shown);
-    return item;
-  }));
+  const rows = state.styles.map((style, i) => maskRow(state.masks[i], String(i), `Style ${i + 1}: ${style.name}`,
+                                                      `style ${i + 1} (${style.name})`, `style ${i + 1}`));
+  rows.push(maskRow(state.contentMask, "content", "The photo: where its shapes are kept", "the photo", "the photo"));
+  $("mask-list").replaceChildren(...rows);
+}
+
+function maskRow(entry, key, title, long, short) {  // one mask's line: Upload / Paint / No mask, and what it has
+  const item = document.createElement("li");
+  item.dataset.index = key;
+  const name = document.createElement("span");
+  name.className = "mask-name"; name.textContent = title;
+  const upload = document.createElement("label");
+  upload.className = "button";
+  upload.textContent = "Upload a mask";
+  const input = document.createElement("input");
+  input.type = "file"; input.accept = "image/*"; input.className = "mask-file";
+  input.setAttribute("aria-label", `Mask image for ${long}`);
+  input.addEventListener("change", () => {
+    const file = images(input.files)[0];
+    if (!file) return;
+    showError("");
+    entry.file = file;  // the upload replaces a painting
+    entry.canvas = null; entry.painted = false;
+    if (state.painting === entry) closePainter(); else renderMasks();
+  });
+  upload.append(input);
+  const paint = document.createElement("button");
+  paint.type = "button"; paint.className = "mask-paint";
+  paint.textContent = state.painting === entry ? "Painting..." : "Paint";
+  paint.disabled = !state.contentSize || state.painting === entry;
+  paint.title = state.contentSize ? "" : state.unreadable ? "this browser cannot show the photo: upload a mask"
+    : "pick the photo first";
+  paint.setAttribute("aria-label", `Paint the mask of ${short} over the photo`);
+  paint.addEventListener("click", () => openPainter(entry));
+  const none = document.createElement("button");
+  none.type = "button"; none.className = "mask-none"; none.textContent = "No mask";
+  none.disabled = maskText(entry) === "no mask";
+  none.setAttribute("aria-label", `No mask for ${short}`);
+  none.addEventListener("click", () => {
+    entry.file = null; entry.canvas = null; entry.painted = false;
+    if (state.painting === entry) closePainter(); else renderMasks();
+  });
+  const shown = document.createElement("span");
+  shown.className = "mask-state"; shown.textContent = maskText(entry);
+  item.append(name, upload, paint, none, shown);
+  return item;
 }
 
 function paintedGrey(canvas) {  // the mask's grey levels (0-255), one a pixel: the painting's alpha
@@ -280,6 +291,15 @@ async function maskFiles() {
     else files.push({ blob: g.blob || await greyPNG(g.grey, size), name: g.name });
   }
   return files;
+}
+
+async function contentMaskFile() {  // the content_mask file, or null: uploaded, or painted (not empty)
+  const entry = state.contentMask;
+  if (entry.file) return { blob: entry.file, name: entry.file.name };
+  if (!entry.canvas || !entry.painted) return null;
+  const grey = paintedGrey(entry.canvas);
+  if (!grey.some((v) => v > 0)) return null;
+  return { blob: await greyPNG(grey, { width: entry.canvas.width, height: entry.canvas.height }), name: "painted-content-mask.png" };
 }
 
 function images(list) {
@@ -376,6 +396,8 @@ async function formData() {
   data.append("content", state.content, state.content.name);
   for (const style of state.styles) data.append("style", style, style.name);
   for (const mask of await maskFiles()) data.append("style_mask", mask.blob, mask.name);
+  const keep = await contentMaskFile();
+  if (keep) data.append("content_mask", keep.blob, keep.name);
   for (const [name, id] of [["size", "size"], ["steps", "steps"], ["content_weight", "content-weight"], ["preset", "preset"],
                             ["preserve_colors", "preserve-colors"], ["style_blend", "style-blend"], ["style_loss", "style-loss"], ["seed", "seed"], ["weights", "weights"],
                             ["model", "model"], ["average", "average"]]) {
@@ -525,6 +547,7 @@ function settingsText(entry) {
   if (s.style_loss && s.style_loss !== "gram") parts.push(`${s.style_loss} style loss`);
   if (s.preprocess && s.preprocess !== "torchvision") parts.push(`${s.preprocess} preprocessing`);
   if (s.style_masks && s.style_masks.length) parts.push(`${s.style_masks.length} style mask${s.style_masks.length > 1 ? "s" : ""}`);
+  if (s.content_mask) parts.push("content mask");
   if (s.fast) parts.push("fast");
   if (entry.stopped !== "done") parts.push(entry.stopped);
   const names = entry.names || {};
