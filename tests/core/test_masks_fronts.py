@@ -100,34 +100,30 @@ class TestWebApp:
         files += [("content_mask", (f"keep{i}.png", data, "image/png")) for i, data in enumerate(content_masks)]
         return client.post("/api/jobs", files=files, data={"size": "48", "steps": "4", "weights": "random", **fields})
 
-    def test_a_job_with_a_mask_and_averaging_runs_and_records_them(self, client, tmp_path: Path) -> None:
-        mask = png(left_mask(48, 32))
-        response = self.post(client, [mask], average="0.9")
-        assert response.status_code == 201, response.text
+    def record_of_job(self, client, tmp_path: Path, *args, **fields) -> dict:
+        """Post a job (``post``'s arguments), follow it to the end and read its result's record."""
         from ..web.test_web import events
 
+        response = self.post(client, *args, **fields)
+        assert response.status_code == 201, response.text
         final = events(client, response.json()["id"])[-1]
         assert final[0] == "done", final
         image = client.get(f"/api/results/{final[1]['result']['id']}/image").content
         (tmp_path / "r.png").write_bytes(image)
-        record = read_record(tmp_path / "r.png")
+        return read_record(tmp_path / "r.png")
+
+    def test_a_job_with_a_mask_and_averaging_runs_and_records_them(self, client, tmp_path: Path) -> None:
+        mask = png(left_mask(48, 32))
+        record = self.record_of_job(client, tmp_path, [mask], average="0.9")
         assert record["settings"]["average"] == 0.9
         assert record["inputs"]["style_masks"][0]["sha256"] == hashlib.sha256(mask).hexdigest()
 
     def test_a_job_with_a_content_mask_runs_and_records_it(self, client, tmp_path: Path) -> None:
         """The content mask alone (no style mask): the run weighs the content loss by it and names it."""
         keep = png(left_mask(48, 32))
-        response = self.post(client, [], [keep])
-        assert response.status_code == 201, response.text
-        from ..web.test_web import events
-
-        final = events(client, response.json()["id"])[-1]
-        assert final[0] == "done", final
-        image = client.get(f"/api/results/{final[1]['result']['id']}/image").content
-        (tmp_path / "r.png").write_bytes(image)
-        record = read_record(tmp_path / "r.png")
+        record = self.record_of_job(client, tmp_path, [], [keep])
         assert record["inputs"]["content_mask"]["sha256"] == hashlib.sha256(keep).hexdigest()
-        assert "style_masks" not in record["inputs"] or record["inputs"]["style_masks"] == []
+        assert not record["inputs"].get("style_masks")
 
     @pytest.mark.parametrize("masks, content_masks, needle", [
         ([png(Image.new("L", (32, 32), 255))], [], "another aspect ratio than the content (48x32)"),
