@@ -100,10 +100,13 @@ def _inside(folder: Path) -> None:
                        env={**env, "RAY_TMPDIR": str(short / "n")}, check=True, timeout=90,
                        stdin=subprocess.DEVNULL, capture_output=True)
         os.environ.update(RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0")
-        config = StyleConfig(size=32, steps=15, weights="random")  # long enough an item to kill a node under it
+        # Items of about 1.4 s on a warm worker (200 evaluations at 32 px), and no more in flight than the two nodes
+        # run: a node that finishes an item gets the next one, so the head cannot take every item while the second
+        # node is still starting (with 15 steps and 4 in flight it did, now and then: no node left to kill).
+        config = StyleConfig(size=32, steps=200, weights="random")
         items = cross_items([str(inputs / f"{n}.png") for n in names],
                             [str(inputs / "ihc.png"), str(inputs / "wall.png")], str(folder / "out"), config)
-        engine = RayEngine(f"127.0.0.1:{PORT}", max_retries=3, max_pending=4, pid_dir=str(pids))
+        engine = RayEngine(f"127.0.0.1:{PORT}", max_retries=3, max_pending=2, pid_dir=str(pids))
         killed: dict[str, object] = {"pid": None, "item": None, "node": None, "node_item": None}
         outcomes: list = []
 
