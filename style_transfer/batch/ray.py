@@ -120,9 +120,7 @@ class RayEngine(Engine):
         ray = self.connect()
         gpus, at_once = self._slots(ray)
         limit = self.max_pending or max(2, int(2 * at_once))
-        # SPREAD: Ray's default packs tasks onto the driver's node first, and tasks queued there wait for it while
-        # another node sits idle (docs/batch.md); spread, the items alternate over the nodes.
-        task = ray.remote(_run_item).options(num_cpus=self.cpus_per_item, num_gpus=gpus, scheduling_strategy="SPREAD",
+        task = ray.remote(_run_item).options(num_cpus=self.cpus_per_item, num_gpus=gpus,
                                              max_retries=self.max_retries, retry_exceptions=False)
         styles: dict[str, Any] = {}  # each style file's bytes, put in the object store once
         pending: dict[Any, Item] = {}
