@@ -62,7 +62,7 @@ function setStyles(files) {
   const kept = new Map(state.styles.map((style, i) => [style, state.masks[i]]));  // a style keeps its mask
   state.styles = files;
   state.masks = files.map((style) => kept.get(style) || { file: null, canvas: null, painted: false });
-  if (state.painting && !state.masks.includes(state.painting)) closePainter();
+  if (state.painting && state.painting !== state.contentMask && !state.masks.includes(state.painting)) closePainter();  // its style went
   $("style-thumbs").replaceChildren(...files.map(thumb));
   renderMasks();
 }
