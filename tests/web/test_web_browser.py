@@ -443,10 +443,10 @@ def test_a_painted_content_mask_reaches_the_server(tmp_path: Path, browser: Any)
             kept = np.asarray(image.convert("L")).astype(int)
         assert kept[:, :14].min() >= 250 and kept[:, 20:].max() == 0, (kept[:, :14].min(), kept[:, 20:].max())
 
+        wait(browser, lambda d: "content mask" in " ".join(e.text for e in d.find_elements(
+            By.CSS_SELECTOR, "#gallery-list li .meta")), "the gallery's note of the content mask")
         api = urljoin(server.url, "/api/results")
         results = json.load(urllib.request.urlopen(api))["results"]
-        wait(browser, lambda d: "content mask" in d.find_element(By.CSS_SELECTOR, "#gallery-list li .meta").text,
-             "the gallery's note of the content mask")
         image = urllib.request.urlopen(f"{api}/{results[0]['id']}/image?format=png").read()
         (tmp_path / "result.png").write_bytes(image)
         record = read_record(tmp_path / "result.png")
