@@ -58,7 +58,9 @@ class Gallery:
             OutputError: the data folder cannot be written.
         """
         result_id = new_id()
-        entry = {"id": result_id, "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        # To the microsecond: two results saved in the same second (small jobs) keep their order in ``list``.
+        entry = {"id": result_id,
+                 "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="microseconds"),
                  "width": image.width, "height": image.height, **entry}
         save_image(image, self.folder / f"{result_id}.png", metadata=record)
         with atomic_output(self.folder / f"{result_id}.json", OutputError) as handle:
@@ -79,7 +81,7 @@ class Gallery:
     def list(self) -> list[dict[str, Any]]:
         """Every readable result, newest first (a damaged entry is skipped, never deleted)."""
         entries = [self.get(path.stem) for path in self.folder.glob("*.json")]
-        return sorted((e for e in entries if e is not None), key=lambda e: str(e.get("created", "")), reverse=True)
+        return sorted((e for e in entries if e is not None), key=_created, reverse=True)
 
     def delete(self, result_id: str) -> bool:
         """Remove a result's files; False when there is no such result."""
@@ -92,3 +94,12 @@ class Gallery:
                     (self.folder / f"{result_id}{suffix}").unlink()
                     found = True
             return found
+
+
+def _created(entry: dict[str, Any]) -> datetime.datetime:
+    """When a result was saved (entries of earlier versions: to the second); unreadable: the earliest time."""
+    try:
+        when = datetime.datetime.fromisoformat(str(entry.get("created", "")))
+    except ValueError:
+        return datetime.datetime.min.replace(tzinfo=datetime.timezone.utc)
+    return when if when.tzinfo else when.replace(tzinfo=datetime.timezone.utc)

@@ -362,6 +362,24 @@ def test_the_gallery_survives_a_restart_and_can_be_pruned(tmp_path: Path) -> Non
                                                                          f"{second['id']}.png"]
 
 
+def test_the_gallery_lists_results_of_one_second_newest_first(tmp_path: Path) -> None:
+    """Results saved within one second (small jobs) keep their order, and an entry of an earlier version, stamped to
+    the second, sorts by its time among them (the browser test's two jobs came out in either order before)."""
+    import json
+
+    from PIL import Image
+
+    gallery = Gallery(tmp_path / "results")
+    image = Image.new("RGB", (8, 8), "red")
+    ids = [gallery.add(image, {}, {"n": n})["id"] for n in range(4)]
+    assert [entry["id"] for entry in gallery.list()] == ids[::-1]
+    old = gallery.add(image, {}, {"n": "old"})
+    entry = json.loads((tmp_path / "results" / f"{old['id']}.json").read_text())
+    entry["created"] = "2000-01-01T00:00:00+00:00"  # to the second, as earlier versions wrote it
+    (tmp_path / "results" / f"{old['id']}.json").write_text(json.dumps(entry))
+    assert [entry["id"] for entry in gallery.list()] == ids[::-1] + [old["id"]]
+
+
 def test_stopping_the_server_ends_the_running_job_and_keeps_its_image(tmp_path: Path) -> None:
     gate = Gate(at=2)
     with TestClient(make_app(tmp_path / "data", run_factory=gate)) as client:
