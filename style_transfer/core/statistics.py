@@ -250,7 +250,8 @@ def _midpoints(mass: torch.Tensor) -> torch.Tensor:
 
 
 def sliced_wasserstein(features: torch.Tensor, target: torch.Tensor, directions: torch.Tensor, *,
-                       weights: torch.Tensor | None = None) -> torch.Tensor:
+                       weights: torch.Tensor | None = None,
+                       target_sorted: tuple[torch.Tensor, torch.Tensor | None] | None = None) -> torch.Tensor:
     """The sliced Wasserstein loss: along each direction, the sorted projections matched, mean squared error.
 
     The input's ``M`` projections along a direction, sorted, are compared with the target's quantiles at the
@@ -264,13 +265,15 @@ def sliced_wasserstein(features: torch.Tensor, target: torch.Tensor, directions:
         target: ``(C + 1, N)`` from ``sliced_target`` (row 0 the masses, rows 1.. the features).
         directions: ``(D, C)`` unit vectors (any dtype; used in the features').
         weights: optional ``(1, 1, H, W)`` in [0, 1] over the input's positions.
+        target_sorted: the target's sorted projections along ``directions`` and their order, where already known
+            (``SlicedStyleLoss.sorted_targets``); None: sorted here.
 
     Returns:
         A scalar: ``sum_d sum_i w_i (x_di - t_di)^2 / D`` (``w_i = 1/M`` without weights).
     """
     dirs = _check_sliced(features, target, directions)
     projected, order = _sorted(dirs @ features.reshape(features.shape[1], -1))
-    return _matched_loss(projected, order, _position_weights(weights, features), target, dirs)
+    return _matched_loss(projected, order, _position_weights(weights, features), target, dirs, target_sorted)
 
 
 def _check_sliced(features: torch.Tensor, target: torch.Tensor, directions: torch.Tensor) -> torch.Tensor:
@@ -405,12 +408,10 @@ class SlicedStyleLoss(StyleLoss):
         return self._sorted_targets[1]  # type: ignore[return-value]
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        directions = self.next_directions()
-        dirs = _check_sliced(input, self.target, directions)
-        projected, order = _sorted(dirs @ input.reshape(input.shape[1], -1))
+        dirs = _check_sliced(input, self.target, self.next_directions())
         (target_sorted,) = self.sorted_targets(dirs, [self.target])
-        loss = _matched_loss(projected, order, _position_weights(_fit(self.weights, input), input), self.target, dirs,
-                             target_sorted)
+        loss = sliced_wasserstein(input, self.target, dirs, weights=_fit(self.weights, input),
+                                  target_sorted=target_sorted)
         self.loss = loss * self.weight
         return input
 
