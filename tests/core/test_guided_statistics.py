@@ -26,7 +26,7 @@ from style_transfer.core.transfer import get_style_model_and_losses
 from style_transfer.run.run import Run
 
 from ..conftest import small_image
-from .test_masks import half_masks, textured, to_mask
+from .test_masks import guided_backward_gradients, half_masks, textured, to_mask
 
 
 def features(c: int, h: int, w: int, seed: int, shift: float = 0.0) -> torch.Tensor:
@@ -178,22 +178,7 @@ def test_the_model_holds_a_guided_loss_with_each_layers_mask(cnn, kind: str, cls
 @pytest.mark.parametrize("kind", ["wasserstein", "sliced"])
 def test_the_per_module_backward_gives_the_combined_gradient(cnn, kind: str) -> None:
     """--backward per-module: each guided loss module's backward(weight, retain_graph=...) as the combined one."""
-    content, style = torch.rand(1, 3, 24, 32), torch.rand(1, 3, 32, 32)
-    left, right = (to_mask(m, (24, 32)) for m in half_masks(32, 24))
-    grads = []
-    for per_module in (False, True):
-        model, style_losses, content_losses = get_style_model_and_losses(
-            cnn, [0.5] * 3, [0.2] * 3, [style, style.flip(-1)], content, guides=masks.Guides([left, right]),
-            style_loss=kind)
-        x = content.clone().requires_grad_(True)
-        model(x)
-        losses = [*style_losses, *content_losses]
-        if per_module:
-            for i, module in enumerate(losses):
-                module.backward(100.0 if i < len(style_losses) else 1.0, retain_graph=i < len(losses) - 1)
-        else:
-            (100.0 * sum(s.loss for s in style_losses) + sum(c.loss for c in content_losses)).backward()
-        grads.append(x.grad.clone())
+    grads = guided_backward_gradients(cnn, 100.0, kind)
     assert grads[0].abs().sum() > 0
     # float32: the two orders of summation differ by rounding (measured 3e-7 of the largest entry)
     assert float((grads[0] - grads[1]).abs().max()) < 1e-5 * float(grads[0].abs().max())

@@ -92,24 +92,31 @@ class TestGuidedGram:
 
     def test_per_module_backward_gives_the_combined_gradient(self, cnn) -> None:
         """The per-module path (--backward per-module): each loss module's backward(weight, retain_graph=...)."""
-        content, style = torch.rand(1, 3, 24, 32), torch.rand(1, 3, 32, 32)
-        left, right = (to_mask(m, (24, 32)) for m in half_masks(32, 24))
-        grads = []
-        for per_module in (False, True):
-            model, style_losses, content_losses = get_style_model_and_losses(
-                cnn, [0.5] * 3, [0.2] * 3, [style, style.flip(-1)], content,
-                guides=masks.Guides([left, right]))
-            x = content.clone().requires_grad_(True)
-            model(x)
-            losses = [*style_losses, *content_losses]
-            if per_module:
-                for i, module in enumerate(losses):
-                    module.backward(1e3 if i < len(style_losses) else 1.0, retain_graph=i < len(losses) - 1)
-            else:
-                (1e3 * sum(s.loss for s in style_losses) + sum(c.loss for c in content_losses)).backward()
-            grads.append(x.grad.clone())
+        grads = guided_backward_gradients(cnn, 1e3)
         assert grads[0].abs().sum() > 0
         assert torch.allclose(grads[0], grads[1], rtol=1e-5, atol=1e-9)
+
+
+def guided_backward_gradients(cnn, style_weight: float, style_loss: str = "gram") -> list[torch.Tensor]:
+    """The image gradient of a model with two styles masked left and right halves, combined backward, then each
+    loss module's own backward(weight, retain_graph=...) (--backward per-module); random 24x32 images."""
+    content, style = torch.rand(1, 3, 24, 32), torch.rand(1, 3, 32, 32)
+    left, right = (to_mask(m, (24, 32)) for m in half_masks(32, 24))
+    grads = []
+    for per_module in (False, True):
+        model, style_losses, content_losses = get_style_model_and_losses(
+            cnn, [0.5] * 3, [0.2] * 3, [style, style.flip(-1)], content, guides=masks.Guides([left, right]),
+            style_loss=style_loss)
+        x = content.clone().requires_grad_(True)
+        model(x)
+        losses = [*style_losses, *content_losses]
+        if per_module:
+            for i, module in enumerate(losses):
+                module.backward(style_weight if i < len(style_losses) else 1.0, retain_graph=i < len(losses) - 1)
+        else:
+            (style_weight * sum(s.loss for s in style_losses) + sum(c.loss for c in content_losses)).backward()
+        grads.append(x.grad.clone())
+    return grads
 
 
 def to_mask(image: Image.Image, hw: tuple[int, int]) -> torch.Tensor:
