@@ -262,14 +262,7 @@ async function maskFiles() {
   // The style_mask files, in style order. The server gives masks to the first styles; a style without one
   // before a masked style is sent what no mask covers (clamp(1 - sum)), the share the server gives it after.
   const size = state.contentSize && maskSize(state.contentSize);
-  const given = state.masks.map((entry, i) => {
-    if (entry.file) return { blob: entry.file, name: entry.file.name };
-    if (entry.canvas && entry.painted) {
-      const grey = paintedGrey(entry.canvas);
-      if (grey.some((v) => v > 0)) return { grey, name: `painted-mask-${i + 1}.png` };
-    }
-    return null;
-  });
+  const given = state.masks.map((entry, i) => givenMask(entry, `painted-mask-${i + 1}.png`));
   const last = given.findLastIndex((g) => g !== null);
   if (last < 0) return [];
   const missing = given.slice(0, last).map((g, i) => g ? 0 : i + 1).filter((n) => n);
@@ -293,13 +286,20 @@ async function maskFiles() {
   return files;
 }
 
-async function contentMaskFile() {  // the content_mask file, or null: uploaded, or painted (not empty)
-  const entry = state.contentMask;
+function givenMask(entry, name) {  // a mask as the page sends it: the upload, or the painting's grey levels; null: none
   if (entry.file) return { blob: entry.file, name: entry.file.name };
-  if (!entry.canvas || !entry.painted) return null;
-  const grey = paintedGrey(entry.canvas);
-  if (!grey.some((v) => v > 0)) return null;
-  return { blob: await greyPNG(grey, { width: entry.canvas.width, height: entry.canvas.height }), name: "painted-content-mask.png" };
+  if (entry.canvas && entry.painted) {
+    const grey = paintedGrey(entry.canvas);
+    if (grey.some((v) => v > 0)) return { grey, name };  // an erased-away painting is no mask
+  }
+  return null;
+}
+
+async function contentMaskFile() {  // the content_mask file, or null
+  const given = givenMask(state.contentMask, "painted-content-mask.png");
+  if (!given) return null;
+  const canvas = state.contentMask.canvas;
+  return { blob: given.blob || await greyPNG(given.grey, { width: canvas.width, height: canvas.height }), name: given.name };
 }
 
 function images(list) {
