@@ -51,6 +51,16 @@ def tutorial_names_of(blocks: Sequence[int]) -> tuple[str, ...]:
     return tuple(names)
 
 
+def conv_indices(layout: Sequence[int | str]) -> list[int]:
+    """torchvision's ``features`` index of each conv of a layout (a conv and its ReLU take two places, a pool one)."""
+    indices, i = [], 0
+    for item in layout:
+        if item != "M":
+            indices.append(i)
+        i += 1 if item == "M" else 2
+    return indices
+
+
 # The tutorial's names of VGG19's ``features``, in order (the same list ``layer_names`` gives).
 VGG19_LAYER_NAMES: tuple[str, ...] = tutorial_names_of(VGG19_BLOCKS)
 VGG16_LAYER_NAMES: tuple[str, ...] = tutorial_names_of(VGG16_BLOCKS)

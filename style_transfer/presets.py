@@ -24,7 +24,8 @@ STYLE_LOSSES = ("gram", "wasserstein", "sliced")
 TUTORIAL_CONTENT_LAYERS: tuple[str, ...] = ("conv_4",)
 TUTORIAL_STYLE_LAYERS: tuple[str, ...] = ("conv_1", "conv_2", "conv_3", "conv_4", "conv_5")
 
-# The tutorial preset's style weight at Caffe's 0-255 input scale (CAFFE_WEIGHTS below).
+# The tutorial preset's style weight at Caffe's 0-255 input scale (CAFFE_WEIGHTS below), for VGG16; VGG19's is
+# CAFFE_TUTORIAL_STYLE_WEIGHTS["vgg19"] (the networks' first layers differ in scale, so each was looked at).
 CAFFE_TUTORIAL_STYLE_WEIGHT = 300.0
 
 PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
@@ -63,6 +64,11 @@ PRESET_NAMES = tuple(PRESETS)
 CAFFE_WEIGHTS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
     "tutorial": MappingProxyType({"style_weight": CAFFE_TUTORIAL_STYLE_WEIGHT, "content_weight": 1.0}),
 })
+# The tutorial preset's Caffe-scale style weight per network. VGG19's: SWEEP_NOTE
+CAFFE_TUTORIAL_STYLE_WEIGHTS: Mapping[str, float] = MappingProxyType({
+    "vgg16": CAFFE_TUTORIAL_STYLE_WEIGHT,
+    "vgg19": 1000.0,
+})
 
 
 # The style weights of the other style losses (core/statistics.py), per preset. Both are quadratic in the features,
@@ -84,8 +90,10 @@ STYLE_LOSS_WEIGHTS: Mapping[str, Mapping[str, float]] = MappingProxyType({
 })
 
 
-def preset_values(name: str, preprocess: str = "torchvision", style_loss: str = "gram") -> Mapping[str, Any]:
-    """The settings of a preset, with the loss weights for the input scale of ``preprocess`` and ``style_loss``.
+def preset_values(name: str, preprocess: str = "torchvision", style_loss: str = "gram",
+                  model: str = "vgg19") -> Mapping[str, Any]:
+    """The settings of a preset, with the loss weights for the input scale of ``preprocess``, ``style_loss`` and,
+    at Caffe's scale, the network ``model``.
 
     Raises:
         ValueError: an unknown preset name.
@@ -95,7 +103,10 @@ def preset_values(name: str, preprocess: str = "torchvision", style_loss: str = 
     if style_loss in STYLE_LOSS_WEIGHTS:  # quadratic in the features: one weight for every input scale
         return MappingProxyType({**PRESETS[name], "style_weight": STYLE_LOSS_WEIGHTS[style_loss][name]})
     if preprocess.startswith("caffe") and name in CAFFE_WEIGHTS:
-        return MappingProxyType({**PRESETS[name], **CAFFE_WEIGHTS[name]})
+        values = {**PRESETS[name], **CAFFE_WEIGHTS[name]}
+        if name == "tutorial":
+            values["style_weight"] = CAFFE_TUTORIAL_STYLE_WEIGHTS.get(model, CAFFE_TUTORIAL_STYLE_WEIGHT)
+        return MappingProxyType(values)
     return PRESETS[name]
 
 

@@ -17,7 +17,7 @@ from ..layers import model_layer_names, resolve_layers
 from ..presets import STYLE_LOSSES, layer_weights, preset_values
 from .choices import FAST_SCALES, INITS, TILING_REFUSAL
 from .fields import Setting, settings
-from .weights import Unreadable, onnx_preprocess, preprocess_by_name
+from .weights import WEIGHTS_WORDS, Unreadable, is_quantised_vgg19, onnx_preprocess, preprocess_by_name
 
 # The functions take the StyleConfig being made (``config.style`` imports this module, so it is not named here).
 StyleConfig = Any
@@ -39,7 +39,8 @@ def check(config: StyleConfig) -> None:
     if not isinstance(config.init, str) or (config.init not in INITS and not os.path.isfile(config.init)):
         raise ValueError(f"init must be one of {', '.join(INITS)} or an image file, got {config.init!r}")
     if not isinstance(config.weights, str) or not config.weights:
-        raise ValueError(f"weights must be 'imagenet', 'random' or a file path, got {config.weights!r}")
+        raise ValueError(f"weights must be {', '.join(repr(w) for w in WEIGHTS_WORDS)} or a file path, "
+                         f"got {config.weights!r}")
     if not isinstance(config.device, str) or not _DEVICE_RE.match(config.device):
         raise ValueError(f"device must be auto, cpu, cuda, cuda:N or mps, got {config.device!r}")
     for name in ("content_layers", "style_layers"):
@@ -168,6 +169,8 @@ def _resolve_preprocess(config: StyleConfig) -> None:
     if config.preprocess is not None or not isinstance(config.weights, str) or not config.weights:
         return
     told = preprocess_by_name(config.weights)
+    if told == "torchvision" and os.path.isfile(config.weights) and is_quantised_vgg19(config.weights):
+        told = "caffe"  # the original VGG19's quantised file by another name: its keys tell
     if told is None and os.path.isfile(config.weights):
         try:
             told = onnx_preprocess(config.weights)
@@ -189,7 +192,8 @@ def _apply_preset(config: StyleConfig) -> None:
     """
     name = config.preset if isinstance(config.preset, str) else repr(config.preset)
     values = preset_values(name, config.preprocess or "torchvision",
-                           config.style_loss if config.style_loss in STYLE_LOSSES else "gram")
+                           config.style_loss if config.style_loss in STYLE_LOSSES else "gram",
+                           config.model if isinstance(config.model, str) else "vgg19")
     for name, value in values.items():
         if getattr(config, name) is None and name != "style_layer_weights":
             object.__setattr__(config, name, value)

