@@ -15,7 +15,7 @@ from typing import Any, Callable, NoReturn, TypeVar
 import click
 
 from ..config import SECTIONS, Setting, StyleConfig
-from ..config.text import SETTINGS, config_from_text
+from ..config.text import SETTINGS, as_options, config_from_text
 from ..errors import StyleTransferError
 
 DEFAULTS = StyleConfig()  # the defaults, for the commands beside the settings (stylize-compare-backward)
@@ -111,6 +111,10 @@ class OneLineCommand(click.Command):
             return super().invoke(ctx)
         except click.UsageError as exc:  # raised by the command's own checks: one line too
             exc.ctx = None
+            exc.message = as_options(exc.message)
+            raise
+        except click.ClickException as exc:  # the library names settings as the API does (weights=FILE): as flags
+            exc.message = as_options(exc.message)
             raise
 
     def section_of(self, param: click.Parameter) -> str:

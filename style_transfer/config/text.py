@@ -7,6 +7,7 @@ Every front end hands its values here by field name (``style_weight``) or option
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,6 +18,18 @@ SETTINGS: tuple[Setting, ...] = settings(StyleConfig)
 _BY_SPELLING = {**{s.name: s for s in SETTINGS}, **{o.lstrip("-").replace("-", "_"): s for s in SETTINGS
                                                    for o in s.options}}
 TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+# A setting as the library's messages name it: ``weights=FILE``, ``model=vgg19`` (the field's name, '=', a value
+# up to a space, comma, semicolon or closing bracket).
+_NAMED = re.compile(r"\b(" + "|".join(sorted((s.name for s in SETTINGS), key=len, reverse=True))
+                    + r")=([^\s,;)]+)")
+
+
+def as_options(message: str) -> str:
+    """A library message with each setting it names (``weights=FILE``) written as the command-line flag
+    (``--weights FILE``): the library speaks the API's names, a command its flags."""
+    return _NAMED.sub(lambda m: f"{setting_of(m.group(1)).options[0]} {m.group(2)}", message)  # type: ignore[union-attr]
 
 
 def setting_of(key: str) -> Setting | None:

