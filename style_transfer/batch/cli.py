@@ -15,6 +15,7 @@ import click
 
 from .. import __version__
 from ..io.files import check_not_an_input, check_writable, shown
+from ..config.text import as_options
 from ..cli.options import OneLineCommand, UsageFault, config_from_options, settings_options, unexpected_error
 from .items import OUTPUT_EXTENSIONS, check_outputs, cross_items, expand_contents, read_manifest
 
@@ -150,6 +151,7 @@ def main(contents: tuple[str, ...], styles: tuple[str, ...], output_dir: str | N
     try:
         with stops:
             try:  # weights that cannot be had fail the batch here, once, before any item or report
+                items = _settle_weights(items)
                 runner.prepare(items)
             except StyleTransferError:
                 _remove_if_empty(output_dir, made_folder)
@@ -249,3 +251,22 @@ class _Stops:
 
 if __name__ == "__main__":  # python -m style_transfer.batch.cli
     main(prog_name="stylize-batch")
+
+
+def _settle_weights(items: list[Any]) -> list[Any]:
+    """The items with the weights their runs will load: torchvision's VGG19 where it can be had, else the original
+    VGG19 where installed (``run.weights``; said once on stderr, even with --quiet: it changes the pictures)."""
+    import dataclasses
+
+    from ..run.weights import original_config, resolve_weights
+
+    fell_back = False
+    settled = []
+    for item in items:
+        config = item.config
+        if config.weights == "imagenet" and config.model == "vgg19":
+            config = original_config(config) if fell_back else resolve_weights(
+                config, on_notice=lambda message: click.echo(f"note: {as_options(message)}", err=True))
+            fell_back = config is not item.config
+        settled.append(dataclasses.replace(item, config=config))
+    return settled

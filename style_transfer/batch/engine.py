@@ -14,6 +14,7 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from ..config.weights import WEIGHTS_WORDS
 from ..io import provenance
 from ..io.metadata import read_record, record_text
 from ..errors import ImageError, OutputError, StyleTransferError, first_line
@@ -157,7 +158,7 @@ class _Hashes:
 def expected_settings(config: Any) -> dict[str, Any]:
     """The settings as a record of this config holds them (file paths as base names), minus the unchecked."""
     values = provenance.settings_dict(config)
-    for name, words in (("init", ("content", "noise", "style")), ("weights", ("imagenet", "random"))):
+    for name, words in (("init", ("content", "noise", "style")), ("weights", WEIGHTS_WORDS)):
         if isinstance(values.get(name), str) and values[name] not in words:
             values[name] = provenance.base_name(values[name])
     values = json.loads(record_text(values))

@@ -12,6 +12,7 @@ import click
 from .. import __version__
 from .watch import EXIT_CODES, Signals, Watch, read_record
 from ..config import RunOptions, StyleConfig
+from ..config.weights import WEIGHTS_WORDS
 from ..errors import Interrupted, RunStopped, StyleTransferError
 from ..io.files import check_not_an_input, check_writable, shown
 from ..io.images import INPUT_FORMATS_TEXT, MAX_PIXELS, MIN_INPUT_SIDE, check_output, open_image, save_image
@@ -150,7 +151,7 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
         torch.set_num_threads(threads)  # the CLI owns the process; the library never sets this
     checkpoint_before = _stamp(run_options.checkpoint)  # the summary names the checkpoint if this run wrote it
     run = Run(content, list(styles) if len(styles) > 1 else styles[0], config, run_options,
-              download_progress=watch.on_download)
+              download_progress=watch.on_download, on_notice=watch.on_notice)
     watch.run = run
     signals = Signals(run)
     try:
@@ -159,7 +160,7 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
         watch.finish(result)  # the result, its animation and plot; a Ctrl-C now stops the writing
     except RunStopped as exc:  # a second Ctrl-C, or a NaN loss: keep the last good image
         watch.close()
-        hint = _resume_hint(run_options.checkpoint, content, styles, output, config)
+        hint = _resume_hint(run_options.checkpoint, content, styles, output, run.config)
         _keep_partial(exc, output, debug, watch.record(run, exc), hint)
     except (StyleTransferError, ValueError) as exc:  # ValueError: a setting only the model can check
         watch.close()
@@ -173,7 +174,7 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
         unexpected_error(exc, debug)
     if result.stopped in EXIT_CODES:  # Ctrl-C, SIGTERM: the image so far was saved
         click.echo(f"interrupted at step {result.evaluations}, saved {shown(output)}; "
-                   f"{_resume_hint(run_options.checkpoint, content, styles, output, config)}", err=True)
+                   f"{_resume_hint(run_options.checkpoint, content, styles, output, run.config)}", err=True)
         raise SystemExit(EXIT_CODES[result.stopped])
     if not quiet:
         if result.stopped == "converged":
@@ -210,7 +211,7 @@ def _check_not_inputs(content: str, styles: tuple[str, ...], config: StyleConfig
     """Refuse, before any work (before --log is opened), a file this run writes that is one of its inputs
     by any name (docs/inputs-and-errors.md)."""
     init = None if config.init in ("content", "noise", "style") else config.init
-    weights = None if config.weights in ("imagenet", "random") else config.weights
+    weights = None if config.weights in WEIGHTS_WORDS else config.weights
     inputs = [("CONTENT", content), *(("STYLE", style) for style in styles), ("--init", init), ("--replay", replay),
               ("--weights", weights), *(("--style-mask", mask) for mask in config.style_masks),
               ("--content-mask", config.content_mask)]
@@ -317,8 +318,8 @@ def _resume_hint(checkpoint: str | None, content: str, styles: tuple[str, ...], 
         words += ["--style-mask", mask]
     if config.content_mask is not None:
         words += ["--content-mask", config.content_mask]
-    if config.weights not in ("imagenet", "random"):
-        words += ["--weights", config.weights]  # a checkpoint names a weights file, it cannot hold one
+    if config.weights != "imagenet":  # a checkpoint names a weights file, it cannot hold one; a word: as the run took
+        words += ["--weights", config.weights]
     command = " ".join(shlex.quote(shown(word)) for word in words)
     return f"the run's state is in {shown(checkpoint)}; continue it with: {command}"
 

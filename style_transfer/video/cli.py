@@ -18,6 +18,7 @@ import click
 from .. import __version__
 from ..errors import Interrupted, RunStopped, StyleTransferError
 from ..io.files import atomic_output, check_not_an_input, check_writable, shown
+from ..config.text import as_options
 from ..cli.options import (OneLineCommand, UsageFault, config_from_options, one_line_error, settings_options,
                            show_traceback)
 from . import EXTRA, MissingExtra, VideoError
@@ -125,6 +126,11 @@ def main(source: str, styles: tuple[str, ...], output: str, temporal_weight: flo
 
         require("av"), require("cv2")
         from .runner import VideoRun, VideoSettings
+        from ..run.weights import resolve_weights
+
+        # torchvision's VGG19 offline: the original VGG19 where installed (said even with --quiet)
+        config = resolve_weights(config, on_notice=lambda message: click.echo(f"note: {as_options(message)}",
+                                                                               err=True))
 
         video = VideoRun(source, list(styles), config,
                          VideoSettings(temporal_weight=temporal_weight, first_frame_steps=first_frame_steps,

@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from ..config import PREPROCESSINGS
+from ..config.weights import WEIGHTS_WORDS
 from ..io.files import shown
 from ..layers import MODELS
 from ..cli.options import DEFAULTS, OneLineCommand
@@ -46,7 +47,7 @@ SHORT = {
     "host": "Address to listen on; anything but loopback needs a token.",
     "data_dir": "Folder of the gallery (default: ~/.local/share/style_transfer).",
     "model": "The network of the server's weights: vgg19 or vgg16.",
-    "weights": "The server's weights: imagenet, random or a FILE (.pth, .onnx).",
+    "weights": "The server's weights: imagenet, original, random or a FILE.",
     "preprocess": "What the server's weights expect: torchvision, caffe or caffe256.",
     "devices": "auto, cpu, cuda, cuda:N or mps; repeat for one worker per device.",
     "token": "Require this token on every request (made up off loopback).",
@@ -64,8 +65,8 @@ SHORT = {
               help="The network of the server's weights, and of jobs that choose imagenet or random weights "
                    "without naming one (the page offers every network with those).")
 @click.option("--weights", default=DEFAULTS.weights, show_default=True,
-              help="The server's weights, for jobs that do not choose: imagenet, random, or a file (a .pth or "
-                   ".onnx of a --model network, as stylize takes; the page offers it as 'server', never sends a "
+              help="The server's weights, for jobs that do not choose: imagenet, original (the original VGG19, "
+                   "with the original extra; no download), random, or a file (a .pth, .bin or .onnx of a --model network, as stylize takes; the page offers it as 'server', never sends a "
                    "file, and a file is checked at start).")
 @click.option("--preprocess", type=click.Choice(PREPROCESSINGS), default=None,
               help="What the server's weights expect (as stylize --preprocess): torchvision, caffe or caffe256. "
@@ -96,8 +97,8 @@ def main(host: str, port: int, data_dir: Path | None, model: str, weights: str, 
             StyleConfig(device=device, weights=weights)
         except ValueError as exc:
             raise click.UsageError(str(exc)) from None
-    if weights not in ("imagenet", "random") and not os.path.isfile(weights):
-        raise click.UsageError(f"--weights {shown(weights)}: no such file (use imagenet, random or a file)")
+    if weights not in WEIGHTS_WORDS and not os.path.isfile(weights):
+        raise click.UsageError(f"--weights {shown(weights)}: no such file (use imagenet, original, random or a file)")
     try:
         import uvicorn
 

@@ -398,7 +398,7 @@ def _device_name(device: str) -> str:
 def weights_problem(exc: WeightsError, model: str = "vgg19") -> str:
     """A weights error as a browser user reads it: what went wrong, and what the server's operator sets.
 
-    The library's message ends with a command-line fix ("...; pass --weights FILE") that a browser user
+    The library's message ends with a command-line fix ("...; pass weights=FILE") that a browser user
     cannot act on, so only its first part (what went wrong) is kept.
     """
     from ..io.provenance import IMAGENET_WEIGHTS_OF
@@ -406,7 +406,10 @@ def weights_problem(exc: WeightsError, model: str = "vgg19") -> str:
     what = first_line(exc).split("; ")[0]
     return (f"the server cannot load its {model.upper()} weights ({what}). The server's operator can put "
             f"torchvision's {IMAGENET_WEIGHTS_OF[model][1]} in the server's torch hub cache (TORCH_HOME/hub/checkpoints) or "
-            f"start the server with stylize-serve --weights FILE. Meanwhile, Weights: random in the form checks "
+            f"start the server with stylize-serve --weights FILE"
+            + (" (or, with the original extra and no download, stylize-serve --weights original)"
+               if model == "vgg19" else "")
+            + ". Meanwhile, Weights: random in the form checks "
             f"that the page works (no artistic result).")
 
 

