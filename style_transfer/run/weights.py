@@ -16,7 +16,8 @@ from collections.abc import Callable
 
 from ..config import StyleConfig
 from ..config.weights import ORIGINAL, original_weights_file
-from ..core.vgg import DownloadProgress, download_imagenet_weights
+from ..core import vgg
+from ..core.vgg import DownloadProgress
 from ..errors import WeightsError, first_line
 from ..io.provenance import imagenet_weights_path
 from ..presets import STYLE_LOSSES, preset_values
@@ -38,8 +39,8 @@ def resolve_weights(config: StyleConfig, *, download_progress: DownloadProgress 
     if config.weights != "imagenet" or os.path.lexists(imagenet_weights_path(config.model)):
         return config
     try:
-        download_imagenet_weights(imagenet_weights_path(config.model), model=config.model,
-                                  progress=download_progress)
+        vgg.download_imagenet_weights(imagenet_weights_path(config.model), model=config.model,
+                                      progress=download_progress)
         return config
     except WeightsError as exc:
         if config.model != "vgg19" or original_weights_file() is None:

