@@ -50,7 +50,7 @@ def format_comparison(result: BackwardComparison) -> str:
               help="The image both paths are evaluated at.")
 @click.option("--seed", type=int, default=DEFAULTS.seed, show_default=True)
 @click.option("--weights", default=DEFAULTS.weights, show_default=True,
-              help="imagenet, random or a state dict FILE, as for stylize (timings do not depend on them).")
+              help="imagenet, original, random or a weights FILE, as for stylize (timings do not depend on them).")
 @click.option("--device", default=DEFAULTS.device, show_default=True, help="auto, cpu, cuda, cuda:N or mps.")
 @click.option("--content-layers", default=",".join(DEFAULTS.content_layers), show_default=True)
 @click.option("--style-layers", default=",".join(DEFAULTS.style_layers), show_default=True)

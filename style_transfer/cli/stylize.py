@@ -12,7 +12,7 @@ import click
 from .. import __version__
 from .watch import EXIT_CODES, Signals, Watch, read_record
 from ..config import RunOptions, StyleConfig
-from ..config.weights import WEIGHTS_WORDS
+from ..config.weights import WEIGHTS_WORDS, preprocess_assumed
 from ..errors import Interrupted, RunStopped, StyleTransferError
 from ..io.files import check_not_an_input, check_writable, shown
 from ..io.images import INPUT_FORMATS_TEXT, MAX_PIXELS, MIN_INPUT_SIDE, check_output, open_image, save_image
@@ -108,6 +108,7 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
     OUTPUT and exits 130; a NaN or infinite loss stops the run, saves the last finite
     image and exits 1. Exit codes: 0 done, 1 failure, 2 bad option, 130 interrupted.
     """
+    told = settings.get("preprocess") is not None or replay is not None or resume is not None  # else: the file's
     try:
         config = config_from_options(settings)
         if replay is not None and resume is not None:
@@ -134,6 +135,11 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
     except (ValueError, StyleTransferError) as exc:
         raise UsageFault(str(exc)) from None
     _check_inputs([content, *styles], debug)  # before torch is imported: a bad image answers at once
+    if not told and preprocess_assumed(config.weights):
+        # a state dict cannot tell whether it holds torchvision's or Caffe's weights (issue 33.13): say which is taken
+        click.echo(f"note: {shown(config.weights)} does not tell which preprocessing its weights expect; torchvision's "
+                   f"assumed (RGB, ImageNet's mean and std); for Caffe weights pass --preprocess caffe or caffe256",
+                   err=True)
     if replay is not None:
         try:
             check_replay_inputs(read_record(replay), content, styles, config.weights, style_masks=config.style_masks,

@@ -239,3 +239,22 @@ def test_a_server_on_the_original_weights_runs_a_job_on_them(tmp_path: Path) -> 
         assert final[0] == "done", final
         record = client.get(f"/api/results/{final[1]['result']['id']}").json()
     assert record["settings"]["weights"] == "original" and record["settings"]["preprocess"] == "caffe"
+
+
+def test_a_state_dict_that_cannot_tell_its_preprocessing_is_said_to_take_torchvisions(tmp_path: Path) -> None:
+    """Issue 33.13: a .pth in torchvision's layout could hold Caffe weights; the command says what it assumed."""
+    from style_transfer.core.vgg import random_vgg_features
+
+    weights = tmp_path / "mine.pth"
+    torch.save(random_vgg_features("vgg19", 0).state_dict(), weights)
+    args = [str(IMAGES / "chelsea.png"), str(IMAGES / "ihc.png"), "-o", str(tmp_path / "a.png"), "--weights",
+            str(weights), *SMALL]
+    notes = [line for line in invoke(args).stderr.splitlines() if line.startswith("note: ")]
+    assert notes == [f"note: {weights} does not tell which preprocessing its weights expect; torchvision's assumed "
+                     f"(RGB, ImageNet's mean and std); for Caffe weights pass --preprocess caffe or caffe256"]
+    assert read_record(tmp_path / "a.png")["settings"]["preprocess"] == "torchvision"
+    for told in (["--preprocess", "torchvision"], ["-q"]):  # given: nothing to say; -q does not hide it
+        stderr = invoke([*args, *told]).stderr
+        assert ("note: " in stderr) == (told == ["-q"]), stderr
+    for quiet in (str(original_vgg19_file()), "random"):  # files and words that tell
+        assert "note: " not in invoke([*args[:5], quiet, *SMALL]).stderr
