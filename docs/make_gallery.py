@@ -82,7 +82,7 @@ RUNS.update({  # docs/gallery.md, in the order they are made
 # The same pairs on the original VGG19, the tutorial's network (the README's grid), each style at its weight for
 # VGG19 (None: the preset's, 1000 at Caffe's scale on VGG19), chosen by looking at the cat at 100, 300, 1000 and 3000.
 VGG19 = "vgg19-"
-VGG19_STYLES = {"stain": ("ihc.png", None), "brick": ("brick.png", "30")}
+VGG19_STYLES = {"stain": ("ihc.png", None), "brick": ("brick.png", "10")}
 
 
 def vgg19_grid_name(photo: str, style: str) -> str:
@@ -94,7 +94,8 @@ def vgg19_grid_name(photo: str, style: str) -> str:
 RUNS.update({vgg19_grid_name(photo, style): (PHOTOS[photo], [VGG19_STYLES[style][0]], [] if VGG19_STYLES[style][1]
                                              is None else ["--style-weight", VGG19_STYLES[style][1]])
              for style in VGG19_STYLES for photo in PHOTOS})
-RUNS.update({  # VGG19's style-weight sweep around its preset's 1000, and --fast
+RUNS.update({  # VGG19's style-weight sweep around its preset's 1000, and --fast; the brick at 30, looked at for the grid
+    f"{VGG19}cat__brick-30": ("chelsea.png", ["brick.png"], ["--style-weight", "30"]),
     **{f"{VGG19}sweep-{w}": ("chelsea.png", ["ihc.png"], ["--style-weight", w]) for w in ("300", "3000")},
     f"{VGG19}fast": ("chelsea.png", ["ihc.png"], ["--fast"]),
 })
