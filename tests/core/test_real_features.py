@@ -186,6 +186,19 @@ def test_a_higher_style_weight_gives_less_style_loss_and_more_content_loss(real:
     assert content_high > 2 * content_low, finals
 
 
+def test_the_paper_preset_paints_on_real_features(real: RealNetwork, images) -> None:
+    """The paper's layers (content conv4_2, style conv1_1 .. conv5_1, average pooling, its loss form) on each network:
+    the style loss falls to a small part of its start while the content term stays within reach of it."""
+    content, style = images
+    events = []
+    result = Run(content, style, config(real, preset="paper"), cnn=real.network).execute(events.append)
+    first, last = events[0], events[-1]
+    assert result.evaluations == len(events) >= 40 and all(np.isfinite([e.loss for e in events]))
+    assert last.style_loss < 0.2 * first.style_loss, (first.style_loss, last.style_loss)
+    assert last.loss < 0.5 * first.loss, (first.loss, last.loss)
+    assert 0 < last.content_loss  # the image left the photo
+
+
 def test_colour_preservation_keeps_the_contents_chroma(real: RealNetwork, images) -> None:
     content, style = images
     result = Run(content, style, config(real, steps=20, preserve_colors="luminance"), cnn=real.network).execute()
