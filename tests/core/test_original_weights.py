@@ -225,6 +225,7 @@ def test_offline_a_batch_falls_back_once_and_each_record_names_the_original(tmp_
         assert record["settings"]["style_weight"] == CAFFE_TUTORIAL_STYLE_WEIGHTS["vgg19"]
 
 
+@pytest.mark.slow
 def test_a_server_on_the_original_weights_runs_a_job_on_them(tmp_path: Path) -> None:
     """``stylize-serve --weights original``: the page offers them as the server's; a job's record names them."""
     pytest.importorskip("fastapi", reason="the web extra is not installed")
