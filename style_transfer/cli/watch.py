@@ -106,13 +106,15 @@ class Watch:
         bar = self.bars["steps"]
         if info.step > bar.total:
             bar.total = info.step  # rare: an LBFGS step that ended early put one more step in the plan
-        bar.update(info.step - bar.n)
         losses = {"style": f"{info.style_loss:.4g}", "content": f"{info.content_loss:.4g}"}
         if info.tv_loss:
             losses["tv"] = f"{info.tv_loss:.4g}"
         if info.scales > 1:
             losses["size"] = f"{info.size[0]}x{info.size[1]}"
+        # The postfix first, then the count: each redraw shows the losses of the evaluation it counts (set after
+        # the update, a redraw showed the one before: the bar's last line and the record disagreed, issue 33.7).
         bar.set_postfix(losses, refresh=False)
+        bar.update(info.step - bar.n)
 
     def _record_now(self, info: StepInfo) -> dict[str, Any] | None:
         """The record of an image written along the way: the settings, and the run so far."""

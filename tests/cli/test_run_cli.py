@@ -211,3 +211,18 @@ def test_the_summary_line_names_every_file_the_run_wrote(tmp_path: Path) -> None
     assert sorted(p.name for p in frames.iterdir()) == ["out.0015.png", "out.0030.png"] and checkpoint.exists()
     plain = invoke([CONTENT, STYLE, "-o", str(out), *TINY[:-1], "--steps", "1", "--checkpoint", str(checkpoint)])
     assert plain.stderr.strip().splitlines()[-1] == f"wrote {out} (32x21, 20 evaluations)"  # it wrote no checkpoint
+
+
+def test_each_redraw_of_the_bar_shows_the_losses_of_the_evaluation_it_counts(tmp_path: Path) -> None:
+    """Issue 33.7: the bar's numbers were the evaluation before the one it counted, so its last redraw before the
+    close (all a log of stderr keeps) disagreed with the record. Each redraw against --log's row of that step, and
+    the last against the record (both the last evaluation's losses)."""
+    out, log = tmp_path / "out.png", tmp_path / "run.jsonl"
+    result = invoke([CONTENT, STYLE, "-o", str(out), *TINY[:-1], "--steps", "1", "--log", str(log)])
+    rows = {row["step"]: row for row in map(json.loads, log.read_text().splitlines())}
+    shown_steps = re.findall(r"(\d+)/20 \[[^\]]*style=([^,\]]+), content=([^,\]]+)\]", result.stderr)
+    assert len(shown_steps) >= 2, result.stderr  # CliRunner's stderr is no terminal: tqdm keeps each redraw
+    for step, style, content in shown_steps:
+        assert (style, content) == (f"{rows[int(step)]['style']:.4g}", f"{rows[int(step)]['content']:.4g}"), step
+    losses = read_record(out)["losses"]
+    assert shown_steps[-1] == ("20", f"{losses['style']:.4g}", f"{losses['content']:.4g}")
