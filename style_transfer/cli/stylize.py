@@ -157,7 +157,7 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
         torch.set_num_threads(threads)  # the CLI owns the process; the library never sets this
     checkpoint_before = _stamp(run_options.checkpoint)  # the summary names the checkpoint if this run wrote it
     run = Run(content, list(styles) if len(styles) > 1 else styles[0], config, run_options,
-              download_progress=watch.on_download, on_notice=watch.on_notice)
+              download_progress=watch.on_download, on_notice=watch.on_notice, on_stage=watch.on_stage)
     watch.run = run
     signals = Signals(run)
     try:

@@ -84,6 +84,16 @@ class Watch:
             bar.close()
         click.echo(f"note: {as_options(message)}", err=True)
 
+    def on_stage(self, message: str) -> None:
+        """What the run starts before its first evaluation (loading the weights, building the model): one line
+        each, so the seconds before the bar are not silent (issue 33.6); not with --quiet."""
+        if self.quiet:
+            return
+        bar = self.bars.pop("download", None)
+        if bar is not None:
+            bar.close()
+        click.echo(f"{message} ...", err=True)
+
     def on_event(self, info: StepInfo) -> None:
         """After each evaluation: the bar, and whatever files the options asked for."""
         self._bar(info)
