@@ -37,7 +37,7 @@ SHORT = {
     "gpus_per_item": "ray: GPUs per task (default: 1 where the cluster has GPUs).",
     "max_retries": "ray: runs of an item again after its worker or node died.",
     "max_pending": "ray: tasks in flight at most (default: twice the cluster's slots).",
-    "report_path": "The JSON Lines report (default: batch.jsonl in -o DIR).",
+    "report_path": "The JSON Lines report, appended (default: batch.jsonl in -o DIR).",
     "quiet": "No progress bar or summary counts (failures are still named).",
     "debug": "On an unexpected error, print the traceback too.",
 }
@@ -74,7 +74,8 @@ SHORT = {
 @click.option("--max-pending", type=click.IntRange(min=1), default=None,
               help="ray: tasks in flight at most (default: twice what the cluster runs at once).")
 @click.option("--report", "report_path", type=click.Path(path_type=str), default=None,
-              help="The JSON Lines report, one line per item (default: batch.jsonl in -o DIR).")
+              help="The JSON Lines report, one line per item and run, appended: each run's lines are marked with "
+                   "its run and kept (default: batch.jsonl in -o DIR).")
 @settings_options
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar or summary counts (failures are still named).")
 @click.option("--debug", is_flag=True, help="On an unexpected error, print the traceback.")
@@ -89,7 +90,7 @@ def main(contents: tuple[str, ...], styles: tuple[str, ...], output_dir: str | N
     folders' names in front (a-cat, b-cat). Each is written atomically with its provenance
     record; running the batch again skips items whose result is there with the same settings
     and inputs (--force redoes them). An item that fails is reported and the batch goes on;
-    DIR/batch.jsonl holds every item. Weights that cannot be had fail the batch once, before
+    DIR/batch.jsonl gets a line per item of every run. Weights that cannot be had fail the batch once, before
     the first item. Ctrl-C stops after the items under way (a second one
     stops those too). Exit codes: 0 all made or skipped, 1 some failed, 2 bad option,
     130 interrupted.

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from style_transfer.batch import LocalEngine, Worker, cross_items, read_manifest, read_report, run_batch, unique_names
+from style_transfer.batch import (LocalEngine, Worker, cross_items, latest, read_manifest, read_report, run_batch,
+                                  unique_names)
 from style_transfer.batch.cli import main
 from style_transfer.batch.items import Item, default_options
 from style_transfer.config import StyleConfig
@@ -123,7 +124,7 @@ def test_batch_writes_each_output_once_skips_on_resume_and_a_bad_file_fails_alon
     stamps = {p: os.stat(out / p).st_mtime_ns for p in ("cat__ihc.png", "coffee__ihc.png")}
 
     invoke(args, 1)  # again: the finished items are skipped, the bad one fails again
-    assert {Path(r["output"]).name: r["status"] for r in read_report(str(out / "batch.jsonl"))} == {
+    assert {Path(r["output"]).name: r["status"] for r in latest(read_report(str(out / "batch.jsonl")))} == {
         "cat__ihc.png": "skipped", "broken__ihc.png": "failed", "coffee__ihc.png": "skipped"}
     assert {p: os.stat(out / p).st_mtime_ns for p in stamps} == stamps
 
@@ -133,8 +134,56 @@ def test_batch_writes_each_output_once_skips_on_resume_and_a_bad_file_fails_alon
     stamp, again = os.stat(out / "cat__ihc.png").st_mtime_ns, pixels(out / "cat__ihc.png")
     invoke([*good, *TINY, "--force", "--steps", "6"], 0)  # --force: made again, the same image
     assert os.stat(out / "cat__ihc.png").st_mtime_ns != stamp
-    assert [r["status"] for r in read_report(str(out / "batch.jsonl"))] == ["done"]
+    assert [r["status"] for r in read_report(str(out / "batch.jsonl"))][-1:] == ["done"]
     np.testing.assert_array_equal(pixels(out / "cat__ihc.png"), again)
+
+
+def test_the_report_keeps_every_runs_lines_and_names_a_stale_output(inputs: dict[str, Path], tmp_path: Path) -> None:
+    """Issue 33.9: a second run appends its lines after the first's (each marked with its run), so the first's times
+    and losses stay; ``latest`` reads where each item stands. An input that had a result and is now unreadable fails,
+    and its old output, still there, is reported stale (in the report and in the failure line)."""
+    out = tmp_path / "out"
+    args = [inputs["cat"], inputs["coffee"], "--style", inputs["ihc"], "-o", out, *TINY]
+    invoke(args, 0)
+    first = read_report(str(out / "batch.jsonl"))
+    assert [(Path(r["output"]).name, r["status"], r["stale"]) for r in first] == [
+        ("cat__ihc.png", "done", False), ("coffee__ihc.png", "done", False)]
+    made = (out / "cat__ihc.png").read_bytes()
+
+    inputs["cat"].write_bytes(b"\x89PNG\r\n\x1a\n" + b"not really a png" * 4)  # the input is now unreadable
+    result = invoke(args, 1)
+    (failure,) = [line for line in result.output.splitlines() if line.startswith("failed: ")]
+    assert failure.startswith("failed: cat__ihc.png (cat.png in ihc.png): ") and "not a readable image" in failure
+    assert failure.endswith("; cat__ihc.png there is stale (an earlier run's, not made from these inputs and "
+                            "settings)")
+    lines = read_report(str(out / "batch.jsonl"))
+    assert lines[:2] == first  # the first run's lines as they were, times and losses included
+    assert first[0]["seconds"] > 0 and first[0]["losses"]["loss"] > 0
+    assert [(Path(r["output"]).name, r["status"], r["stale"]) for r in lines[2:]] == [
+        ("coffee__ihc.png", "skipped", False), ("cat__ihc.png", "failed", True)]
+    assert len({r["run"] for r in lines[:2]}) == len({r["run"] for r in lines[2:]}) == 1
+    assert lines[0]["run"] < lines[2]["run"]  # the runs' starts, in order
+    assert [(Path(r["output"]).name, r["status"]) for r in latest(lines)] == [
+        ("cat__ihc.png", "failed"), ("coffee__ihc.png", "skipped")]
+    assert (out / "cat__ihc.png").read_bytes() == made  # left as it was: the report says what it is
+
+
+def test_a_run_appends_after_a_line_cut_short(tmp_path: Path) -> None:
+    """A run killed while writing a line leaves it cut short: the next run's lines start on a line of their own, and
+    the reader leaves the cut one out."""
+    from style_transfer.batch.report import Outcome, Report
+
+    path = tmp_path / "batch.jsonl"
+    item = Item("cat.png", ("ihc.png",), "out/cat__ihc.png", CONFIG)
+    with Report(str(path), run="first") as report:
+        report.add(Outcome(item, "done", seconds=2.5))
+    with open(path, "a") as handle:
+        handle.write('{"run": "second", "content": "cat.p')  # killed here
+    with Report(str(path), run="third") as report:
+        report.add(Outcome(item, "skipped"))
+    lines = read_report(str(path))
+    assert [(r["run"], r["status"], r["seconds"]) for r in lines] == [("first", "done", 2.5), ("third", "skipped", 0)]
+    assert latest(lines) == lines[1:]
 
 
 @pytest.mark.parametrize("kind", ["missing", "corrupt", "download refused"])
