@@ -7,10 +7,13 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from ..io.files import shown
 from .items import Item
+
+if TYPE_CHECKING:
+    from .worker import ItemProgress
 
 # done: written now; skipped: its output was there with a matching record; failed: error says why;
 # interrupted: under way when the batch was cancelled (nothing written); not-run: the batch stopped first.
@@ -122,6 +125,22 @@ def failure_line(outcome: Outcome) -> str:
             f"{'+'.join(shown(os.path.basename(s)) for s in item.styles)}{origin}): {outcome.error}{stale}")
 
 
+def progress_text(under_way: Iterable[ItemProgress], shown_at_most: int = 2) -> str:
+    """The items under way as a display shows them: ``cat__wave.png 12/40 evaluations, 0:21 left`` (the time left at
+    the pace so far), ``; ``-separated, the first ``shown_at_most`` and then ``+N more``."""
+    texts = [f"{shown(os.path.basename(p.output))} {p.step}/{p.total} evaluations, {_duration(p.seconds_left)} left"
+             for p in under_way]
+    more = f"; +{len(texts) - shown_at_most} more" if len(texts) > shown_at_most else ""
+    return "; ".join(texts[:shown_at_most]) + more
+
+
+def _duration(seconds: float) -> str:
+    """``0:21``, ``5:38``, ``1:05:38``: minutes and seconds, hours when there are any."""
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
 def summary(outcomes: list[Outcome]) -> str:
     """The closing line: the counts (``3 done, 1 skipped, 1 failed``); each failure has its own
     ``failure_line``, shown once, as it happens."""
@@ -129,4 +148,5 @@ def summary(outcomes: list[Outcome]) -> str:
     return ", ".join(f"{n} {status}" for status, n in found.items() if n or status in ("done", "failed"))
 
 
-__all__ = ["Outcome", "Report", "STATUSES", "counts", "failure_line", "latest", "read_report", "run_id", "summary"]
+__all__ = ["Outcome", "Report", "STATUSES", "counts", "failure_line", "latest", "progress_text", "read_report", "run_id",
+           "summary"]

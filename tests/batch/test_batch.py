@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -186,6 +187,39 @@ def test_a_run_appends_after_a_line_cut_short(tmp_path: Path) -> None:
     assert latest(lines) == lines[1:]
 
 
+def test_the_items_bar_shows_the_item_under_way(inputs: dict[str, Path], tmp_path: Path) -> None:
+    """Issue 33.2: the bar showed 0/2 items and nothing else for the whole first item. Now each item's evaluations
+    reach it (the local engine's progress, through run_batch) and it shows them with the time left, before the item
+    ends; the library's callback hears every evaluation of each item, in order."""
+    result = invoke([inputs["cat"], inputs["coffee"], "--style", inputs["ihc"], "-o", tmp_path / "out", *TINY])
+    redraws = result.stderr.replace("\r", "\n").splitlines()
+    first = [n for n, line in enumerate(redraws) if "0/2 items" in line and "cat__ihc.png 1/20 evaluations, " in line]
+    assert first, result.stderr  # the first item under way, on the bar that still counts no item ended
+    assert re.search(r"cat__ihc\.png \d+/20 evaluations, \d+:\d\d left", redraws[first[0]])
+    assert any("1/2 items" in line and "coffee__ihc.png 1/20 evaluations, " in line for line in redraws)
+    assert "evaluations" not in redraws[-2]  # the bar's last redraw, all ended: nothing under way
+
+    told = []
+    (item,) = cross_items([str(inputs["cat"])], [str(inputs["ihc"])], str(tmp_path / "lib"), CONFIG)
+    (outcome,) = run_batch([item], LocalEngine(), on_progress=told.append)
+    assert [(p.output, p.step, p.total) for p in told] == [(item.output, n, 20)
+                                                           for n in range(1, outcome.evaluations + 1)]
+    assert all(b.elapsed >= a.elapsed for a, b in zip(told, told[1:])) and told[-1].elapsed > 0
+
+
+def test_progress_text_by_hand() -> None:
+    from style_transfer.batch.report import progress_text
+    from style_transfer.batch.worker import ItemProgress
+
+    cat = ItemProgress("out/cat__ihc.png", 12, 40, 6.0)  # 0.5 s an evaluation, 28 to go: 14 s
+    assert cat.seconds_left == 14.0
+    assert progress_text([cat]) == "cat__ihc.png 12/40 evaluations, 0:14 left"
+    slow = [ItemProgress(f"out/{n}.png", 1, 301, 13.0) for n in "abc"]  # 13 s an evaluation, 300 to go: 1:05:00
+    assert progress_text(slow) == ("a.png 1/301 evaluations, 1:05:00 left; b.png 1/301 evaluations, 1:05:00 left; "
+                                   "+1 more")
+    assert progress_text([]) == ""
+
+
 @pytest.mark.parametrize("kind", ["missing", "corrupt", "download refused"])
 def test_weights_that_cannot_be_had_fail_the_batch_once_before_the_first_item(
         inputs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
@@ -269,11 +303,15 @@ def test_two_worker_processes_share_the_items_and_make_the_same_images(inputs: d
     items = cross_items([str(inputs["cat"]), str(inputs["coffee"])], [str(inputs["ihc"]), str(inputs["brick"])],
                         str(tmp_path / "two"), CONFIG)
     engine = LocalEngine(2, devices=["cpu", "cpu"])
+    told = []
     try:
-        outcomes = list(run_batch(items, engine))
+        outcomes = list(run_batch(items, engine, on_progress=told.append))
     finally:
         engine.close()
     assert sorted(o.status for o in outcomes) == ["done"] * 4
+    for item in items:  # each item's progress came back from its process: its first evaluation at least, in order
+        steps = [p.step for p in told if p.output == item.output]
+        assert steps and steps[0] == 1 and steps == sorted(steps), (item.output, steps)
     assert sorted(o.item.output for o in outcomes) == sorted(i.output for i in items)  # each once
     assert sorted(p.name for p in (tmp_path / "two").iterdir()) == sorted(Path(i.output).name for i in items)
     pids = {o.worker.split("@")[0] for o in outcomes}
@@ -306,13 +344,13 @@ from pathlib import Path
 from style_transfer.batch import worker
 started, go = Path(sys.argv[1]), Path(sys.argv[2])
 made = worker.Worker.make
-def make(self, item):
+def make(self, item, **options):
     if not started.exists():
         started.touch()
         deadline = time.monotonic() + 60
         while not go.exists() and time.monotonic() < deadline:
             time.sleep(0.02)
-    return made(self, item)
+    return made(self, item, **options)
 worker.Worker.make = make
 from style_transfer.batch.cli import main
 main(sys.argv[3:], prog_name="stylize-batch")
