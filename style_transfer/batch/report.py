@@ -148,5 +148,5 @@ def summary(outcomes: list[Outcome]) -> str:
     return ", ".join(f"{n} {status}" for status, n in found.items() if n or status in ("done", "failed"))
 
 
-__all__ = ["Outcome", "Report", "STATUSES", "counts", "failure_line", "latest", "progress_text", "read_report", "run_id",
-           "summary"]
+__all__ = ["Outcome", "Report", "STATUSES", "counts", "failure_line", "latest", "progress_text", "read_report",
+           "run_id", "summary"]
