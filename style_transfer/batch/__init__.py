@@ -14,8 +14,9 @@ from __future__ import annotations
 from .engine import Engine, is_done, run_batch
 from .items import Item, cross_items, expand_contents, read_manifest, unique_names
 from .local import LocalEngine
-from .report import Outcome, Report, read_report, summary
+from .report import Outcome, Report, latest, read_report, summary
 from .worker import Made, TargetCache, Worker
 
 __all__ = ["Engine", "Item", "LocalEngine", "Made", "Outcome", "Report", "TargetCache", "Worker", "cross_items",
-           "expand_contents", "is_done", "read_manifest", "read_report", "run_batch", "summary", "unique_names"]
+           "expand_contents", "is_done", "latest", "read_manifest", "read_report", "run_batch", "summary",
+           "unique_names"]

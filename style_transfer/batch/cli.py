@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from typing import Any
 
 import click
@@ -37,7 +38,7 @@ SHORT = {
     "gpus_per_item": "ray: GPUs per task (default: 1 where the cluster has GPUs).",
     "max_retries": "ray: runs of an item again after its worker or node died.",
     "max_pending": "ray: tasks in flight at most (default: twice the cluster's slots).",
-    "report_path": "The JSON Lines report (default: batch.jsonl in -o DIR).",
+    "report_path": "The JSON Lines report, appended (default: batch.jsonl in -o DIR).",
     "quiet": "No progress bar or summary counts (failures are still named).",
     "debug": "On an unexpected error, print the traceback too.",
 }
@@ -74,7 +75,8 @@ SHORT = {
 @click.option("--max-pending", type=click.IntRange(min=1), default=None,
               help="ray: tasks in flight at most (default: twice what the cluster runs at once).")
 @click.option("--report", "report_path", type=click.Path(path_type=str), default=None,
-              help="The JSON Lines report, one line per item (default: batch.jsonl in -o DIR).")
+              help="The JSON Lines report, one line per item and run, appended: each run's lines are marked with "
+                   "its run and kept (default: batch.jsonl in -o DIR).")
 @settings_options
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar or summary counts (failures are still named).")
 @click.option("--debug", is_flag=True, help="On an unexpected error, print the traceback.")
@@ -89,7 +91,7 @@ def main(contents: tuple[str, ...], styles: tuple[str, ...], output_dir: str | N
     folders' names in front (a-cat, b-cat). Each is written atomically with its provenance
     record; running the batch again skips items whose result is there with the same settings
     and inputs (--force redoes them). An item that fails is reported and the batch goes on;
-    DIR/batch.jsonl holds every item. Weights that cannot be had fail the batch once, before
+    DIR/batch.jsonl gets a line per item of every run. Weights that cannot be had fail the batch once, before
     the first item. Ctrl-C stops after the items under way (a second one
     stops those too). Exit codes: 0 all made or skipped, 1 some failed, 2 bad option,
     130 interrupted.
@@ -156,18 +158,18 @@ def main(contents: tuple[str, ...], styles: tuple[str, ...], output_dir: str | N
             except StyleTransferError:
                 _remove_if_empty(output_dir, made_folder)
                 raise
-            bar = None if quiet else _bar(len(items))
+            bar = None if quiet else _ItemsBar(len(items))
             with Report(report_path) as report:  # the report appears once Ctrl-C is ours to handle
-                for outcome in run_batch(items, runner, force=force, report=report):
+                for outcome in run_batch(items, runner, force=force, report=report,
+                                         on_progress=bar.progress if bar is not None else None):
                     outcomes.append(outcome)
                     if outcome.status == "failed":  # named once, as it happens
                         if bar is not None:
-                            bar.write(failure_line(outcome), file=sys.stderr)
+                            bar.write(failure_line(outcome))
                         else:
                             click.echo(failure_line(outcome), err=True)
                     if bar is not None:
-                        bar.update(1)
-                        bar.set_postfix_str(_counts_text(outcomes), refresh=False)
+                        bar.ended(outcome, outcomes)
     except StyleTransferError as exc:  # the weights cannot be had, the cluster could not be reached
         raise click.ClickException(str(exc)) from None
     except Exception as exc:
@@ -208,11 +210,51 @@ def _remove_if_empty(folder: str, made: bool) -> None:
             pass
 
 
-def _bar(total: int) -> Any:
-    from tqdm import tqdm
+class _ItemsBar:
+    """The items bar: items ended of all; after them, the items under way (each one's evaluations and the time left
+    at its pace, issue 33.2: the first item no longer shows 0/3 and nothing for minutes), then the counts."""
 
-    return tqdm(total=total, unit="item", file=sys.stderr, dynamic_ncols=True,
-                bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} items [{elapsed}<{remaining}{postfix}]")
+    REFRESH_S = 0.5  # the items under way are redrawn at most this often (and at each item's first news)
+
+    def __init__(self, total: int) -> None:
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=total, unit="item", file=sys.stderr, dynamic_ncols=True,
+                        bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} items [{elapsed}<{remaining}{postfix}]")
+        self.under_way: dict[str, Any] = {}  # output -> its latest worker.ItemProgress
+        self.done: set[str] = set()  # outputs of the items ended: late news of them is dropped
+        self.counts = ""
+        self._drawn_at = float("-inf")
+
+    def progress(self, told: Any) -> None:
+        """``run_batch``'s on_progress: an item under way made an evaluation."""
+        if told.output in self.done:
+            return  # a worker process's news that came after its item's outcome
+        new = told.output not in self.under_way
+        self.under_way[told.output] = told
+        now = time.monotonic()
+        if new or now - self._drawn_at >= self.REFRESH_S:
+            self._drawn_at = now
+            self._postfix(refresh=True)
+
+    def ended(self, outcome: Any, outcomes: list[Any]) -> None:
+        self.done.add(outcome.item.output)
+        self.under_way.pop(outcome.item.output, None)
+        self.counts = _counts_text(outcomes)
+        self._postfix(refresh=False)  # before the count: the redraw shows the counts with it
+        self.bar.update(1)
+
+    def write(self, line: str) -> None:
+        self.bar.write(line, file=sys.stderr)
+
+    def close(self) -> None:
+        self.bar.close()
+
+    def _postfix(self, refresh: bool) -> None:
+        from .report import progress_text
+
+        text = "; ".join(t for t in (progress_text(self.under_way.values()), self.counts) if t)
+        self.bar.set_postfix_str(text, refresh=refresh)
 
 
 def _counts_text(outcomes: list[Any]) -> str:

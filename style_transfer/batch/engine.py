@@ -21,7 +21,7 @@ from ..errors import ImageError, OutputError, StyleTransferError, first_line
 from ..io.files import atomic_output
 from .items import Item, check_outputs
 from .report import Outcome, Report
-from .worker import Made, NetworkSpec, network_spec
+from .worker import Made, NetworkSpec, ProgressCallback, network_spec
 
 # Settings that do not take part in the resume check: where and with how many threads an item ran.
 UNCHECKED_SETTINGS = ("device", "threads")
@@ -57,8 +57,12 @@ class Engine(abc.ABC):
         return [s for s in dict.fromkeys(network_spec(item.config) for item in items) if s not in self._checked_weights]
 
     @abc.abstractmethod
-    def run(self, items: Sequence[Item]) -> Iterator[tuple[Item, Made]]:
-        """Run ``items``; an item not yielded when the iterator ends was never started (``stop``)."""
+    def run(self, items: Sequence[Item], on_progress: ProgressCallback | None = None) -> Iterator[tuple[Item, Made]]:
+        """Run ``items``; an item not yielded when the iterator ends was never started (``stop``).
+
+        ``on_progress`` (in the caller's thread, between the items it yields) is told of the items under way as
+        their evaluations go (``worker.ItemProgress``), where the engine can tell (the Ray engine does not).
+        """
 
     @abc.abstractmethod
     def stop(self) -> None:
@@ -81,8 +85,9 @@ class Engine(abc.ABC):
 
 
 def run_batch(items: Sequence[Item], engine: Engine, *, force: bool = False,
-              report: Report | None = None) -> Iterator[Outcome]:
-    """Run a batch: yield every item's ``Outcome`` as it ends, skipped items first.
+              report: Report | None = None, on_progress: ProgressCallback | None = None) -> Iterator[Outcome]:
+    """Run a batch: yield every item's ``Outcome`` as it ends, skipped items first; ``on_progress`` is told of the
+    items under way, after their evaluations, where the engine can tell (``Engine.run``).
 
     An item whose output exists with a matching record (``is_done``) is skipped unless ``force``.
     Each result is written atomically by this function; an item's failure is an outcome, never an
@@ -108,7 +113,8 @@ def run_batch(items: Sequence[Item], engine: Engine, *, force: bool = False,
             yield _reported(Outcome(item, "skipped"), report)
     ended: set[int] = set()
     by_id = {id(item): item for item in todo}
-    for item, made in engine.run(todo):
+    runs = engine.run(todo) if on_progress is None else engine.run(todo, on_progress=on_progress)
+    for item, made in runs:
         ended.add(id(item))
         yield _reported(_write(by_id.get(id(item), item), made), report)
     for item in todo:
@@ -117,6 +123,8 @@ def run_batch(items: Sequence[Item], engine: Engine, *, force: bool = False,
 
 
 def _reported(outcome: Outcome, report: Report | None) -> Outcome:
+    # A file at the output of an item not made now is not its result: an earlier run's (issue 33.9).
+    outcome.stale = outcome.status not in ("done", "skipped") and os.path.lexists(outcome.item.output)
     if report is not None:
         report.add(outcome)
     return outcome

@@ -6,14 +6,14 @@ import dataclasses
 import os
 import signal
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any
 
 from ..io.files import shown
 from .engine import Engine
 from .items import Item
-from .worker import Made, Worker, network_spec
+from .worker import ItemProgress, Made, ProgressCallback, Worker, network_spec, throttled
 
 
 class LocalEngine(Engine):
@@ -48,16 +48,17 @@ class LocalEngine(Engine):
         for spec in dict.fromkeys(network_spec(item.config) for item in items):
             self.worker.prepare(spec)
 
-    def run(self, items: Sequence[Item]) -> Iterator[tuple[Item, Made]]:
+    def run(self, items: Sequence[Item], on_progress: ProgressCallback | None = None) -> Iterator[tuple[Item, Made]]:
         if self.workers == 1:
             for item in items:
                 if self._stopped.is_set():
                     return
-                yield item, self.worker.make(item)
+                yield item, self.worker.make(item, on_event=_events_of(item, on_progress))
         else:
-            yield from self._run_processes(items)
+            yield from self._run_processes(items, on_progress)
 
-    def _run_processes(self, items: Sequence[Item]) -> Iterator[tuple[Item, Made]]:
+    def _run_processes(self, items: Sequence[Item],
+                       on_progress: ProgressCallback | None = None) -> Iterator[tuple[Item, Made]]:
         import multiprocessing
 
         context = multiprocessing.get_context("spawn")  # no fork of a process that holds torch's threads
@@ -65,9 +66,10 @@ class LocalEngine(Engine):
         queue = context.Queue()
         for device in devices:
             queue.put(device)
+        progress = context.Queue() if on_progress is not None else None  # ItemProgress from the workers
         threads = max(1, (os.cpu_count() or 1) // self.workers)
         self._pool = ProcessPoolExecutor(self.workers, mp_context=context, initializer=_start_process,
-                                         initargs=(queue, threads))
+                                         initargs=(queue, threads, progress))
         pending: dict[Future, Item] = {}
         waiting = list(items)
         try:
@@ -77,7 +79,10 @@ class LocalEngine(Engine):
                     pending[self._pool.submit(_make, item)] = item
                 if not pending:
                     return
-                done, _ = wait(list(pending), timeout=1.0, return_when=FIRST_COMPLETED)
+                done, _ = wait(list(pending), timeout=0.5 if progress is not None else 1.0,
+                               return_when=FIRST_COMPLETED)
+                if progress is not None and on_progress is not None:
+                    _drain(progress, on_progress)
                 for future in done:
                     item = pending.pop(future)
                     try:
@@ -143,21 +148,46 @@ def _default_devices(count: int) -> list[Any]:
 
 
 _WORKER: Worker | None = None
+_PROGRESS: Any = None  # the driver's queue for ItemProgress, None when it asked for none
 
 
-def _start_process(queue: Any, threads: int) -> None:
+def _start_process(queue: Any, threads: int, progress: Any = None) -> None:
     """A worker process: Ctrl-C is the parent's to handle (items under way finish), then its device."""
-    global _WORKER
+    global _WORKER, _PROGRESS
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     import torch
 
     torch.set_num_threads(threads)
     _WORKER = Worker(queue.get())
+    _PROGRESS = progress
 
 
 def _make(item: Item) -> Made:
     assert _WORKER is not None  # set by _start_process
-    return _WORKER.make(item)
+    return _WORKER.make(item, on_event=_events_of(item, throttled(_PROGRESS.put) if _PROGRESS is not None else None))
+
+
+def _events_of(item: Item, on_progress: ProgressCallback | None) -> Callable[[Any], None] | None:
+    """The run's ``on_event`` that tells ``on_progress`` of ``item`` after each evaluation (None: nothing to tell)."""
+    if on_progress is None:
+        return None
+
+    def on_event(info: Any) -> None:
+        on_progress(ItemProgress.of(item, info))
+
+    return on_event
+
+
+def _drain(progress: Any, on_progress: ProgressCallback) -> None:
+    """Hand on what the worker processes told of their items so far (without waiting for more)."""
+    import queue
+
+    while True:
+        try:
+            told = progress.get_nowait()
+        except queue.Empty:
+            return
+        on_progress(told)
 
 
 __all__ = ["LocalEngine"]

@@ -22,7 +22,7 @@ from ..errors import ImageError, StyleTransferError, WeightsError, first_line
 from ..io.files import open_regular
 from .engine import Engine
 from .items import Item
-from .worker import Made, describe, local_copies, process_worker
+from .worker import Made, ProgressCallback, describe, local_copies, process_worker
 
 MISSING_RAY = "--engine ray needs Ray: pip install 'style_transfer[ray]'"
 
@@ -116,7 +116,9 @@ class RayEngine(Engine):
             gpus = 1.0 if resources.get("GPU", 0) >= 1 else 0.0
         return gpus, resources.get("GPU", 0) / gpus if gpus else resources.get("CPU", 1) / self.cpus_per_item
 
-    def run(self, items: Sequence[Item]) -> Iterator[tuple[Item, Made]]:
+    def run(self, items: Sequence[Item], on_progress: ProgressCallback | None = None) -> Iterator[tuple[Item, Made]]:
+        """The items as tasks; ``on_progress`` is not told (a task's evaluations would have to come back through an
+        actor while it runs: not done, docs/batch.md), so a display counts items as they finish."""
         ray = self.connect()
         gpus, at_once = self._slots(ray)
         limit = self.max_pending or max(2, int(2 * at_once))

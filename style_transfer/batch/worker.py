@@ -37,6 +37,43 @@ class Made:
     worker: str = ""  # "pid@host" of the process that made it
 
 
+@dataclass(frozen=True)
+class ItemProgress:
+    """An item under way, after one of its evaluations: what a batch's display shows of it (issue 33.2)."""
+
+    output: str  # the item's output path, which names it in its batch (engine.run_batch refuses two alike)
+    step: int  # evaluations done (StepInfo.step)
+    total: int  # evaluations planned (StepInfo.total)
+    elapsed: float  # seconds of optimisation so far (the network's loading and the model's building aside)
+
+    @classmethod
+    def of(cls, item: Item, info: Any) -> ItemProgress:
+        """From a run's ``StepInfo`` (small and picklable: it crosses from worker processes)."""
+        return cls(item.output, info.step, info.total, info.elapsed)
+
+    @property
+    def seconds_left(self) -> float:
+        """At the pace so far, the seconds the evaluations left take."""
+        return self.elapsed / self.step * max(0, self.total - self.step) if self.step else 0.0
+
+
+ProgressCallback = Callable[[ItemProgress], None]
+
+
+def throttled(callback: ProgressCallback, every: float = 0.5) -> ProgressCallback:
+    """``callback`` for an item's first and last evaluation and at most every ``every`` seconds between (what
+    crosses a process's queue stays a few lines a second however fast the evaluations go)."""
+    last = [float("-inf")]
+
+    def call(progress: ItemProgress) -> None:
+        now = time.monotonic()
+        if progress.step <= 1 or progress.step >= progress.total or now - last[0] >= every:
+            last[0] = now
+            callback(progress)
+
+    return call
+
+
 class TargetCache(dict):
     """Gram targets shared by the runs of a worker (``Run(style_targets=...)``), counting its use.
 
@@ -221,4 +258,5 @@ def local_copies(inputs: Mapping[str, bytes]) -> dict[str, str]:
     return paths
 
 
-__all__ = ["Made", "TargetCache", "Worker", "describe", "encode", "local_copies", "process_worker"]
+__all__ = ["ItemProgress", "Made", "ProgressCallback", "TargetCache", "Worker", "describe", "encode", "local_copies",
+           "process_worker", "throttled"]

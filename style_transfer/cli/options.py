@@ -17,6 +17,7 @@ import click
 from ..config import SECTIONS, Setting, StyleConfig
 from ..config.text import SETTINGS, as_options, config_from_text
 from ..errors import StyleTransferError
+from ..run.plans import checkpoint_bytes
 
 DEFAULTS = StyleConfig()  # the defaults, for the commands beside the settings (stylize-compare-backward)
 F = TypeVar("F", bound=Callable[..., Any])
@@ -69,7 +70,8 @@ COMMAND_SHORT_HELP = {
     "plot": "Plot the loss curves to this image (needs the plot extra).",
     "no_metadata": "Write no provenance record into the images.",
     "replay": "Run again with the settings recorded in this earlier output.",
-    "checkpoint": "Save the run's state here on Ctrl-C, SIGTERM or NaN.",
+    "checkpoint": f"Save the run's state here on Ctrl-C, SIGTERM or NaN (large: "
+                  f"{checkpoint_bytes(448, 299, 100) / 1e6:.0f} MB at 448 px).",
     "checkpoint_every": "Also save the checkpoint every N evaluations.",
     "resume": "Continue the run saved in this checkpoint.",
     "quiet": "No progress bar or summary on stderr.",

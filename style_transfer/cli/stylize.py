@@ -18,7 +18,7 @@ from ..io.files import check_not_an_input, check_writable, shown
 from ..io.images import INPUT_FORMATS_TEXT, MAX_PIXELS, MIN_INPUT_SIDE, check_output, open_image, save_image
 from .options import (MASK_FIELDS, OneLineCommand, RECORDED_FIELDS, SETTINGS_FIELDS, UsageFault, config_from_options,
                       one_line_error, settings_options, show_traceback, unexpected_error)
-from ..run.plans import LBFGS_MAX_ITER, default_size_of, fast_levers, plan_run
+from ..run.plans import FAST_HISTORY_SIZE, LBFGS_MAX_ITER, checkpoint_bytes, default_size_of, fast_levers, plan_run
 from ..io.provenance import check_replay_inputs, replay_config
 
 
@@ -26,6 +26,24 @@ from ..io.provenance import check_replay_inputs, replay_config
 # unreadable inputs answer in a fraction of a second. torch, tqdm and the model load once a run starts.
 
 ALPHA_FORMATS = ("PNG", "WEBP", "TIFF")  # output formats that keep --keep-alpha's transparency
+
+
+def bytes_text(count: int) -> str:
+    """A file's size as a person reads it: ``26.6 MB``, ``114 kB``, ``1.2 GB`` (decimal units, 3 digits)."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if count >= scale:
+            return f"{count / scale:.3g} {unit}"
+    return f"{count} B"
+
+
+def _checkpoint_help() -> str:
+    """--checkpoint's help: when it is written, and how large it grows (``plans.checkpoint_bytes``, issue 33.8)."""
+    small, large = (bytes_text(checkpoint_bytes(w, h, 100)) for w, h in ((128, 85), (448, 299)))
+    return ("Save the run's state to this file on Ctrl-C, SIGTERM or a NaN loss (and every --checkpoint-every "
+            "evaluations), to continue with --resume. It is large: float32 copies of the image, 2 x --history-size "
+            f"+ 3 of them (LBFGS's curvature pairs), about 12 x W x H x (2 x history + 3) bytes: {small} at 128x85 "
+            f"px, {large} at 448x299 px with the default history of 100 (--fast keeps {FAST_HISTORY_SIZE}). The "
+            "summary line gives the size written.")
 
 
 def show_config(config: StyleConfig) -> None:
@@ -80,8 +98,7 @@ def show_config(config: StyleConfig) -> None:
               help="Run again with the settings recorded in this output of an earlier run, on the CONTENT and "
                    "STYLE given (checked by SHA-256): the same image on the same machine.")
 @click.option("--checkpoint", type=click.Path(path_type=str), default=None,
-              help="Save the run's state to this file on Ctrl-C, SIGTERM or a NaN loss (and every "
-                   "--checkpoint-every evaluations), to continue with --resume.")
+              help=_checkpoint_help())
 @click.option("--checkpoint-every", type=int, default=0,
               help="Also save the checkpoint every N evaluations (at the LBFGS step that passes them).")
 @click.option("--resume", type=click.Path(path_type=str), default=None,
@@ -157,7 +174,7 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
         torch.set_num_threads(threads)  # the CLI owns the process; the library never sets this
     checkpoint_before = _stamp(run_options.checkpoint)  # the summary names the checkpoint if this run wrote it
     run = Run(content, list(styles) if len(styles) > 1 else styles[0], config, run_options,
-              download_progress=watch.on_download, on_notice=watch.on_notice)
+              download_progress=watch.on_download, on_notice=watch.on_notice, on_stage=watch.on_stage)
     watch.run = run
     signals = Signals(run)
     try:
@@ -191,7 +208,7 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
                        f"{config.patience} evaluations", err=True)
         also = watch.written()
         if run_options.checkpoint is not None and _stamp(run_options.checkpoint) != checkpoint_before:
-            also.append(f"checkpoint {shown(run_options.checkpoint)}")
+            also.append(f"checkpoint {_checkpoint_text(run_options.checkpoint)}")
         click.echo(f"wrote {shown(output)} ({result.image.width}x{result.image.height}, {result.evaluations} "
                    f"evaluations)" + (f"; also {', '.join(also)}" if also else ""), err=True)
 
@@ -327,7 +344,15 @@ def _resume_hint(checkpoint: str | None, content: str, styles: tuple[str, ...], 
     if config.weights != "imagenet":  # a checkpoint names a weights file, it cannot hold one; a word: as the run took
         words += ["--weights", config.weights]
     command = " ".join(shlex.quote(shown(word)) for word in words)
-    return f"the run's state is in {shown(checkpoint)}; continue it with: {command}"
+    return f"the run's state is in {_checkpoint_text(checkpoint)}; continue it with: {command}"
+
+
+def _checkpoint_text(path: str) -> str:
+    """A checkpoint written, as the last line names it: its path and size (``run.ckpt (26.6 MB)``)."""
+    try:
+        return f"{shown(path)} ({bytes_text(os.path.getsize(path))})"
+    except OSError:
+        return shown(path)
 
 
 def _stamp(path: str | None) -> tuple[int, int] | None:

@@ -84,6 +84,16 @@ class Watch:
             bar.close()
         click.echo(f"note: {as_options(message)}", err=True)
 
+    def on_stage(self, message: str) -> None:
+        """What the run starts before its first evaluation (loading the weights, building the model): one line
+        each, so the seconds before the bar are not silent (issue 33.6); not with --quiet."""
+        if self.quiet:
+            return
+        bar = self.bars.pop("download", None)
+        if bar is not None:
+            bar.close()
+        click.echo(f"{message} ...", err=True)
+
     def on_event(self, info: StepInfo) -> None:
         """After each evaluation: the bar, and whatever files the options asked for."""
         self._bar(info)
@@ -106,13 +116,15 @@ class Watch:
         bar = self.bars["steps"]
         if info.step > bar.total:
             bar.total = info.step  # rare: an LBFGS step that ended early put one more step in the plan
-        bar.update(info.step - bar.n)
         losses = {"style": f"{info.style_loss:.4g}", "content": f"{info.content_loss:.4g}"}
         if info.tv_loss:
             losses["tv"] = f"{info.tv_loss:.4g}"
         if info.scales > 1:
             losses["size"] = f"{info.size[0]}x{info.size[1]}"
+        # The postfix first, then the count: each redraw shows the losses of the evaluation it counts (set after
+        # the update, a redraw showed the one before: the bar's last line and the record disagreed, issue 33.7).
         bar.set_postfix(losses, refresh=False)
+        bar.update(info.step - bar.n)
 
     def _record_now(self, info: StepInfo) -> dict[str, Any] | None:
         """The record of an image written along the way: the settings, and the run so far."""

@@ -95,6 +95,26 @@ def plan_run(config: StyleConfig, size: int) -> RunPlan:
     return RunPlan(tuple(sizes), tuple(budgets), tuple(loop_steps), tuple(evaluations))
 
 
+# What a checkpoint holds besides its image copies (measured with torch.save: the settings and hashes, the zip's
+# records): a few kB, and about a kB per curvature pair (its two records and LBFGS's two scalars per pair).
+CHECKPOINT_OVERHEAD, CHECKPOINT_PAIR_OVERHEAD = 4_096, 1_100
+
+
+def checkpoint_bytes(width: int, height: int, history_size: int, *, optimizer: str = "lbfgs",
+                     average: bool = False) -> int:
+    """About how large a checkpoint of a run at ``width`` x ``height`` px grows, in bytes.
+
+    A checkpoint holds float32 copies of the ``(1, 3, H, W)`` image, ``12 * W * H`` bytes each: the image, and
+    the optimiser's state: LBFGS's two per curvature pair (``history_size`` pairs once the run has made that many
+    steps, fewer before), its direction and its last gradient, so ``2 * history_size + 3`` copies; Adam's two
+    moments, 3 copies; one more with ``average`` (the iterate average). 128x85 px with the default history of 100:
+    26.6 MB; 448x299 px: 326 MB.
+    """
+    copies = 2 * history_size + 3 if optimizer == "lbfgs" else 3
+    pairs = history_size if optimizer == "lbfgs" else 0
+    return 12 * width * height * (copies + bool(average)) + CHECKPOINT_PAIR_OVERHEAD * pairs + CHECKPOINT_OVERHEAD
+
+
 def default_size_of(device_type: str) -> int:
     """The working size when none is given, by device type: ``CPU_DEFAULT_SIZE`` on a CPU, else 512."""
     return CPU_DEFAULT_SIZE if device_type == "cpu" else GPU_DEFAULT_SIZE

@@ -14,6 +14,7 @@ options and gives the image it always gave.
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 import time
 from collections.abc import Callable, MutableMapping, Sequence
@@ -25,6 +26,7 @@ from PIL import Image
 
 from ..core import colors, masks
 from ..io import provenance
+from ..io.files import shown
 from ..speed import tiling
 from ..config import RunOptions, StyleConfig
 from ..errors import Interrupted, NonFiniteLoss
@@ -80,6 +82,9 @@ class Run:
         on_notice: told, in one line, what a user should know that is not an error: the run took the original
             VGG19 because torchvision's weights could not be downloaded (``weights.resolve_weights``; ``config``
             then becomes the settings the run used).
+        on_stage: told, in one line, what the run starts before its first evaluation, which may take seconds:
+            ``"loading VGG19 weights (imagenet)"`` (not when ``cnn`` is given), then ``"building the model at
+            256x170"`` (the first working size: the model, the style targets, the first evaluation).
     """
 
     def __init__(self, content: ImageSource, style: ImageSource | Sequence[ImageSource],
@@ -87,7 +92,7 @@ class Run:
                  download_progress: DownloadProgress | None = None, init: torch.Tensor | None = None,
                  image_losses: Sequence[torch.nn.Module] = (), cnn: Network | torch.nn.Module | None = None,
                  style_targets: MutableMapping[Any, dict[str, torch.Tensor]] | None = None,
-                 on_notice: Notice | None = None) -> None:
+                 on_notice: Notice | None = None, on_stage: Notice | None = None) -> None:
         self.init, self.image_losses, self.cnn = init, tuple(image_losses), cnn  # video/, batch/: see above
         self.content = content
         self.styles = list(style) if isinstance(style, (list, tuple)) else [style]
@@ -96,6 +101,7 @@ class Run:
         self.download_progress = download_progress
         self.style_targets = style_targets
         self.on_notice = on_notice
+        self.on_stage = on_stage
         self._stop = threading.Event()
         self._reason = "cancelled"
         self._device: torch.device | None = None
@@ -164,6 +170,8 @@ class Run:
                                                    on_notice=self.on_notice)
         keeper = _Checkpoints(options, _fingerprint(config, self.content, self.styles))
         saved = keeper.load() if options.resume else None  # a checkpoint that does not fit fails before the model
+        if self.cnn is None and self.on_stage is not None:
+            self.on_stage(_loading_text(config))
         network = self.cnn if self.cnn is not None else load_network(
             config.model, config.weights, preprocess=config.preprocess, download_progress=self.download_progress)
         if not isinstance(network, Network):  # a bare features block (the tutorial's kind of cnn)
@@ -184,6 +192,7 @@ class Run:
             plateau.best = list(saved.plateau)  # the window as it was, so a resumed run stops where it would have
         image: torch.Tensor | None = None
         inputs = final
+        first_size = True  # on_stage is told of the first size's model only
         for scale, (working_size, budget) in enumerate(zip(sizes, steps)):
             if saved is not None and scale < saved.scale:
                 continue  # sizes the checkpointed run had finished
@@ -210,6 +219,10 @@ class Run:
                 if targets is None:
                     targets = self.style_targets[key] = {}  # filled in by the model's first build
             last_scale = scale == len(sizes) - 1
+            if self.on_stage is not None and first_size:  # the first size this run runs
+                first_size = False
+                self.on_stage(f"building the model at {inputs.size[0]}x{inputs.size[1]}"
+                              + (f" (size {scale + 1} of {len(sizes)})" if len(sizes) > 1 else ""))
             tiled = tiling.tiles_for(image, tiles[scale])
             at_size = tiling.tiled_speed(speed) if tiled else speed  # a tiled size runs none of the model's levers
 
@@ -331,6 +344,16 @@ def _header_sizes(content: ImageSource | tuple[int, int], styles: Sequence[Image
     """The working sizes of a run's images at any long side, by arithmetic on their declared sizes."""
     content_wh = content if isinstance(content, tuple) else header_size(content)
     return sizes_from(*content_wh, [header_size(s) for s in styles], config.style_scale)
+
+
+def _loading_text(config: StyleConfig) -> str:
+    """What ``Run(on_stage=...)`` is told before the network loads: the model and where its weights come from."""
+    model = config.model.upper()
+    if config.weights == "random":
+        return f"making {model} with seeded random weights"
+    if config.weights in ("imagenet", "original"):
+        return f"loading {model} weights ({config.weights})"
+    return f"loading {model} weights from {shown(os.path.basename(config.weights))}"
 
 
 class _Stopped(KeyboardInterrupt):

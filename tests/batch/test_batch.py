@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -14,7 +15,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from style_transfer.batch import LocalEngine, Worker, cross_items, read_manifest, read_report, run_batch, unique_names
+from style_transfer.batch import (LocalEngine, Worker, cross_items, latest, read_manifest, read_report, run_batch,
+                                  unique_names)
 from style_transfer.batch.cli import main
 from style_transfer.batch.items import Item, default_options
 from style_transfer.config import StyleConfig
@@ -123,7 +125,7 @@ def test_batch_writes_each_output_once_skips_on_resume_and_a_bad_file_fails_alon
     stamps = {p: os.stat(out / p).st_mtime_ns for p in ("cat__ihc.png", "coffee__ihc.png")}
 
     invoke(args, 1)  # again: the finished items are skipped, the bad one fails again
-    assert {Path(r["output"]).name: r["status"] for r in read_report(str(out / "batch.jsonl"))} == {
+    assert {Path(r["output"]).name: r["status"] for r in latest(read_report(str(out / "batch.jsonl")))} == {
         "cat__ihc.png": "skipped", "broken__ihc.png": "failed", "coffee__ihc.png": "skipped"}
     assert {p: os.stat(out / p).st_mtime_ns for p in stamps} == stamps
 
@@ -133,8 +135,89 @@ def test_batch_writes_each_output_once_skips_on_resume_and_a_bad_file_fails_alon
     stamp, again = os.stat(out / "cat__ihc.png").st_mtime_ns, pixels(out / "cat__ihc.png")
     invoke([*good, *TINY, "--force", "--steps", "6"], 0)  # --force: made again, the same image
     assert os.stat(out / "cat__ihc.png").st_mtime_ns != stamp
-    assert [r["status"] for r in read_report(str(out / "batch.jsonl"))] == ["done"]
+    assert [r["status"] for r in read_report(str(out / "batch.jsonl"))][-1:] == ["done"]
     np.testing.assert_array_equal(pixels(out / "cat__ihc.png"), again)
+
+
+def test_the_report_keeps_every_runs_lines_and_names_a_stale_output(inputs: dict[str, Path], tmp_path: Path) -> None:
+    """Issue 33.9: a second run appends its lines after the first's (each marked with its run), so the first's times
+    and losses stay; ``latest`` reads where each item stands. An input that had a result and is now unreadable fails,
+    and its old output, still there, is reported stale (in the report and in the failure line)."""
+    out = tmp_path / "out"
+    args = [inputs["cat"], inputs["coffee"], "--style", inputs["ihc"], "-o", out, *TINY]
+    invoke(args, 0)
+    first = read_report(str(out / "batch.jsonl"))
+    assert [(Path(r["output"]).name, r["status"], r["stale"]) for r in first] == [
+        ("cat__ihc.png", "done", False), ("coffee__ihc.png", "done", False)]
+    made = (out / "cat__ihc.png").read_bytes()
+
+    inputs["cat"].write_bytes(b"\x89PNG\r\n\x1a\n" + b"not really a png" * 4)  # the input is now unreadable
+    result = invoke(args, 1)
+    (failure,) = [line for line in result.output.splitlines() if line.startswith("failed: ")]
+    assert failure.startswith("failed: cat__ihc.png (cat.png in ihc.png): ") and "not a readable image" in failure
+    assert failure.endswith("; cat__ihc.png there is stale (an earlier run's, not made from these inputs and "
+                            "settings)")
+    lines = read_report(str(out / "batch.jsonl"))
+    assert lines[:2] == first  # the first run's lines as they were, times and losses included
+    assert first[0]["seconds"] > 0 and first[0]["losses"]["loss"] > 0
+    assert [(Path(r["output"]).name, r["status"], r["stale"]) for r in lines[2:]] == [
+        ("coffee__ihc.png", "skipped", False), ("cat__ihc.png", "failed", True)]
+    assert len({r["run"] for r in lines[:2]}) == len({r["run"] for r in lines[2:]}) == 1
+    assert lines[0]["run"] < lines[2]["run"]  # the runs' starts, in order
+    assert [(Path(r["output"]).name, r["status"]) for r in latest(lines)] == [
+        ("cat__ihc.png", "failed"), ("coffee__ihc.png", "skipped")]
+    assert (out / "cat__ihc.png").read_bytes() == made  # left as it was: the report says what it is
+
+
+def test_a_run_appends_after_a_line_cut_short(tmp_path: Path) -> None:
+    """A run killed while writing a line leaves it cut short: the next run's lines start on a line of their own, and
+    the reader leaves the cut one out."""
+    from style_transfer.batch.report import Outcome, Report
+
+    path = tmp_path / "batch.jsonl"
+    item = Item("cat.png", ("ihc.png",), "out/cat__ihc.png", CONFIG)
+    with Report(str(path), run="first") as report:
+        report.add(Outcome(item, "done", seconds=2.5))
+    with open(path, "a") as handle:
+        handle.write('{"run": "second", "content": "cat.p')  # killed here
+    with Report(str(path), run="third") as report:
+        report.add(Outcome(item, "skipped"))
+    lines = read_report(str(path))
+    assert [(r["run"], r["status"], r["seconds"]) for r in lines] == [("first", "done", 2.5), ("third", "skipped", 0)]
+    assert latest(lines) == lines[1:]
+
+
+def test_the_items_bar_shows_the_item_under_way(inputs: dict[str, Path], tmp_path: Path) -> None:
+    """Issue 33.2: the bar showed 0/2 items and nothing else for the whole first item. Now each item's evaluations
+    reach it (the local engine's progress, through run_batch) and it shows them with the time left, before the item
+    ends; the library's callback hears every evaluation of each item, in order."""
+    result = invoke([inputs["cat"], inputs["coffee"], "--style", inputs["ihc"], "-o", tmp_path / "out", *TINY])
+    redraws = result.stderr.replace("\r", "\n").splitlines()
+    first = [n for n, line in enumerate(redraws) if "0/2 items" in line and "cat__ihc.png 1/20 evaluations, " in line]
+    assert first, result.stderr  # the first item under way, on the bar that still counts no item ended
+    assert re.search(r"cat__ihc\.png \d+/20 evaluations, \d+:\d\d left", redraws[first[0]])
+    assert any("1/2 items" in line and "coffee__ihc.png 1/20 evaluations, " in line for line in redraws)
+    assert "evaluations" not in redraws[-2]  # the bar's last redraw, all ended: nothing under way
+
+    told = []
+    (item,) = cross_items([str(inputs["cat"])], [str(inputs["ihc"])], str(tmp_path / "lib"), CONFIG)
+    (outcome,) = run_batch([item], LocalEngine(), on_progress=told.append)
+    assert [(p.output, p.step, p.total) for p in told] == [(item.output, n, 20)
+                                                           for n in range(1, outcome.evaluations + 1)]
+    assert all(b.elapsed >= a.elapsed for a, b in zip(told, told[1:])) and told[-1].elapsed > 0
+
+
+def test_progress_text_by_hand() -> None:
+    from style_transfer.batch.report import progress_text
+    from style_transfer.batch.worker import ItemProgress
+
+    cat = ItemProgress("out/cat__ihc.png", 12, 40, 6.0)  # 0.5 s an evaluation, 28 to go: 14 s
+    assert cat.seconds_left == 14.0
+    assert progress_text([cat]) == "cat__ihc.png 12/40 evaluations, 0:14 left"
+    slow = [ItemProgress(f"out/{n}.png", 1, 301, 13.0) for n in "abc"]  # 13 s an evaluation, 300 to go: 1:05:00
+    assert progress_text(slow) == ("a.png 1/301 evaluations, 1:05:00 left; b.png 1/301 evaluations, 1:05:00 left; "
+                                   "+1 more")
+    assert progress_text([]) == ""
 
 
 @pytest.mark.parametrize("kind", ["missing", "corrupt", "download refused"])
@@ -220,11 +303,15 @@ def test_two_worker_processes_share_the_items_and_make_the_same_images(inputs: d
     items = cross_items([str(inputs["cat"]), str(inputs["coffee"])], [str(inputs["ihc"]), str(inputs["brick"])],
                         str(tmp_path / "two"), CONFIG)
     engine = LocalEngine(2, devices=["cpu", "cpu"])
+    told = []
     try:
-        outcomes = list(run_batch(items, engine))
+        outcomes = list(run_batch(items, engine, on_progress=told.append))
     finally:
         engine.close()
     assert sorted(o.status for o in outcomes) == ["done"] * 4
+    for item in items:  # each item's progress came back from its process: its first evaluation at least, in order
+        steps = [p.step for p in told if p.output == item.output]
+        assert steps and steps[0] == 1 and steps == sorted(steps), (item.output, steps)
     assert sorted(o.item.output for o in outcomes) == sorted(i.output for i in items)  # each once
     assert sorted(p.name for p in (tmp_path / "two").iterdir()) == sorted(Path(i.output).name for i in items)
     pids = {o.worker.split("@")[0] for o in outcomes}
@@ -257,13 +344,13 @@ from pathlib import Path
 from style_transfer.batch import worker
 started, go = Path(sys.argv[1]), Path(sys.argv[2])
 made = worker.Worker.make
-def make(self, item):
+def make(self, item, **options):
     if not started.exists():
         started.touch()
         deadline = time.monotonic() + 60
         while not go.exists() and time.monotonic() < deadline:
             time.sleep(0.02)
-    return made(self, item)
+    return made(self, item, **options)
 worker.Worker.make = make
 from style_transfer.batch.cli import main
 main(sys.argv[3:], prog_name="stylize-batch")

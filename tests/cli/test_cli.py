@@ -31,6 +31,15 @@ def test_happy_path_writes_output(tmp_path: Path) -> None:
     assert "wrote" in result.stderr and "step" in result.stderr
 
 
+def test_the_run_says_what_it_starts_before_the_bar_not_with_quiet(tmp_path: Path) -> None:
+    """Issue 33.6: the seconds before the bar's first evaluation say what runs (test_quiet_prints_nothing: not with
+    -q)."""
+    result = invoke([str(IMAGES / "chelsea.png"), str(IMAGES / "ihc.png"), "-o", str(tmp_path / "out.png"), *FAST])
+    lines = result.stderr.split("\n")
+    assert lines[:2] == ["making VGG19 with seeded random weights ...", "building the model at 32x21 ..."]
+    assert "step" in lines[2]  # then the bar
+
+
 def test_quiet_prints_nothing(tmp_path: Path) -> None:
     out = tmp_path / "out.png"
     result = invoke([str(IMAGES / "chelsea.png"), str(IMAGES / "ihc.png"), "-o", str(out), "-q", *FAST], 0)

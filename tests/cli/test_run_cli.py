@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from style_transfer.cli.stylize import main
+from style_transfer.cli.options import option_reference
+from style_transfer.cli.stylize import bytes_text, main
 from style_transfer.io.metadata import read_record
 from style_transfer.io.provenance import sha256_file
 
@@ -154,7 +155,8 @@ def test_a_bare_resume_continues_with_the_checkpoints_settings(tmp_path: Path,
         interrupt_at(patch, 25)
         stopped = invoke([CONTENT, STYLE, "-o", str(out), *args, "--checkpoint", str(checkpoint)], 130)
     command = f"stylize {CONTENT} {STYLE} -o {out} --resume {checkpoint}"
-    assert f"the run's state is in {checkpoint}; continue it with: {command}" in stopped.stderr
+    assert re.search(rf"the run's state is in {re.escape(str(checkpoint))} \(\d+ kB\); continue it with: "
+                     rf"{re.escape(command)}", stopped.stderr), stopped.stderr
     before = out.read_bytes()
     for option, message in [(["--steps", "60"], "--steps 60 differs from the checkpoint's 30; drop --steps"),
                             (["--weights", "imagenet"], "--weights imagenet differs from the checkpoint's random"),
@@ -207,7 +209,45 @@ def test_the_summary_line_names_every_file_the_run_wrote(tmp_path: Path) -> None
     last = result.stderr.strip().splitlines()[-1]
     assert last == (f"wrote {out} (32x21, 40 evaluations); also {tmp_path / 'run.webp'}, {tmp_path / 'loss.png'}, "
                     f"{tmp_path / 'run.jsonl'}, 2 frames in {frames}/ (out.0015.png to out.0030.png), "
-                    f"checkpoint {checkpoint}")
+                    f"checkpoint {checkpoint} ({bytes_text(checkpoint.stat().st_size)})")
     assert sorted(p.name for p in frames.iterdir()) == ["out.0015.png", "out.0030.png"] and checkpoint.exists()
     plain = invoke([CONTENT, STYLE, "-o", str(out), *TINY[:-1], "--steps", "1", "--checkpoint", str(checkpoint)])
     assert plain.stderr.strip().splitlines()[-1] == f"wrote {out} (32x21, 20 evaluations)"  # it wrote no checkpoint
+
+
+def test_each_redraw_of_the_bar_shows_the_losses_of_the_evaluation_it_counts(tmp_path: Path) -> None:
+    """Issue 33.7: the bar's numbers were the evaluation before the one it counted, so its last redraw before the
+    close (all a log of stderr keeps) disagreed with the record. Each redraw against --log's row of that step, and
+    the last against the record (both the last evaluation's losses)."""
+    out, log = tmp_path / "out.png", tmp_path / "run.jsonl"
+    result = invoke([CONTENT, STYLE, "-o", str(out), *TINY[:-1], "--steps", "1", "--log", str(log)])
+    rows = {row["step"]: row for row in map(json.loads, log.read_text().splitlines())}
+    shown_steps = re.findall(r"(\d+)/20 \[[^\]]*style=([^,\]]+), content=([^,\]]+)\]", result.stderr)
+    assert len(shown_steps) >= 2, result.stderr  # CliRunner's stderr is no terminal: tqdm keeps each redraw
+    for step, style, content in shown_steps:
+        assert (style, content) == (f"{rows[int(step)]['style']:.4g}", f"{rows[int(step)]['content']:.4g}"), step
+    losses = read_record(out)["losses"]
+    assert shown_steps[-1] == ("20", f"{losses['style']:.4g}", f"{losses['content']:.4g}")
+
+
+def test_a_checkpoints_size_is_what_the_help_says(tmp_path: Path) -> None:
+    """Issue 33.8: --checkpoint's help gives the size as 12 x W x H x (2 x history + 3) bytes (plans.checkpoint_bytes,
+    which adds the few kB of settings and records); a checkpoint with its history full is that within 2 %, and the
+    summary line gives its size."""
+    import torch
+
+    from style_transfer.run.plans import checkpoint_bytes
+
+    out, checkpoint = tmp_path / "out.png", tmp_path / "run.ckpt"
+    result = invoke([CONTENT, STYLE, "-o", str(out), *TINY[:-1], "--steps", "1", "--history-size", "8",
+                     "--style-weight", "1e9", "--content-weight", "1e3", "--checkpoint", str(checkpoint),
+                     "--checkpoint-every", "20"])
+    state = torch.load(checkpoint, weights_only=True)["optimizer"]["state"][0]
+    assert len(state["old_dirs"]) == len(state["old_stps"]) == 8  # the history is full: the size the help gives
+    written = checkpoint.stat().st_size
+    assert written == pytest.approx(checkpoint_bytes(32, 21, 8), rel=0.02)
+    assert written == pytest.approx(12 * 32 * 21 * (2 * 8 + 3), rel=0.15)  # the help's formula alone: kB more
+    assert result.stderr.strip().splitlines()[-1].endswith(f"checkpoint {checkpoint} ({bytes_text(written)})")
+    assert "326 MB at 448 px" in " ".join(invoke(["--help"]).stdout.split())  # 12 x 448 x 299 x 203 bytes and kB
+    reference = " ".join(option_reference(main, "stylize").split())
+    assert "about 12 x W x H x (2 x history + 3) bytes: 26.6 MB at 128x85 px, 326 MB at 448x299 px" in reference

@@ -237,3 +237,17 @@ def test_run_overhead_benchmark_smoke(tmp_path: Path) -> None:
     assert set(size["ratio"]) == {"loop", "run", "run+previews", "run+served"} and size["ratio"]["loop"] == 1.0
     for name, seconds in size["median_s"].items():
         assert seconds > 0 and abs(size["ratio"][name] - seconds / size["median_s"]["loop"]) < 1e-12
+
+
+def test_stages_are_told_before_the_first_evaluation(images) -> None:
+    """Issue 33.6: on_stage hears the loading of the weights (not when the network is given), then the first size's
+    model, each once, before the first event; a run cancelled at its first evaluation is enough to see them."""
+    from style_transfer.core.vgg import load_network
+
+    told: list[str] = []
+    for cnn in (None, load_network("vgg19", "random")):
+        run = Run(*images, config(size=64, scales=2, scale_steps=(20, 20)), cnn=cnn, on_stage=told.append)
+        run.execute(lambda event: told.append(f"evaluation {event.step}") or run.cancel())
+    assert told == ["making VGG19 with seeded random weights", "building the model at 32x21 (size 1 of 2)",
+                    "evaluation 1",
+                    "building the model at 32x21 (size 1 of 2)", "evaluation 1"]
