@@ -81,7 +81,7 @@ class StyleConfig:
     weights: str = setting(
         "imagenet", "text", "Basics",
         replayed=False,
-        short='imagenet, original (offline VGG19), a .pth, .bin or .onnx FILE, or random (tests).',
+        short='imagenet, original (VGG19, offline), a .pth/.bin/.onnx FILE, or random (tests).',
         help=("The network's weights: 'imagenet' (torchvision's, downloaded once to the torch hub cache, TORCH_HOME; "
               "where the download cannot be had and the original VGG19 is installed, a VGG19 run takes that instead "
               "and says so), 'original' (the original VGG19 of Simonyan and Zisserman, the network of Gatys et al., "
