@@ -10,6 +10,7 @@ from typing import Any, NoReturn
 import click
 
 from .. import __version__
+from .recorders import MissingExtra
 from .watch import EXIT_CODES, Signals, Watch, read_record
 from ..config import RunOptions, StyleConfig
 from ..config.weights import WEIGHTS_WORDS, preprocess_assumed
@@ -132,6 +133,8 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
         watch = Watch(output, quiet=quiet, save_every=save_every, save_dir=save_dir, animate=animate,
                       log_path=log_path, plot=plot, metadata=not no_metadata)
         run_options = _run_options(watch, checkpoint, checkpoint_every, resume)
+    except MissingExtra as exc:  # an extra not installed (--plot's matplotlib): not a usage error, exit 1
+        raise click.ClickException(str(exc)) from None
     except (ValueError, StyleTransferError) as exc:
         raise UsageFault(str(exc)) from None
     _check_inputs([content, *styles], debug)  # before torch is imported: a bad image answers at once

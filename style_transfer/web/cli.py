@@ -103,6 +103,8 @@ def main(host: str, port: int, data_dir: Path | None, model: str, weights: str, 
         import uvicorn
 
         from .app import Limits, create_app
+
+        _check_multipart()
     except ImportError as exc:
         raise click.ClickException(f"stylize-serve needs the web extra ({exc.name or exc} is missing): "
                                    f"{EXTRA_HINT}") from None
@@ -132,6 +134,18 @@ def main(host: str, port: int, data_dir: Path | None, model: str, weights: str, 
     except SystemExit as exc:  # uvicorn exits 1 after logging why (a bind lost to a race since the check)
         if exc.code:
             raise click.ClickException(f"the server stopped: cannot serve on {host}:{port}") from None
+
+
+def _check_multipart() -> None:
+    """Fail at start when python-multipart is missing: FastAPI imports without it, but every upload would fail.
+
+    Raises:
+        ImportError: named ``python-multipart``.
+    """
+    from starlette import formparsers
+
+    if getattr(formparsers, "multipart", True) is None:  # starlette's own finding (either module name)
+        raise ImportError("python-multipart is not installed", name="python-multipart")
 
 
 def _check_weights(model: str, weights: str, preprocess: str | None) -> None:
