@@ -15,7 +15,7 @@ from .watch import EXIT_CODES, Signals, Watch, read_record
 from ..config import RunOptions, StyleConfig
 from ..config.weights import WEIGHTS_WORDS, preprocess_assumed
 from ..errors import Interrupted, RunStopped, StyleTransferError
-from ..io.files import check_not_an_input, check_writable, shown
+from ..io.files import check_not_an_input, check_writable, path_problem, shown
 from ..io.images import INPUT_FORMATS_TEXT, MAX_PIXELS, MIN_INPUT_SIDE, check_output, open_image, save_image
 from .options import (MASK_FIELDS, OneLineCommand, RECORDED_FIELDS, SETTINGS_FIELDS, UsageFault, config_from_options,
                       one_line_error, settings_options, show_traceback, unexpected_error)
@@ -137,7 +137,7 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
         raise click.ClickException(str(exc)) from None
     except (ValueError, StyleTransferError) as exc:
         raise UsageFault(str(exc)) from None
-    _check_inputs([content, *styles], debug)  # before torch is imported: a bad image answers at once
+    _check_inputs(content, styles, config, debug)  # before torch is imported: a bad image answers at once
     if not told and preprocess_assumed(config.weights):
         # a state dict cannot tell whether it holds torchvision's or Caffe's weights (issue 33.13): say which is taken
         click.echo(f"note: {shown(config.weights)} does not tell which preprocessing its weights expect; torchvision's "
@@ -204,9 +204,21 @@ for _key, _value in {"{formats}": INPUT_FORMATS_TEXT, "{min_side}": str(MIN_INPU
     main.help = (main.help or "").replace(_key, _value)  # the documented limits, written once
 
 
-def _check_inputs(paths: list[str], debug: bool) -> None:
-    """Open every input image (``open_image``'s checks) and turn a failure into one line, exit 1."""
-    for path in paths:
+def _check_inputs(content: str, styles: tuple[str, ...], config: StyleConfig, debug: bool) -> None:
+    """Check the input files: a path that names no file this process may read (missing, a directory, no
+    permission) is a wrong command line, exit 2, for every input; an image that cannot be used (not an image,
+    corrupt, too small) exits 1 (``open_image``'s line). The masks' contents are read by the run, which names
+    them as masks."""
+    init = None if config.init in ("content", "noise", "style") else config.init
+    images = [("", content), *(("", style) for style in styles), ("--init ", init)]
+    masks = [*(("--style-mask ", mask) for mask in config.style_masks), ("--content-mask ", config.content_mask)]
+    for option, path in images + masks:
+        problem = path_problem(path) if isinstance(path, str) else None
+        if problem is not None:
+            raise UsageFault(f"{option}{shown(path)}: {problem}")
+    for _, path in images:
+        if path is None:
+            continue
         try:
             open_image(path).close()
         except StyleTransferError as exc:

@@ -39,7 +39,7 @@ def test_quiet_prints_nothing(tmp_path: Path) -> None:
 
 
 def test_missing_input(tmp_path: Path) -> None:
-    result = invoke([str(tmp_path / "nope.jpg"), str(IMAGES / "ihc.png"), "-o", str(tmp_path / "o.png"), *FAST], 1)
+    result = invoke([str(tmp_path / "nope.jpg"), str(IMAGES / "ihc.png"), "-o", str(tmp_path / "o.png"), *FAST], 2)
     line = one_error_line(result)
     assert "nope.jpg" in line and "no such file" in line
     assert not (tmp_path / "o.png").exists()

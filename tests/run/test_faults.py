@@ -468,9 +468,11 @@ def test_unexpected_error_is_one_line_and_debug_shows_traceback(tmp_path: Path,
 
 
 def test_debug_shows_traceback_of_a_bad_input(tmp_path: Path) -> None:
-    result = invoke([str(tmp_path / "nope.png"), STYLE, "-o", str(tmp_path / "o.png"), *FAST, "--debug"], 1)
+    bad = tmp_path / "bad.png"
+    bad.write_bytes(b"not an image")
+    result = invoke([str(bad), STYLE, "-o", str(tmp_path / "o.png"), *FAST, "--debug"], 1)
     assert "Traceback" in result.stderr
-    assert result.stderr.strip().splitlines()[-1] == f"Error: {tmp_path / 'nope.png'}: no such file"
+    assert result.stderr.strip().splitlines()[-1] == f"Error: {bad}: not a readable image: it is text, not an image"
 
 
 def test_resource_error_is_a_memory_error() -> None:
