@@ -16,7 +16,8 @@ import click
 from .. import __version__
 from ..io.files import check_not_an_input, check_writable, shown
 from ..config.text import as_options
-from ..cli.options import OneLineCommand, UsageFault, config_from_options, settings_options, unexpected_error
+from ..cli.options import (OneLineCommand, UsageFault, check_input_paths, config_from_options, setting_inputs,
+                           settings_options, unexpected_error)
 from .items import OUTPUT_EXTENSIONS, check_outputs, cross_items, expand_contents, read_manifest
 
 EXIT_FAILED, EXIT_INTERRUPTED = 1, 130
@@ -91,7 +92,7 @@ def main(contents: tuple[str, ...], styles: tuple[str, ...], output_dir: str | N
     and inputs (--force redoes them). An item that fails is reported and the batch goes on;
     DIR/batch.jsonl holds every item. Weights that cannot be had fail the batch once, before
     the first item. Ctrl-C stops after the items under way (a second one
-    stops those too). Exit codes: 0 all made or skipped, 1 some failed, 2 bad option,
+    stops those too). Exit codes: 0 all made or skipped, 1 some failed, 2 bad option or input path,
     130 interrupted.
     """
     raw = dict(settings)
@@ -103,9 +104,7 @@ def main(contents: tuple[str, ...], styles: tuple[str, ...], output_dir: str | N
     if engine == "local" and any(v is not None for v in (gpus_per_item, max_pending)):
         raise UsageFault("--gpus-per-item and --max-pending are for --engine ray")
     try:
-        for style in styles:
-            if not os.path.lexists(style):
-                raise ValueError(f"--style {shown(style)}: no such file")
+        check_input_paths([*(("--style", style) for style in styles), *setting_inputs(config)])
         items = []
         if contents:
             if not styles:

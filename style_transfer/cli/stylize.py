@@ -15,10 +15,11 @@ from .watch import EXIT_CODES, Signals, Watch, read_record
 from ..config import RunOptions, StyleConfig
 from ..config.weights import WEIGHTS_WORDS, preprocess_assumed
 from ..errors import Interrupted, RunStopped, StyleTransferError
-from ..io.files import check_not_an_input, check_writable, path_problem, shown
+from ..io.files import check_not_an_input, check_writable, shown
 from ..io.images import INPUT_FORMATS_TEXT, MAX_PIXELS, MIN_INPUT_SIDE, check_output, open_image, save_image
-from .options import (MASK_FIELDS, OneLineCommand, RECORDED_FIELDS, SETTINGS_FIELDS, UsageFault, config_from_options,
-                      one_line_error, settings_options, show_traceback, unexpected_error)
+from .options import (MASK_FIELDS, OneLineCommand, RECORDED_FIELDS, SETTINGS_FIELDS, UsageFault, check_input_paths,
+                      config_from_options, one_line_error, setting_inputs, settings_options, show_traceback,
+                      unexpected_error)
 from ..run.plans import LBFGS_MAX_ITER, default_size_of, fast_levers, plan_run
 from ..io.provenance import check_replay_inputs, replay_config
 
@@ -107,7 +108,7 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
     megapixels as declared in its header. The output is written atomically, in the same
     formats; file names starting with '-' go after '--'. Ctrl-C saves the current image to
     OUTPUT and exits 130; a NaN or infinite loss stops the run, saves the last finite
-    image and exits 1. Exit codes: 0 done, 1 failure, 2 bad option, 130 interrupted.
+    image and exits 1. Exit codes: 0 done, 1 failure, 2 bad option or input path, 130 interrupted.
     """
     told = settings.get("preprocess") is not None or replay is not None or resume is not None  # else: the file's
     try:
@@ -209,14 +210,9 @@ def _check_inputs(content: str, styles: tuple[str, ...], config: StyleConfig, de
     permission) is a wrong command line, exit 2, for every input; an image that cannot be used (not an image,
     corrupt, too small) exits 1 (``open_image``'s line). The masks' contents are read by the run, which names
     them as masks."""
-    init = None if config.init in ("content", "noise", "style") else config.init
-    images = [("", content), *(("", style) for style in styles), ("--init ", init)]
-    masks = [*(("--style-mask ", mask) for mask in config.style_masks), ("--content-mask ", config.content_mask)]
-    for option, path in images + masks:
-        problem = path_problem(path) if isinstance(path, str) else None
-        if problem is not None:
-            raise UsageFault(f"{option}{shown(path)}: {problem}")
-    for _, path in images:
+    given = setting_inputs(config)
+    check_input_paths([("", content), *(("", style) for style in styles), *given])
+    for path in [content, *styles, given[0][1]]:  # the images and an --init file
         if path is None:
             continue
         try:

@@ -80,7 +80,7 @@ def test_unwritable_output(tmp_path: Path, make_output, needle: str) -> None:
 def test_existing_output_untouched_on_error(tmp_path: Path) -> None:
     out = tmp_path / "o.png"
     out.write_bytes(b"precious")
-    invoke([str(tmp_path / "missing.png"), str(IMAGES / "ihc.png"), "-o", str(out), *FAST], 1)
+    invoke([str(tmp_path / "missing.png"), str(IMAGES / "ihc.png"), "-o", str(out), *FAST], 2)
     assert out.read_bytes() == b"precious"
 
 
