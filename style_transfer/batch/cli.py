@@ -159,11 +159,11 @@ def main(contents: tuple[str, ...], styles: tuple[str, ...], output_dir: str | N
             with Report(report_path) as report:  # the report appears once Ctrl-C is ours to handle
                 for outcome in run_batch(items, runner, force=force, report=report):
                     outcomes.append(outcome)
-                    if outcome.status == "failed":  # named once, as it happens
+                    if outcome.status == "failed":  # named once, as it happens; settings as flags (--size 160)
                         if bar is not None:
-                            bar.write(failure_line(outcome), file=sys.stderr)
+                            bar.write(as_options(failure_line(outcome)), file=sys.stderr)
                         else:
-                            click.echo(failure_line(outcome), err=True)
+                            click.echo(as_options(failure_line(outcome)), err=True)
                     if bar is not None:
                         bar.update(1)
                         bar.set_postfix_str(_counts_text(outcomes), refresh=False)

@@ -320,7 +320,7 @@ def _resume_config(path: str, config: StyleConfig) -> StyleConfig:
         resumed = replay_config({"settings": saved["settings"], "weights": recorded},
                                 weights=config.weights if "weights" in given else None)
     except ValueError as exc:
-        message = str(exc).replace("give it with --weights", "give it again with --weights FILE")
+        message = str(exc).replace("give it with weights=FILE", "give it again with weights=FILE")
         raise UsageFault(f"{where}: {message}") from None
     return dataclasses.replace(resumed, threads=config.threads)
 
