@@ -17,7 +17,8 @@ import click
 from .. import __version__
 from ..io.files import check_not_an_input, check_writable, shown
 from ..config.text import as_options
-from ..cli.options import OneLineCommand, UsageFault, config_from_options, settings_options, unexpected_error
+from ..cli.options import (OneLineCommand, UsageFault, check_input_paths, config_from_options, setting_inputs,
+                           settings_options, unexpected_error)
 from .items import OUTPUT_EXTENSIONS, check_outputs, cross_items, expand_contents, read_manifest
 
 EXIT_FAILED, EXIT_INTERRUPTED = 1, 130
@@ -93,7 +94,7 @@ def main(contents: tuple[str, ...], styles: tuple[str, ...], output_dir: str | N
     and inputs (--force redoes them). An item that fails is reported and the batch goes on;
     DIR/batch.jsonl gets a line per item of every run. Weights that cannot be had fail the batch once, before
     the first item. Ctrl-C stops after the items under way (a second one
-    stops those too). Exit codes: 0 all made or skipped, 1 some failed, 2 bad option,
+    stops those too). Exit codes: 0 all made or skipped, 1 some failed, 2 bad option or input path,
     130 interrupted.
     """
     raw = dict(settings)
@@ -105,9 +106,7 @@ def main(contents: tuple[str, ...], styles: tuple[str, ...], output_dir: str | N
     if engine == "local" and any(v is not None for v in (gpus_per_item, max_pending)):
         raise UsageFault("--gpus-per-item and --max-pending are for --engine ray")
     try:
-        for style in styles:
-            if not os.path.lexists(style):
-                raise ValueError(f"--style {shown(style)}: no such file")
+        check_input_paths([*(("--style", style) for style in styles), *setting_inputs(config)])
         items = []
         if contents:
             if not styles:
@@ -163,11 +162,11 @@ def main(contents: tuple[str, ...], styles: tuple[str, ...], output_dir: str | N
                 for outcome in run_batch(items, runner, force=force, report=report,
                                          on_progress=bar.progress if bar is not None else None):
                     outcomes.append(outcome)
-                    if outcome.status == "failed":  # named once, as it happens
+                    if outcome.status == "failed":  # named once, as it happens; settings as flags (--size 160)
                         if bar is not None:
-                            bar.write(failure_line(outcome))
+                            bar.write(as_options(failure_line(outcome)))
                         else:
-                            click.echo(failure_line(outcome), err=True)
+                            click.echo(as_options(failure_line(outcome)), err=True)
                     if bar is not None:
                         bar.ended(outcome, outcomes)
     except StyleTransferError as exc:  # the weights cannot be had, the cluster could not be reached

@@ -17,6 +17,7 @@ import click
 from ..config import SECTIONS, Setting, StyleConfig
 from ..config.text import SETTINGS, as_options, config_from_text
 from ..errors import StyleTransferError
+from ..io.files import path_problem, shown
 from ..run.plans import checkpoint_bytes
 
 DEFAULTS = StyleConfig()  # the defaults, for the commands beside the settings (stylize-compare-backward)
@@ -203,6 +204,30 @@ def config_from_options(options: dict[str, Any]) -> StyleConfig:
         return config_from_text(values)
     except ValueError as exc:
         raise UsageFault(str(exc)) from None
+
+
+def setting_inputs(config: StyleConfig) -> list[tuple[str, Any]]:
+    """The input files a config names beside the images, each with its option: ``--init`` (when a file), each
+    ``--style-mask``, ``--content-mask`` (None where not given)."""
+    init = None if config.init in ("content", "noise", "style") else config.init
+    return [("--init", init), *(("--style-mask", mask) for mask in config.style_masks),
+            ("--content-mask", config.content_mask)]
+
+
+def check_input_paths(inputs: list[tuple[str, Any]]) -> None:
+    """Refuse an input path that names no file to read (missing, a directory, no permission: ``path_problem``)
+    as a usage error, exit 2; whether the file is a usable image is the readers' to say (exit 1).
+
+    Args:
+        inputs: (the option, or "" for an argument; the path, or None/an image where there is no path).
+
+    Raises:
+        UsageFault: ``"--style-mask m.png: no such file"``, naming the first such path.
+    """
+    for option, path in inputs:
+        problem = path_problem(path) if isinstance(path, str) else None
+        if problem is not None:
+            raise UsageFault(f"{option} {shown(path)}: {problem}".lstrip())
 
 
 def option_reference(command: click.Command, name: str) -> str:

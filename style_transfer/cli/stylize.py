@@ -10,14 +10,16 @@ from typing import Any, NoReturn
 import click
 
 from .. import __version__
+from .recorders import MissingExtra
 from .watch import EXIT_CODES, Signals, Watch, read_record
 from ..config import RunOptions, StyleConfig
 from ..config.weights import WEIGHTS_WORDS, preprocess_assumed
 from ..errors import Interrupted, RunStopped, StyleTransferError
 from ..io.files import check_not_an_input, check_writable, shown
 from ..io.images import INPUT_FORMATS_TEXT, MAX_PIXELS, MIN_INPUT_SIDE, check_output, open_image, save_image
-from .options import (MASK_FIELDS, OneLineCommand, RECORDED_FIELDS, SETTINGS_FIELDS, UsageFault, config_from_options,
-                      one_line_error, settings_options, show_traceback, unexpected_error)
+from .options import (MASK_FIELDS, OneLineCommand, RECORDED_FIELDS, SETTINGS_FIELDS, UsageFault, check_input_paths,
+                      config_from_options, one_line_error, setting_inputs, settings_options, show_traceback,
+                      unexpected_error)
 from ..run.plans import FAST_HISTORY_SIZE, LBFGS_MAX_ITER, checkpoint_bytes, default_size_of, fast_levers, plan_run
 from ..io.provenance import check_replay_inputs, replay_config
 
@@ -123,7 +125,7 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
     megapixels as declared in its header. The output is written atomically, in the same
     formats; file names starting with '-' go after '--'. Ctrl-C saves the current image to
     OUTPUT and exits 130; a NaN or infinite loss stops the run, saves the last finite
-    image and exits 1. Exit codes: 0 done, 1 failure, 2 bad option, 130 interrupted.
+    image and exits 1. Exit codes: 0 done, 1 failure, 2 bad option or input path, 130 interrupted.
     """
     told = settings.get("preprocess") is not None or replay is not None or resume is not None  # else: the file's
     try:
@@ -149,9 +151,11 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
         watch = Watch(output, quiet=quiet, save_every=save_every, save_dir=save_dir, animate=animate,
                       log_path=log_path, plot=plot, metadata=not no_metadata)
         run_options = _run_options(watch, checkpoint, checkpoint_every, resume)
+    except MissingExtra as exc:  # an extra not installed (--plot's matplotlib): not a usage error, exit 1
+        raise click.ClickException(str(exc)) from None
     except (ValueError, StyleTransferError) as exc:
         raise UsageFault(str(exc)) from None
-    _check_inputs([content, *styles], debug)  # before torch is imported: a bad image answers at once
+    _check_inputs(content, styles, config, debug)  # before torch is imported: a bad image answers at once
     if not told and preprocess_assumed(config.weights):
         # a state dict cannot tell whether it holds torchvision's or Caffe's weights (issue 33.13): say which is taken
         click.echo(f"note: {shown(config.weights)} does not tell which preprocessing its weights expect; torchvision's "
@@ -218,9 +222,16 @@ for _key, _value in {"{formats}": INPUT_FORMATS_TEXT, "{min_side}": str(MIN_INPU
     main.help = (main.help or "").replace(_key, _value)  # the documented limits, written once
 
 
-def _check_inputs(paths: list[str], debug: bool) -> None:
-    """Open every input image (``open_image``'s checks) and turn a failure into one line, exit 1."""
-    for path in paths:
+def _check_inputs(content: str, styles: tuple[str, ...], config: StyleConfig, debug: bool) -> None:
+    """Check the input files: a path that names no file this process may read (missing, a directory, no
+    permission) is a wrong command line, exit 2, for every input; an image that cannot be used (not an image,
+    corrupt, too small) exits 1 (``open_image``'s line). The masks' contents are read by the run, which names
+    them as masks."""
+    given = setting_inputs(config)
+    check_input_paths([("", content), *(("", style) for style in styles), *given])
+    for path in [content, *styles, given[0][1]]:  # the images and an --init file
+        if path is None:
+            continue
         try:
             open_image(path).close()
         except StyleTransferError as exc:
@@ -326,7 +337,7 @@ def _resume_config(path: str, config: StyleConfig) -> StyleConfig:
         resumed = replay_config({"settings": saved["settings"], "weights": recorded},
                                 weights=config.weights if "weights" in given else None)
     except ValueError as exc:
-        message = str(exc).replace("give it with --weights", "give it again with --weights FILE")
+        message = str(exc).replace("give it with weights=FILE", "give it again with weights=FILE")
         raise UsageFault(f"{where}: {message}") from None
     return dataclasses.replace(resumed, threads=config.threads)
 

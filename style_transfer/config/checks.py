@@ -57,7 +57,7 @@ def check(config: StyleConfig) -> None:
     _check_quality(config)
     if config.fused_gram and config.style_loss != "gram":
         raise ValueError(f"fused_gram applies to style_loss gram only, not {config.style_loss!r} "
-                         "(--fast leaves it off for the other style losses)")
+                         "(fast=True leaves it off for the other style losses)")
     _check_tile(config)
 
 
@@ -178,8 +178,8 @@ def _resolve_preprocess(config: StyleConfig) -> None:
             return  # not ONNX, no onnx package: the loader names the problem when the run starts
         if told is None:
             raise ValueError(f"{os.path.basename(config.weights)}: cannot tell which preprocessing these weights "
-                             f"expect; pass preprocess (--preprocess) torchvision (RGB, ImageNet mean and std) or "
-                             f"caffe (BGR, 0-255, minus the Caffe mean)")
+                             f"expect; pass preprocess=torchvision (RGB, ImageNet mean and std) or "
+                             f"preprocess=caffe (BGR, 0-255, minus the Caffe mean)")
     object.__setattr__(config, "preprocess", told)
 
 

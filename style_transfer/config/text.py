@@ -28,8 +28,14 @@ _NAMED = re.compile(r"\b(" + "|".join(sorted((s.name for s in SETTINGS), key=len
 
 def as_options(message: str) -> str:
     """A library message with each setting it names (``weights=FILE``) written as the command-line flag
-    (``--weights FILE``): the library speaks the API's names, a command its flags."""
-    return _NAMED.sub(lambda m: f"{setting_of(m.group(1)).options[0]} {m.group(2)}", message)  # type: ignore[union-attr]
+    (``--weights FILE``; a flag turned on, ``fast=True``, as ``--fast``): the library speaks the API's names, a
+    command its flags."""
+    def flag(match: re.Match[str]) -> str:
+        declared, value = setting_of(match.group(1)), match.group(2)
+        option = declared.options[0]  # type: ignore[union-attr]
+        return option if declared.kind == "flag" and value.lower() in TRUE else f"{option} {value}"  # type: ignore[union-attr]
+
+    return _NAMED.sub(flag, message)
 
 
 def setting_of(key: str) -> Setting | None:

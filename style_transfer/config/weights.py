@@ -76,10 +76,21 @@ def preprocess_by_name(weights: str) -> str | None:
 
 def preprocess_assumed(weights: str) -> bool:
     """True where ``weights`` is a state dict that does not tell its preprocessing (torchvision's is assumed):
-    a file that is neither one of the known Caffe files, nor the quantised VGG19, nor ONNX."""
+    a torch file that is neither one of the known Caffe files nor the quantised VGG19."""
     if weights in WEIGHTS_WORDS or not os.path.isfile(weights) or preprocess_by_name(weights) != "torchvision":
         return False
-    return not is_quantised_vgg19(weights) and not looks_onnx(weights)
+    return _looks_torch(weights) and not is_quantised_vgg19(weights)
+
+
+def _looks_torch(path: str) -> bool:
+    """A torch file by its first bytes (a zip archive, or a legacy pickle's protocol opcode): the note about the
+    assumed preprocessing is for weights that will load, not for a file the loader refuses anyway."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(2)
+    except OSError:
+        return False
+    return head == b"PK" and zipfile.is_zipfile(path) or head[:1] == b"\x80"
 
 
 def looks_onnx(path: str) -> bool:

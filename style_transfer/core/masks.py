@@ -42,8 +42,9 @@ def mask_tensor(source: ImageSource, label: str) -> torch.Tensor:
         label: how messages name it (``"style mask 1 (left.png)"``).
 
     Raises:
-        ValueError: the file is missing or not a readable image (``images.open_image``'s one line), a
-            tensor of another shape, or an empty (all-black) mask.
+        ImageError: the file is missing or not a readable image (``images.open_image``'s one line; an
+            ImageError is a ValueError).
+        ValueError: a tensor of another shape, or an empty (all-black) mask.
     """
     if isinstance(source, torch.Tensor):
         mask = source.detach().float()
@@ -55,8 +56,8 @@ def mask_tensor(source: ImageSource, label: str) -> torch.Tensor:
     else:
         try:
             image = source_image(source)
-        except ImageError as exc:  # a bad mask is a bad setting of the run (exit 2), named as the mask
-            raise ValueError(f"{label}: {exc}") from None
+        except ImageError as exc:  # a file that is not a usable image (exit 1, as any input), named as the mask
+            raise ImageError(f"{label}: {exc}") from None
         grey = pil_to_rgb(image).convert("L")
         data = torch.frombuffer(bytearray(grey.tobytes()), dtype=torch.uint8)
         mask = data.reshape(1, 1, grey.height, grey.width).float().div(255)

@@ -51,10 +51,11 @@ def read_onnx_vgg(path: str | Path) -> OnnxVgg:
             in the graph, preprocessing inside the graph).
     """
     import torch
-    from onnx import numpy_helper
 
     path = Path(path)
-    graph = _graph(path)
+    graph = _graph(path)  # first: it says in one line when onnx is not installed
+    from onnx import numpy_helper
+
     constants: dict[str, Any] = {t.name: t for t in graph.initializer}
     for node in graph.node:
         if node.op_type == "Constant" and node.attribute:

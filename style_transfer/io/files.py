@@ -33,29 +33,48 @@ def file_problem(path: str | os.PathLike) -> str | None:
 
     Uses ``os.stat`` only: nothing is opened, so a FIFO or a device cannot block or be read.
     """
+    problem, info = _stat_problem(os.fspath(path))
+    if problem is None and info is not None and info.st_size == 0:
+        return "is empty (0 bytes)"
+    return problem
+
+
+def path_problem(path: str | os.PathLike) -> str | None:
+    """Why ``path`` names no file this process may read, or None: missing, a dangling symlink or a loop, a
+    directory, a FIFO or a device, no read permission. The commands call these a wrong command line (exit 2); a
+    file that is there but empty or not an image is a fault of the file (``file_problem``, the readers: exit 1).
+
+    Uses ``os.stat`` and ``os.access`` only: nothing is opened.
+    """
     name = os.fspath(path)
+    problem, _ = _stat_problem(name)
+    if problem is None and not os.access(name, os.R_OK):
+        return f"cannot be read ({os.strerror(errno.EACCES)})"
+    return problem
+
+
+def _stat_problem(name: str) -> tuple[str | None, os.stat_result | None]:
+    """What ``os.stat`` tells is wrong with ``name`` as an input file (None: a regular file), and its stat."""
     try:
         info = os.stat(name)
     except FileNotFoundError:
         if os.path.islink(name):
-            return f"is a dangling symlink (to {shown(os.readlink(name))})"
-        return "no such file"
+            return f"is a dangling symlink (to {shown(os.readlink(name))})", None
+        return "no such file", None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            return "is a symlink loop"
-        return f"cannot be read ({exc.strerror})"
+            return "is a symlink loop", None
+        return f"cannot be read ({exc.strerror})", None
     mode = info.st_mode
     if stat.S_ISDIR(mode):
-        return "is a directory, not a file"
+        return "is a directory, not a file", info
     if stat.S_ISFIFO(mode):
-        return "is a FIFO (named pipe), not a regular file"
+        return "is a FIFO (named pipe), not a regular file", info
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "is a device, not a regular file"
+        return "is a device, not a regular file", info
     if not stat.S_ISREG(mode):
-        return "is not a regular file"
-    if info.st_size == 0:
-        return "is empty (0 bytes)"
-    return None
+        return "is not a regular file", info
+    return None, info
 
 
 def open_regular(path: str | os.PathLike, error: type[Exception]) -> BinaryIO:

@@ -310,7 +310,7 @@ def replay_config(record: dict[str, Any], *, weights: str | None = None, device:
         raise ValueError("the record holds no settings")
     recorded = record.get("weights") or {}
     if recorded.get("kind") == "file" and weights is None:
-        raise ValueError(f"the run used the weights file {recorded.get('name')!r}: give it with --weights")
+        raise ValueError(f"the run used the weights file {recorded.get('name')!r}: give it with weights=FILE")
     if weights is not None:
         settings["weights"] = weights
     if device is not None:
@@ -329,13 +329,13 @@ def check_replay_inputs(record: dict[str, Any], content: Any, styles: Sequence[A
     recorded_masks = [(m or {}).get("sha256") for m in inputs.get("style_masks") or []]
     if len(recorded_masks) != len(style_masks):
         raise ValueError(f"the recorded run had {len(recorded_masks)} style mask(s), {len(style_masks)} given "
-                         f"(give them again with --style-mask)")
+                         f"(give them again with style_masks=FILE)")
     for i, (want, mask) in enumerate(zip(recorded_masks, style_masks)):
         if want != input_entry(mask)["sha256"]:
             raise ValueError(f"style mask {i + 1} is not the recorded run's (SHA-256 differs)")
     want = (inputs.get("content_mask") or {}).get("sha256")
     if (want is None) != (content_mask is None) or (want is not None and want != input_entry(content_mask)["sha256"]):
-        raise ValueError("the content mask is not the recorded run's (give the recorded one with --content-mask)")
+        raise ValueError("the content mask is not the recorded run's (give the recorded one with content_mask=FILE)")
     wanted = [(inputs.get("content") or {}).get("sha256")] + [s.get("sha256") for s in inputs.get("styles") or []]
     given = [input_entry(content)["sha256"]] + [input_entry(s)["sha256"] for s in styles]
     if len(wanted) != len(given):

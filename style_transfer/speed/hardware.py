@@ -65,7 +65,7 @@ def check_bf16(device: torch.device) -> None:
         what = {"cpu": "this CPU has no native bfloat16 (AVX512-BF16/AMX) through oneDNN",
                 "cuda": "this GPU has no native bfloat16 (needs compute capability 8.0+)"}.get(
                     device.type, f"bf16 autocast is not supported on {device.type}")
-        raise ValueError(f"precision 'bf16' is not available: {what}; use --precision fp32")
+        raise ValueError(f"precision 'bf16' is not available: {what}; use precision=fp32")
 
 
 def physical_cores() -> int:

@@ -242,11 +242,11 @@ def fitting_advice(untiled: int | None, tiled: tuple[int, int] | None) -> str:
     """What a refusal suggests: the largest size that fits untiled and, when larger, in tiles (size, tile)."""
     if tiled is not None and untiled is not None and tiled[0] <= untiled:
         tiled = None
-    in_tiles = None if tiled is None else f"about {tiled[0]} px in tiles (--size {tiled[0]} --tile {tiled[1]})"
+    in_tiles = None if tiled is None else f"about {tiled[0]} px in tiles (size={tiled[0]} tile={tiled[1]})"
     if untiled is None:
         return f"the largest size that fits is {in_tiles}" if in_tiles else \
             "no size fits; free some memory or use another device"
-    advice = f"the largest size that fits is about {untiled} px (--size {untiled})"
+    advice = f"the largest size that fits is about {untiled} px (size={untiled})"
     return f"{advice}, or {in_tiles}" if in_tiles else advice
 
 
@@ -263,9 +263,9 @@ def out_of_memory(exc: BaseException, size: int, device: torch.device, tile: int
                                                    or "not enough memory" in text))):
         return None
     smaller = max(16, (size * 7 // 10) // 16 * 16)
-    advice = f"a smaller --size (e.g. {smaller})"
+    advice = f"a smaller size (e.g. size={smaller})"
     if tile is not None and tile >= 256:
-        advice = f"a smaller --tile (e.g. {tile // 2 // 64 * 64}) or {advice}"
+        advice = f"a smaller tile (e.g. tile={tile // 2 // 64 * 64}) or {advice}"
     elif tile is None and size >= 384:
-        advice = f"--tile {min(512, max(192, size // 2 // 64 * 64))} (the same picture, evaluated in crops) or {advice}"
+        advice = f"tile={min(512, max(192, size // 2 // 64 * 64))} (the same picture, evaluated in crops) or {advice}"
     return ResourceError(f"out of memory on {device} at size {size} px; try {advice}")

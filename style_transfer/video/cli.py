@@ -19,8 +19,8 @@ from .. import __version__
 from ..errors import Interrupted, RunStopped, StyleTransferError
 from ..io.files import atomic_output, check_not_an_input, check_writable, shown
 from ..config.text import as_options
-from ..cli.options import (OneLineCommand, UsageFault, config_from_options, one_line_error, settings_options,
-                           show_traceback)
+from ..cli.options import (OneLineCommand, UsageFault, check_input_paths, config_from_options, one_line_error,
+                           setting_inputs, settings_options, show_traceback)
 from . import EXTRA, MissingExtra, VideoError
 from .weights import CAFFE_TEMPORAL_WEIGHT, DEFAULT_TEMPORAL_WEIGHT
 
@@ -86,7 +86,7 @@ def main(source: str, styles: tuple[str, ...], output: str, temporal_weight: flo
 
     Ctrl-C stops after the evaluation under way: the finished frames stay in the work folder and the
     same command continues from them; no video is written until every frame is done. Exit codes: 0
-    done, 1 failure, 2 bad option, 130 interrupted, 143 terminated. Needs the video extra:
+    done, 1 failure, 2 bad option or input path, 130 interrupted, 143 terminated. Needs the video extra:
     pip install 'style_transfer[video]'.
     """
     try:
@@ -112,6 +112,8 @@ def main(source: str, styles: tuple[str, ...], output: str, temporal_weight: flo
         init = None if config.init in ("content", "noise", "style") else config.init
         check_not_an_input([("-o", output), ("--report", report)],
                            [("IN", source), *(("STYLE", style) for style in styles), ("--init", init)])
+        video_file = [] if os.path.isdir(source) else [("", source)]  # a folder of frames: its reader checks it
+        check_input_paths([*video_file, *(("", style) for style in styles), *setting_inputs(config)])
     except (ValueError, StyleTransferError) as exc:
         raise UsageFault(str(exc)) from None
     from ..io.images import open_image

@@ -54,7 +54,7 @@ from .form import (FORM_SETTINGS, WEIGHTS_CHOICES, Limits, Refused, ServerNetwor
                    _config, _form_settings, _preset_weights)
 from .gallery import Gallery, new_id
 from .guard import Guard
-from .jobs import FINAL_EVENTS, AlreadyFinished, JobQueue, QueueFull, RunFactory
+from .jobs import FINAL_EVENTS, AlreadyFinished, JobLog, JobQueue, QueueFull, RunFactory
 
 STATIC = Path(__file__).resolve().parent / "static"
 SAMPLES = STATIC / "samples"
@@ -69,7 +69,7 @@ def create_app(data_dir: str | os.PathLike, *, weights: str = "imagenet", model:
                preprocess: str | None = None, devices: Sequence[str] = ("auto",), queue_limit: int = 8,
                preview_every: int = 5, token: str | None = None,
                allowed_hosts: Sequence[str] | None = None, limits: Limits = Limits(),
-               run_factory: RunFactory | None = None) -> FastAPI:
+               run_factory: RunFactory | None = None, on_log: JobLog | None = None) -> FastAPI:
     """The web app, keeping its results under ``data_dir`` (created when missing).
 
     Args:
@@ -85,6 +85,8 @@ def create_app(data_dir: str | os.PathLike, *, weights: str = "imagenet", model:
         token: when set, every request must carry it (guard.py).
         allowed_hosts: the host names a request's ``Host`` may name (None: any).
         run_factory: makes each job's run (tests pass a gated one); ``run.Run`` by default.
+        on_log: takes one line when a job is queued, starts, and ends (done, failed, cancelled), from any thread
+            (stylize-serve writes it to stderr); None: the app says nothing.
 
     Raises:
         ValueError: a bad ``model`` or ``preprocess`` (the weights file itself is read by each job; stylize-serve
@@ -97,7 +99,7 @@ def create_app(data_dir: str | os.PathLike, *, weights: str = "imagenet", model:
     shutil.rmtree(work, ignore_errors=True)  # inputs of jobs a stopped server never ran
     work.mkdir(parents=True, exist_ok=True)
     queue = JobQueue(gallery, devices=devices, limit=queue_limit, preview_every=preview_every,
-                     run_factory=run_factory)
+                     run_factory=run_factory, on_log=on_log)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -141,7 +143,7 @@ def _api(queue: JobQueue, gallery: Gallery, work: Path, network: ServerNetwork, 
             # The loss weights of each preset for the built-in weights (torchvision's scale) and, with a file, for the
             # server's weights (Caffe's 0-255 scale takes a style weight of 300 where torchvision's takes 1e6).
             "presets": _preset_weights("torchvision"),
-            "server_presets": _preset_weights(server_preprocess) if network.is_file else None,
+            "server_presets": _preset_weights(server_preprocess, network.model) if network.is_file else None,
             "preserve_colors": list(PRESERVE_COLORS),
             "style_losses": list(STYLE_LOSSES),
             "weights": list(WEIGHTS_CHOICES) + (["server"] if network.is_file else []),

@@ -10,8 +10,9 @@ import ipaddress
 import os
 import secrets
 import sys
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import click
 
@@ -51,6 +52,7 @@ SHORT = {
     "preprocess": "What the server's weights expect: torchvision, caffe or caffe256.",
     "devices": "auto, cpu, cuda, cuda:N or mps; repeat for one worker per device.",
     "token": "Require this token on every request (made up off loopback).",
+    "quiet": "No line per job on stderr (the address is still printed).",
 }
 
 
@@ -81,9 +83,12 @@ SHORT = {
                                              "loopback and none is given).")
 @click.option("--max-upload-mb", type=click.IntRange(1), default=50, show_default=True,
               help="Largest upload (all files of one job), MB.")
+@click.option("-q", "--quiet", is_flag=True,
+              help="No line per job on stderr (queued, started, done, failed, cancelled); the address is still "
+                   "printed.")
 def main(host: str, port: int, data_dir: Path | None, model: str, weights: str, preprocess: str | None,
          devices: tuple[str, ...], queue_limit: int, preview_every: int, token: str | None,
-         max_upload_mb: int) -> None:
+         max_upload_mb: int, quiet: bool) -> None:
     """Serve the style transfer web page: upload, watch the picture form, cancel, download.
 
     Open the address it prints. Stop it with Ctrl-C: a running job ends at its next evaluation and
@@ -103,6 +108,8 @@ def main(host: str, port: int, data_dir: Path | None, model: str, weights: str, 
         import uvicorn
 
         from .app import Limits, create_app
+
+        _check_multipart()
     except ImportError as exc:
         raise click.ClickException(f"stylize-serve needs the web extra ({exc.name or exc} is missing): "
                                    f"{EXTRA_HINT}") from None
@@ -117,7 +124,7 @@ def main(host: str, port: int, data_dir: Path | None, model: str, weights: str, 
         app = create_app(folder, weights=weights, model=model, preprocess=preprocess, devices=devices,
                          queue_limit=queue_limit, preview_every=preview_every, token=token,
                          allowed_hosts=("localhost", "127.0.0.1", "::1") if loopback and token is None else None,
-                         limits=Limits(max_body=max_upload_mb * 1_000_000))
+                         limits=Limits(max_body=max_upload_mb * 1_000_000), on_log=job_log(quiet))
     except OSError as exc:
         raise click.ClickException(f"--data-dir {shown(folder)}: cannot be used ({exc.strerror or exc})") from None
     server = _Server(uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=10,
@@ -132,6 +139,18 @@ def main(host: str, port: int, data_dir: Path | None, model: str, weights: str, 
     except SystemExit as exc:  # uvicorn exits 1 after logging why (a bind lost to a race since the check)
         if exc.code:
             raise click.ClickException(f"the server stopped: cannot serve on {host}:{port}") from None
+
+
+def _check_multipart() -> None:
+    """Fail at start when python-multipart is missing: FastAPI imports without it, but every upload would fail.
+
+    Raises:
+        ImportError: named ``python-multipart``.
+    """
+    from starlette import formparsers
+
+    if getattr(formparsers, "multipart", True) is None:  # starlette's own finding (either module name)
+        raise ImportError("python-multipart is not installed", name="python-multipart")
 
 
 def _check_weights(model: str, weights: str, preprocess: str | None) -> None:
@@ -159,6 +178,14 @@ def _check_bind(host: str, port: int) -> None:
     except OSError as exc:
         reason = exc.strerror or str(exc)
         raise click.ClickException(f"cannot listen on {host}:{port} ({reason})") from None
+
+
+def job_log(quiet: bool) -> Callable[[str], None] | None:
+    """The app's ``on_log``: each job's line on stderr after the time of day (``12:03:04 job ... done: ...``);
+    None with ``--quiet``."""
+    if quiet:
+        return None
+    return lambda line: click.echo(f"{time.strftime('%H:%M:%S')} {line}", err=True)
 
 
 def _address(host: str, port: int, token: str | None) -> str:

@@ -50,12 +50,12 @@ class Refused(HTTPException):
     """A refused request, with its one-line reason."""
 
 
-def _preset_weights(preprocess: str) -> dict[str, dict[str, Any]]:
+def _preset_weights(preprocess: str, model: str = "vgg19") -> dict[str, dict[str, Any]]:
     """Each preset's style and content weight for inputs preprocessed by ``preprocess``, and its style weight for
     each style loss (``style_weights``)."""
-    return {name: {"style_weight": preset_values(name, preprocess)["style_weight"],
-                   "content_weight": preset_values(name, preprocess)["content_weight"],
-                   "style_weights": {kind: preset_values(name, preprocess, style_loss=kind)["style_weight"]
+    return {name: {"style_weight": preset_values(name, preprocess, model=model)["style_weight"],
+                   "content_weight": preset_values(name, preprocess, model=model)["content_weight"],
+                   "style_weights": {kind: preset_values(name, preprocess, style_loss=kind, model=model)["style_weight"]
                                      for kind in STYLE_LOSSES}}
             for name in PRESET_NAMES}
 

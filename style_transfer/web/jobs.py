@@ -7,6 +7,9 @@ the optimisation never waits for an encoder. A finished run's image goes to the 
 provenance record, whether it ran to the end, was cancelled, or was stopped by the server. However a
 job ends, its uploads are removed before its final event.
 
+Each step of a job's life but ``step`` also goes, as one line, to the queue's ``on_log`` (stylize-serve
+writes it to its stderr): the job's id and what happened, never an image, a file name or the token.
+
 This module imports no web framework: it is the part of the app that tests drive directly.
 """
 
@@ -100,6 +103,7 @@ class Job:
 
 
 RunFactory = Callable[..., Any]  # (content, styles, config, options) -> an object with run.Run's methods
+JobLog = Callable[[str], None]  # one line about a job, for the server's terminal
 
 
 def _default_run(content: Any, styles: Any, config: StyleConfig, options: RunOptions) -> Any:
@@ -118,10 +122,11 @@ class JobQueue:
         limit: jobs that may wait; one more raises ``QueueFull``.
         preview_every: a preview every this many evaluations (``RunOptions.preview_every``).
         run_factory: makes the run of a job (``run.Run`` by default; tests pass their own).
+        on_log: takes one line when a job is queued, starts, and ends (done, failed, cancelled); None: no lines.
     """
 
     def __init__(self, gallery: Gallery, *, devices: Sequence[str] = ("auto",), limit: int = 8,
-                 preview_every: int = 5, run_factory: RunFactory | None = None) -> None:
+                 preview_every: int = 5, run_factory: RunFactory | None = None, on_log: JobLog | None = None) -> None:
         if not devices:
             raise ValueError("devices must name at least one device")
         self.gallery = gallery
@@ -129,6 +134,7 @@ class JobQueue:
         self.limit = limit
         self.preview_every = preview_every
         self.run_factory = run_factory or _default_run
+        self.on_log = on_log
         self._jobs: dict[str, Job] = {}
         self._waiting: collections.deque[Job] = collections.deque()
         self._lock = threading.Condition()
@@ -188,7 +194,10 @@ class JobQueue:
             self._jobs[job.id] = job
             self._waiting.append(job)
             # Before a worker can emit "started"; no position when an idle worker takes it at once.
-            job.emit({"type": "queued", "position": self._place(len(self._waiting) - 1)})
+            place = self._place(len(self._waiting) - 1)
+            job.emit({"type": "queued", "position": place})
+            # Under the lock, so it comes before the worker's "started" line.
+            self._log(f"job {job.id} queued ({_job_text(job.config)}" + (f", position {place})" if place else ")"))
             self._forget_old()
             self._lock.notify_all()
 
@@ -324,7 +333,9 @@ class JobQueue:
             reason = job.cancel_reason
         if reason is not None:  # cancelled while the run was being made: it stops at its first evaluation
             run.cancel(reason)
-        job.emit({"type": "started", "device": _device_name(device)})
+        name = _device_name(device)
+        job.emit({"type": "started", "device": name})
+        self._log(f"job {job.id} started on {name}")
         last: dict[str, Any] = {"losses": {}, "elapsed": 0.0}
 
         def on_event(info: Any) -> None:
@@ -379,11 +390,42 @@ class JobQueue:
             job.state, job.error, job.result, job.run = state, error, result, None
         shutil.rmtree(job.folder, ignore_errors=True)  # its uploads; a result is in the gallery already
         job.emit({"type": state, "error": error, "stopped": stopped, "result": result})
+        self._log(_end_line(job.id, state, error, result, stopped))
+
+    def _log(self, line: str) -> None:
+        """Give ``on_log`` one line; a terminal that is gone never fails a job."""
+        if self.on_log is not None:
+            try:
+                self.on_log(line)
+            except (OSError, ValueError):  # a closed or broken stderr
+                pass
 
     def _forget_old(self) -> None:
         finished = [job for job in self._jobs.values() if job.finished]
         for job in finished[:max(0, len(finished) - KEEP_FINISHED)]:
             del self._jobs[job.id]
+
+
+def _job_text(config: StyleConfig) -> str:
+    """What a queued job asks, for its log line: ``48 px, 8 steps, vgg19 random``."""
+    size = f"{config.size} px" if config.size else "default size"
+    weights = config.weights if config.weights in ("imagenet", "original", "random") else "server file"
+    return f"{size}, {config.steps} step{'s' if config.steps != 1 else ''}, {config.model} {weights}"
+
+
+def _end_line(job_id: str, state: str, error: str | None, result: dict[str, Any] | None,
+              stopped: str | None) -> str:
+    """The log line of a job's end: its state; its evaluations and seconds when it ran; why, when not done."""
+    ran = f"{result['evaluations']} evaluations in {result['seconds']:.1f} s" if result else None
+    if state == "done":
+        how = f" ({stopped})" if stopped not in (None, "done") else ""  # converged, plateau
+        return f"job {job_id} done: {ran}{how}" if ran else f"job {job_id} done"
+    if state == "cancelled":
+        why = "the server stopped" if stopped == "terminated" else error
+        return (f"job {job_id} cancelled" + (f" ({why})" if why else "")
+                + (f" after {ran}; its image is in the gallery" if ran else ""))
+    lines = (error or "").strip().splitlines()
+    return f"job {job_id} {state}: {lines[0] if lines else 'no reason given'}"
 
 
 def _device_name(device: str) -> str:

@@ -90,6 +90,9 @@ def test_usage_errors_are_one_line_before_any_work(inputs: dict[str, Path], tmp_
     out = tmp_path / "out"
     for args, wanted in (([inputs["cat"], "-o", out], "Missing option '--style'"),
                          ([inputs["cat"], "--style", tmp_path / "nope.png", "-o", out], "nope.png: no such file"),
+                         ([inputs["cat"], "--style", tmp_path, "-o", out], "is a directory"),  # issue 33.10
+                         ([inputs["cat"], "--style", inputs["ihc"], "-o", out, "--style-mask", tmp_path / "m.png"],
+                          "--style-mask " + str(tmp_path / "m.png") + ": no such file"),
                          ([tmp_path / "none*.jpg", "--style", inputs["ihc"], "-o", out], "no image matches"),
                          ([inputs["cat"], "--style", inputs["ihc"], "-o", out, "--steps", "-1"], "steps"),
                          ([inputs["cat"], "--style", inputs["ihc"], "-o", out, "--max-pending", "2"], "--engine ray")):

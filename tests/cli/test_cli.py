@@ -48,7 +48,7 @@ def test_quiet_prints_nothing(tmp_path: Path) -> None:
 
 
 def test_missing_input(tmp_path: Path) -> None:
-    result = invoke([str(tmp_path / "nope.jpg"), str(IMAGES / "ihc.png"), "-o", str(tmp_path / "o.png"), *FAST], 1)
+    result = invoke([str(tmp_path / "nope.jpg"), str(IMAGES / "ihc.png"), "-o", str(tmp_path / "o.png"), *FAST], 2)
     line = one_error_line(result)
     assert "nope.jpg" in line and "no such file" in line
     assert not (tmp_path / "o.png").exists()
@@ -89,7 +89,7 @@ def test_unwritable_output(tmp_path: Path, make_output, needle: str) -> None:
 def test_existing_output_untouched_on_error(tmp_path: Path) -> None:
     out = tmp_path / "o.png"
     out.write_bytes(b"precious")
-    invoke([str(tmp_path / "missing.png"), str(IMAGES / "ihc.png"), "-o", str(out), *FAST], 1)
+    invoke([str(tmp_path / "missing.png"), str(IMAGES / "ihc.png"), "-o", str(out), *FAST], 2)
     assert out.read_bytes() == b"precious"
 
 

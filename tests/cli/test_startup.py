@@ -59,7 +59,7 @@ def test_the_package_still_exports_the_library_api() -> None:
      "style_layers"),
     ([str(IMAGES / "chelsea.png"), str(IMAGES / "ihc.png"), "-o", "/nonexistent-folder/out.png"], 2,
      "does not exist"),
-    (["missing.jpg", str(IMAGES / "ihc.png"), "-o", "out.png"], 1, "missing.jpg: no such file"),
+    (["missing.jpg", str(IMAGES / "ihc.png"), "-o", "out.png"], 2, "missing.jpg: no such file"),
     ([str(IMAGES / "chelsea.png"), str(ROOT / "README.md"), "-o", "out.png"], 1, "not a readable image"),
 ], ids=["help", "version", "print-config", "bad-steps", "bad-layer", "bad-output", "missing-input", "text-input"])
 def test_early_answers_import_no_torch(args: list[str], exit_code: int, message: str, tmp_path: Path) -> None:

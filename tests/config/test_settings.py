@@ -143,3 +143,49 @@ def test_the_web_form_gets_each_fields_declared_limits(tmp_path: Path) -> None:
         assert (shown["kind"], shown["minimum"], shown["help"]) == (s.kind, s.minimum, s.short)
         assert shown["choices"] == list(s.choices)
     assert settings["size"]["maximum"] == 96 and settings["average"]["maximum"] == 1
+
+
+def test_library_messages_name_settings_as_the_api_and_the_commands_show_flags(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 33.11: a library message names a setting as ``name=value`` (what StyleConfig takes), never as a
+    flag; ``as_options`` turns it into the command's flag (a flag turned on, ``fast=True``, into ``--fast``)."""
+    import re
+
+    import torch
+
+    from style_transfer.cli.stylize import main
+    from style_transfer.config.text import as_options
+    from style_transfer.io.provenance import check_replay_inputs, replay_config
+    from style_transfer.speed import hardware
+    from style_transfer.speed.memory import fitting_advice, out_of_memory
+
+    from ..conftest import IMAGES
+    from ..helpers import one_error_line, run_command
+
+    assert as_options("try size=160 tile=64 (fast=True leaves it off); pass weights=FILE") == (
+        "try --size 160 --tile 64 (--fast leaves it off); pass --weights FILE")
+    assert as_options("style_masks=FILE, history_size=5") == "--style-mask FILE, --history-size 5"
+    flag = re.compile(r"(^|[\s(])--[a-z]")
+    with pytest.raises(ValueError) as fused:
+        StyleConfig(style_loss="wasserstein", fused_gram=True)
+    monkeypatch.setattr(hardware, "bf16_supported", lambda device: False)
+    with pytest.raises(ValueError) as bf16:
+        hardware.check_bf16(torch.device("cpu"))
+    with pytest.raises(ValueError) as replayed:
+        replay_config({"settings": {"size": 32}, "weights": {"kind": "file", "name": "vgg.pth"}})
+    with pytest.raises(ValueError) as masks:
+        check_replay_inputs({"inputs": {"style_masks": [{"sha256": "0"}]}}, "c.png", ["s.png"], "random")
+    said = {"fused": str(fused.value), "bf16": str(bf16.value), "replay": str(replayed.value),
+            "masks": str(masks.value), "memory": str(out_of_memory(MemoryError(), 2048, torch.device("cpu"))),
+            "fits": fitting_advice(160, (528, 64))}
+    assert "(fast=True leaves it off" in said["fused"] and said["bf16"].endswith("use precision=fp32")
+    assert said["replay"].endswith("give it with weights=FILE") and "style_masks=FILE" in said["masks"]
+    assert said["memory"].endswith("try tile=512 (the same picture, evaluated in crops) or a smaller size "
+                                   "(e.g. size=1424)")
+    assert said["fits"] == "the largest size that fits is about 160 px (size=160), or about 528 px in tiles " \
+                           "(size=528 tile=64)"
+    assert not any(flag.search(text) for text in said.values()), said
+    out = tmp_path / "o.png"
+    line = one_error_line(run_command(main, [IMAGES / "chelsea.png", IMAGES / "ihc.png", "-o", out, "--weights",
+                                             "random", "--style-loss", "wasserstein", "--fused-gram"], 2))
+    assert line.endswith("(--fast leaves it off for the other style losses)"), line

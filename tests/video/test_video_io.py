@@ -136,6 +136,26 @@ def test_bad_inputs_give_one_line(tmp_path: Path) -> None:
         write_video(tmp_path / "x.png", [], None)  # type: ignore[arg-type]  # refused before the clip is used
 
 
+def test_the_command_says_a_wrong_path_is_a_usage_error(tmp_path: Path) -> None:
+    """Issue 33.10: IN, a STYLE or a mask that names no file to read exits 2; a file that is no video exits 1."""
+    from style_transfer.video.cli import main
+
+    from ..helpers import one_error_line, run_command
+
+    style, text = tmp_path / "style.png", tmp_path / "notes.mp4"
+    Image.new("RGB", (32, 32), (200, 50, 50)).save(style)
+    text.write_text("hello, not a video\n" * 10)
+    out = tmp_path / "out" / "o.mp4"
+    out.parent.mkdir()
+    for args, code, wanted in (([tmp_path / "missing.mp4", style], 2, "missing.mp4: no such file"),
+                               ([text, tmp_path / "nope.png"], 2, "nope.png: no such file"),
+                               ([text, style, "--style-mask", tmp_path], 2, f"--style-mask {tmp_path}: is a directory"),
+                               ([text, style], 1, "notes.mp4: not a readable video")):
+        line = one_error_line(run_command(main, [*args, "-o", out, "--weights", "random", "--size", "32", "-q"], code))
+        assert wanted in line, line
+    assert list(out.parent.iterdir()) == []
+
+
 def test_without_the_extra_one_line_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
     import importlib
 
@@ -156,6 +176,7 @@ def test_without_the_extra_one_line_names_it(monkeypatch: pytest.MonkeyPatch) ->
 def test_the_command_without_the_extra_says_so_in_one_line(tmp_path: Path) -> None:
     style = tmp_path / "style.png"
     Image.new("RGB", (32, 32), (200, 50, 50)).save(style)
+    (tmp_path / "in.mp4").write_bytes(bytes(64))  # there (a missing IN is a usage error first); never read
     code = ("import sys; sys.modules['av'] = None; sys.modules['cv2'] = None\n"
             "from style_transfer.video.cli import main\n"
             f"main([{str(tmp_path / 'in.mp4')!r}, {str(style)!r}, '-o', {str(tmp_path / 'out.mp4')!r}])")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -392,6 +393,55 @@ def test_stopping_the_server_ends_the_running_job_and_keeps_its_image(tmp_path: 
     record = read_record(tmp_path / "data" / "results" / f"{entries[0]['id']}.png")
     assert record["stopped"] == "terminated"
     assert len(gate.runs) == 1 and job["id"] != waiting["id"]  # the waiting job never started
+
+
+@pytest.mark.parametrize("quiet", [False, True], ids=["lines", "quiet"])
+def test_each_job_leaves_one_line_per_stage_on_the_servers_stderr(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                                  quiet: bool) -> None:
+    """Issue 33.3: queued, started, then done (evaluations, seconds), failed (the reason) or cancelled, one line
+    each through stylize-serve's logger (web/cli.py ``job_log``); no file name, image data or token; none
+    with --quiet."""
+    from style_transfer.web.cli import job_log
+
+    token = "s3cret-token-never-logged"
+    gate = Gate(at=2)
+
+    def runs(content: Any, styles: Any, config: Any, options: Any) -> Any:
+        if config.steps == 3:  # fails at once
+            class Broken(Run):
+                def execute(self, on_event: Any = None, **kwargs: Any) -> Any:
+                    raise MemoryError("cannot allocate 12 GiB")
+
+            return Broken(content, styles, config, options)
+        return (gate if config.steps == 50 else Run)(content, styles, config, options)  # 50: held, then cancelled
+
+    app = make_app(tmp_path / "data", token=token, run_factory=runs, on_log=job_log(quiet))
+    with TestClient(app, headers={"Authorization": f"Bearer {token}"}) as client:
+        done = upload(client, steps=1).json()["id"]
+        assert events(client, done)[-1][0] == "done"
+        failed = upload(client, steps=3).json()["id"]
+        assert events(client, failed)[-1][0] == "failed"
+        cancelled = upload(client, steps=50).json()["id"]
+        assert gate.reached.wait(60)
+        assert client.post(f"/api/jobs/{cancelled}/cancel").status_code == 202
+        assert events(client, cancelled)[-1][0] == "cancelled"
+    err = capsys.readouterr().err
+    if quiet:
+        assert err == ""
+        return
+    lines = err.splitlines()
+    assert all(re.fullmatch(r"\d\d:\d\d:\d\d job [0-9a-f]{32} .+", line) for line in lines), lines
+    assert token not in err and "cat.png" not in err and "stain.png" not in err and "data:" not in err
+
+    def of(job: str) -> list[str]:
+        return [line.split(f"job {job} ", 1)[1] for line in lines if f"job {job} " in line]
+
+    first, second, third = of(done), of(failed), of(cancelled)
+    assert first[:2] == ["queued (48 px, 1 step, vgg19 random)", "started on cpu"], first
+    assert len(first) == 3 and re.fullmatch(r"done: \d+ evaluations in \d+\.\d s( \(converged\))?", first[2]), first
+    assert second[1:] == ["started on cpu", "failed: out of memory: cannot allocate 12 GiB"], second
+    assert len(third) == 3 and re.fullmatch(r"cancelled after [2-9]\d* evaluations in \d+\.\d s; its image is in "
+                                            r"the gallery", third[2]), third
 
 
 def test_the_page_and_the_openapi_description(tmp_path: Path) -> None:

@@ -188,13 +188,16 @@ def test_ctrl_c_stops_the_server_and_keeps_the_running_image(tmp_path: Path) -> 
     assert "Traceback" not in "".join(server.stderr)
     entries = [json.loads(path.read_text()) for path in (tmp_path / "data" / "results").glob("*.json")]
     assert len(entries) == 1 and entries[0]["stopped"] == "terminated" and entries[0]["evaluations"] >= 1
+    said = [line.split(f"job {job} ", 1)[1] for line in server.stderr if f"job {job} " in line]  # issue 33.3
+    assert said[:2] == ["queued (48 px, 10000 steps, vgg19 random)\n", "started on cpu\n"], said
+    assert len(said) == 3 and said[2].startswith("cancelled (the server stopped) after "), said
     assert (tmp_path / "data" / "results" / f"{entries[0]['id']}.png").is_file()
 
 
 def test_model_vgg16_with_random_weights_serves_vgg16_by_default(tmp_path: Path) -> None:
     httpx = pytest.importorskip("httpx")
     pytest.importorskip("fastapi", reason="the web extra is not installed")
-    server = Server(tmp_path / "data", "--model", "vgg16")  # Server passes --weights random
+    server = Server(tmp_path / "data", "--model", "vgg16", "--quiet")  # Server passes --weights random
     try:
         with httpx.Client(base_url=server.url, timeout=60) as client:
             options = client.get("/api/options").json()
@@ -209,6 +212,7 @@ def test_model_vgg16_with_random_weights_serves_vgg16_by_default(tmp_path: Path)
             assert (settings["model"], settings["weights"]) == ("vgg16", "random")
     finally:
         assert server.stop(signal.SIGINT) == 0, "".join(server.stderr)
+    assert not [line for line in server.stderr if " job " in line], server.stderr  # --quiet: the address only
 
 
 IN_LOOPBACK_NAMESPACE = "STYLE_TRANSFER_TEST_IN_LOOPBACK_NAMESPACE"
