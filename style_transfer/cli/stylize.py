@@ -14,6 +14,7 @@ from .recorders import MissingExtra
 from .watch import EXIT_CODES, Signals, Watch, read_record
 from ..config import RunOptions, StyleConfig
 from ..config.weights import WEIGHTS_WORDS, preprocess_assumed
+from ..speed.cpuinfo import cpu_flags, fast_precision_on_cpu
 from ..errors import Interrupted, RunStopped, StyleTransferError
 from ..io.files import check_not_an_input, check_writable, shown
 from ..io.images import INPUT_FORMATS_TEXT, MAX_PIXELS, MIN_INPUT_SIDE, check_output, open_image, save_image
@@ -52,8 +53,9 @@ def show_config(config: StyleConfig) -> None:
     """The resolved settings, one ``name: value`` per line, on stdout: the preset filled in, the speed
     settings --fast turns on, and the plan (``plans.plan_run``: the sizes and the evaluations that run)."""
     resolved: dict[str, Any] = {**vars(config), **fast_levers(config)}
-    if config.fast and config.precision == "fp32":  # speed_from_config's rule (fast.bf16_pays_off)
-        resolved["precision"] = "bf16 on a CPU with AMX or a GPU with native bf16, else fp32"
+    if config.fast and config.precision == "fp32":  # speed_from_config's rule (fast.bf16_pays_off), for this machine
+        on_cpu = fast_precision_on_cpu(cpu_flags())
+        resolved["precision"] = on_cpu if config.device == "cpu" else f"{on_cpu}; bf16 on a GPU with native bf16"
     devices = ["cpu"] if config.device == "cpu" else ["cuda"] if config.device.startswith("cuda") else ["cpu", "cuda"]
     plans = {device: plan_run(config, config.size or default_size_of(device)) for device in devices}
     plan = plans[devices[-1]]

@@ -7,6 +7,8 @@ import os
 
 import torch
 
+from .cpuinfo import cpu_flags
+
 
 def bf16_pays_off(device: torch.device) -> bool:
     """Whether --fast runs bf16 on ``device``: a GPU with native bf16, or a CPU with AMX (bf16 matrix units).
@@ -39,16 +41,8 @@ def bf16_supported(device: torch.device) -> bool:
 
 
 def _cpu_flags(path: str = "/proc/cpuinfo") -> set[str] | None:
-    """The first CPU's flags on x86 Linux, or None where there are none to read."""
-    try:
-        with open(path) as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() == "flags":
-                    return set(value.split())
-    except OSError:
-        pass
-    return None
+    """The first CPU's flags on x86 Linux, or None where there are none to read (``cpuinfo.cpu_flags``)."""
+    return cpu_flags(path)
 
 
 def _onednn_cap_allows_bf16(cap: str | None) -> bool:

@@ -1,0 +1,25 @@
+"""The CPU's flags, read without torch (``stylize --print-config`` answers without importing it)."""
+
+from __future__ import annotations
+
+
+def cpu_flags(path: str = "/proc/cpuinfo") -> set[str] | None:
+    """The first CPU's flags on x86 Linux, or None where there are none to read."""
+    try:
+        with open(path) as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "flags":
+                    return set(value.split())
+    except OSError:
+        pass
+    return None
+
+
+def fast_precision_on_cpu(flags: set[str] | None) -> str:
+    """What ``--fast`` runs on this CPU, for ``--print-config``: bf16 with AMX (bf16 matrix units), else fp32."""
+    if flags is None:
+        return "fp32 on this CPU (its flags cannot be read; bf16 needs AMX)"
+    if "amx_bf16" in flags:
+        return "bf16 on this CPU (AMX), where torch's oneDNN has bf16"
+    return "fp32 on this CPU (no AMX; --fast takes bf16 only with AMX or on a GPU with native bf16)"
