@@ -224,9 +224,11 @@ class StyleConfig:
     # a share of steps at FAST_SCALES size(s) plus the device's levers (fast.py; docs/speed.md)
     fast: bool = setting(
         False, "flag", "Speed",
-        short='60 % of the steps, faster arithmetic: about a fifth of the time, more loss.',
+        short='60 % of the steps, faster arithmetic: 0.2-0.4x the time, 1.3x the loss.',
         help=('Speed: 60 % of --steps at --size, plus --channels-last, --fused-gram and bf16 on a CPU with AMX or a GPU '
-              'with native bf16: on a real VGG16 about 0.2x the CPU time at 1.1-1.8x the loss, the content kept '
+              'with native bf16 (--print-config says which this machine gets). Measured at 256 px over four pairs, the '
+              'content kept: with bf16 on AMX (Sapphire Rapids, VGG16) about 0.2x the CPU time at 1.1-1.8x the loss; '
+              'in float32 without AMX (an AVX2 EPYC, the original VGG19) 0.42x the time at 1.2-1.5x the loss '
               '(docs/speed.md). Explicit --scales, --min-size or --scale-steps make it coarse-to-fine (which lost the '
               'content on real features).'))
     # fp32 | bf16: VGG layers autocast to bfloat16; losses, image, LBFGS stay float32
