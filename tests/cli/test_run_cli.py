@@ -215,10 +215,14 @@ def test_the_summary_line_names_every_file_the_run_wrote(tmp_path: Path) -> None
     assert plain.stderr.strip().splitlines()[-1] == f"wrote {out} (32x21, 20 evaluations)"  # it wrote no checkpoint
 
 
-def test_each_redraw_of_the_bar_shows_the_losses_of_the_evaluation_it_counts(tmp_path: Path) -> None:
+def test_each_redraw_of_the_bar_shows_the_losses_of_the_evaluation_it_counts(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 33.7: the bar's numbers were the evaluation before the one it counted, so its last redraw before the
     close (all a log of stderr keeps) disagreed with the record. Each redraw against --log's row of that step, and
-    the last against the record (both the last evaluation's losses)."""
+    the last against the record (both the last evaluation's losses). tqdm redraws at every update here
+    (TQDM_MININTERVAL=0, tqdm's own environment override): by default it waits 0.1 s between redraws, and a run
+    of 20 evaluations at 32 px can end before a second one."""
+    monkeypatch.setenv("TQDM_MININTERVAL", "0")
     out, log = tmp_path / "out.png", tmp_path / "run.jsonl"
     result = invoke([CONTENT, STYLE, "-o", str(out), *TINY[:-1], "--steps", "1", "--log", str(log)])
     rows = {row["step"]: row for row in map(json.loads, log.read_text().splitlines())}
