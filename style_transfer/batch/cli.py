@@ -17,8 +17,8 @@ import click
 from .. import __version__
 from ..io.files import check_not_an_input, check_writable, shown
 from ..config.text import as_options
-from ..cli.options import (OneLineCommand, UsageFault, check_input_paths, config_from_options, setting_inputs,
-                           settings_options, unexpected_error)
+from ..cli.options import (OneLineCommand, UsageFault, check_input_paths, config_from_options, note,
+                           setting_inputs, settings_options, unexpected_error)
 from .items import OUTPUT_EXTENSIONS, check_outputs, cross_items, expand_contents, read_manifest
 
 EXIT_FAILED, EXIT_INTERRUPTED = 1, 130
@@ -307,7 +307,7 @@ def _settle_weights(items: list[Any]) -> list[Any]:
         config = item.config
         if config.weights == "imagenet" and config.model == "vgg19":
             config = original_config(config) if fell_back else resolve_weights(
-                config, on_notice=lambda message: click.echo(f"note: {as_options(message)}", err=True))
+                config, on_notice=note)
             fell_back = config is not item.config
         settled.append(dataclasses.replace(item, config=config))
     return settled

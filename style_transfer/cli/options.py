@@ -30,6 +30,12 @@ class UsageFault(click.ClickException):
     exit_code = 2
 
 
+def note(message: str) -> None:
+    """A ``note:`` line on stderr, a library message's settings as flags (``as_options``): what a user should read
+    that is not an error (the weights a run took in place of the default's), shown even with --quiet."""
+    click.echo(f"note: {as_options(message)}", err=True)
+
+
 def show_traceback(debug: bool) -> None:
     """With ``--debug``, the traceback of the exception being handled, before its one-line message."""
     if debug:

@@ -19,8 +19,8 @@ from ..errors import Interrupted, RunStopped, StyleTransferError
 from ..io.files import check_not_an_input, check_writable, shown
 from ..io.images import INPUT_FORMATS_TEXT, MAX_PIXELS, MIN_INPUT_SIDE, check_output, open_image, save_image
 from .options import (MASK_FIELDS, OneLineCommand, RECORDED_FIELDS, SETTINGS_FIELDS, UsageFault, check_input_paths,
-                      config_from_options, one_line_error, setting_inputs, settings_options, show_traceback,
-                      unexpected_error)
+                      config_from_options, note, one_line_error, setting_inputs, settings_options,
+                      show_traceback, unexpected_error)
 from ..run.plans import FAST_HISTORY_SIZE, LBFGS_MAX_ITER, checkpoint_bytes, default_size_of, fast_levers, plan_run
 from ..io.provenance import check_replay_inputs, replay_config
 
@@ -160,9 +160,8 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
     _check_inputs(content, styles, config, debug)  # before torch is imported: a bad image answers at once
     if not told and preprocess_assumed(config.weights):
         # a state dict cannot tell whether it holds torchvision's or Caffe's weights (issue 33.13): say which is taken
-        click.echo(f"note: {shown(config.weights)} does not tell which preprocessing its weights expect; torchvision's "
-                   f"assumed (RGB, ImageNet's mean and std); for Caffe weights pass --preprocess caffe or caffe256",
-                   err=True)
+        note(f"{shown(config.weights)} does not tell which preprocessing its weights expect; torchvision's assumed "
+             f"(RGB, ImageNet's mean and std); for Caffe weights pass --preprocess caffe or caffe256")
     if replay is not None:
         try:
             check_replay_inputs(read_record(replay), content, styles, config.weights, style_masks=config.style_masks,

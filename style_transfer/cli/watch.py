@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..config.text import as_options
 from ..io import metadata
 from . import recorders
+from .options import note
 from ..errors import RunStopped
 from ..io.files import shown
 from ..io.images import save_image
@@ -79,20 +79,22 @@ class Watch:
     def on_notice(self, message: str) -> None:
         """A line the run wants a user to read (the weights it took in place of the default's): shown even with
         --quiet, since it changes the picture; the download bar, if any, is closed first."""
-        bar = self.bars.pop("download", None)
-        if bar is not None:
-            bar.close()
-        click.echo(f"note: {as_options(message)}", err=True)
+        self._close_download()
+        note(message)
 
     def on_stage(self, message: str) -> None:
         """What the run starts before its first evaluation (loading the weights, building the model): one line
         each, so the seconds before the bar are not silent (issue 33.6); not with --quiet."""
         if self.quiet:
             return
+        self._close_download()
+        click.echo(f"{message} ...", err=True)
+
+    def _close_download(self) -> None:
+        """End the download bar, if any, so a line printed next starts on its own."""
         bar = self.bars.pop("download", None)
         if bar is not None:
             bar.close()
-        click.echo(f"{message} ...", err=True)
 
     def on_event(self, info: StepInfo) -> None:
         """After each evaluation: the bar, and whatever files the options asked for."""

@@ -18,8 +18,7 @@ import click
 from .. import __version__
 from ..errors import Interrupted, RunStopped, StyleTransferError
 from ..io.files import atomic_output, check_not_an_input, check_writable, shown
-from ..config.text import as_options
-from ..cli.options import (OneLineCommand, UsageFault, check_input_paths, config_from_options, one_line_error,
+from ..cli.options import (OneLineCommand, UsageFault, check_input_paths, config_from_options, note, one_line_error,
                            setting_inputs, settings_options, show_traceback)
 from . import EXTRA, MissingExtra, VideoError
 from .weights import CAFFE_TEMPORAL_WEIGHT, DEFAULT_TEMPORAL_WEIGHT
@@ -131,8 +130,7 @@ def main(source: str, styles: tuple[str, ...], output: str, temporal_weight: flo
         from ..run.weights import resolve_weights
 
         # torchvision's VGG19 offline: the original VGG19 where installed (said even with --quiet)
-        config = resolve_weights(config, on_notice=lambda message: click.echo(f"note: {as_options(message)}",
-                                                                               err=True))
+        config = resolve_weights(config, on_notice=note)
 
         video = VideoRun(source, list(styles), config,
                          VideoSettings(temporal_weight=temporal_weight, first_frame_steps=first_frame_steps,
