@@ -3,7 +3,7 @@ shown: ``fields``), its checks (``checks``), the one text parser (``text``), the
 weights files tell (``weights``) and ``RunOptions``."""
 
 from .choices import (BACKWARDS, CPU_DEFAULT_SIZE, FAST_SCALES, GPU_DEFAULT_SIZE, INITS, LOSS_FORMS,  # noqa: F401
-                      MIN_SIZE, MIN_TILE, MODELS, OPTIMIZERS, POOLINGS, PRECISIONS, PREPROCESSINGS, PRESERVE_COLORS,
+                      MIN_SIZE, MIN_TILE, MODELS, OPTIMIZERS, PARAMETRIZATIONS, POOLINGS, PRECISIONS, PREPROCESSINGS, PRESERVE_COLORS,
                       PRESET_NAMES, STYLE_LOSSES, TILING_REFUSAL)
 from .fields import SECTIONS, Setting, settings  # noqa: F401
 from .run_options import RunOptions  # noqa: F401

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from ..presets import PRESETS, STYLE_LOSS_WEIGHTS
 from . import checks
 from .choices import (BACKWARDS, CPU_DEFAULT_SIZE, GPU_DEFAULT_SIZE, INITS, LOSS_FORMS, MIN_SIZE, MIN_TILE, MODELS,
-                      OPTIMIZERS, POOLINGS, PRECISIONS, PREPROCESSINGS, PRESERVE_COLORS, PRESET_NAMES, STYLE_LOSSES)
+                      OPTIMIZERS, PARAMETRIZATIONS, POOLINGS, PRECISIONS, PREPROCESSINGS, PRESERVE_COLORS, PRESET_NAMES, STYLE_LOSSES)
 from .fields import setting
 
 _TUTORIAL, _PAPER = PRESETS["tutorial"], PRESETS["paper"]
@@ -224,13 +224,13 @@ class StyleConfig:
     # a share of steps at FAST_SCALES size(s) plus the device's levers (fast.py; docs/speed.md)
     fast: bool = setting(
         False, "flag", "Speed",
-        short='60 % of the steps, faster arithmetic: 0.2-0.4x the time, 1.3x the loss.',
-        help=('Speed: 60 % of --steps at --size, plus --channels-last, --fused-gram and bf16 on a CPU with AMX or a GPU '
-              'with native bf16 (--print-config says which this machine gets). Measured at 256 px over four pairs, the '
-              'content kept: with bf16 on AMX (Sapphire Rapids, VGG16) about 0.2x the CPU time at 1.1-1.8x the loss; '
-              'in float32 without AMX (an AVX2 EPYC, the original VGG19) 0.42x the time at 1.2-1.5x the loss '
-              '(docs/speed.md). Explicit --scales, --min-size or --scale-steps make it coarse-to-fine (which lost the '
-              'content on real features).'))
+        short='Fourier basis, 60 % of the steps, faster arithmetic: half the time.',
+        help=('Speed: LBFGS moves the Fourier coefficients (--parametrization fourier, unless given) for 60 % of '
+              '--steps at --size, plus --channels-last, --fused-gram and bf16 on a CPU with AMX or a GPU with native '
+              'bf16 (--print-config says which this machine gets). Measured on the real VGG16 at 256 px over four '
+              'pairs on a 2-core AVX2 EPYC (float32, no AMX): 0.45-0.55x the wall time at 0.99-1.14x the loss, the '
+              'content kept (docs/speed.md); not yet measured with bf16. Explicit --scales, --min-size or '
+              '--scale-steps make it coarse-to-fine (which lost the content on real features).'))
     # fp32 | bf16: VGG layers autocast to bfloat16; losses, image, LBFGS stay float32
     precision: str = setting(
         "fp32", "choice", "Speed",
@@ -258,6 +258,16 @@ class StyleConfig:
         option=('--history-size', '--history'),
         short='LBFGS curvature pairs kept (memory: two images each).',
         help=('Speed/memory: LBFGS curvature pairs kept; each pair holds two copies of the image.'))
+    # pixels (the tutorial's) | fourier: what LBFGS moves; the loss of the image is the same (None: fourier with fast)
+    parametrization: str | None = setting(
+        None, "choice", "Speed",
+        choices=PARAMETRIZATIONS,
+        short="What LBFGS moves: pixels (the tutorial's) or fourier (--fast's).",
+        help=("Speed: what the optimiser moves. pixels: the image's pixels (the tutorial's). fourier: the image's 2-D "
+              "Fourier coefficients scaled by 1/f^0.5, so a step moves coarse structure more than fine noise: the "
+              "same loss of the same clamped image, lower at every evaluation count measured (docs/speed.md); a loss "
+              "that jumps 3x within an LBFGS step sends it back to that step's best image. Default: fourier with "
+              "--fast, pixels without."))
     # coarse-to-fine: this many sizes, each half the next, ending at size (None: 1)
     scales: int | None = setting(
         None, "int", "Speed",

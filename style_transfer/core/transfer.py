@@ -21,6 +21,7 @@ from ..config import TILING_REFUSAL, TUTORIAL_CONTENT_LAYERS, TUTORIAL_STYLE_LAY
 from .stats import RunStats, keeps_image_on_interrupt
 from .loss_terms import TotalVariationLoss
 from .losses import ContentLoss, StyleLoss
+from .parametrization import BasisImage, Jumped, make_basis
 from .statistics import SlicedStyleLoss
 from .style_model import get_style_model_and_losses, layer_names  # noqa: F401  (the tutorial's names, here too)
 from .steps import TORCH_LBFGS_HISTORY, planned_evaluations
@@ -90,6 +91,7 @@ def optimize(
     resume: Resume | None = None,
     on_step_end: StepEndCallback | None = None,
     tiled: TiledEvaluation | None = None,
+    parametrization: str = "pixels",
 ) -> torch.Tensor:
     """The tutorial's loop: LBFGS steps until more than ``num_steps`` closure evaluations ran.
 
@@ -110,6 +112,10 @@ def optimize(
 
     ``tiled`` (docs/print-size.md): each evaluation runs over crops (``speed.tiling.TiledStyleModel.evaluate``) and
     gives the same loss and ``input_img.grad`` up to rounding; ``model`` is then not run.
+
+    ``parametrization`` (core/parametrization.py): ``pixels`` moves the image's pixels (the tutorial's); ``fourier``
+    moves its scaled Fourier coefficients. Either way each evaluation scores the clamped image in ``input_img`` with
+    the same model and loss; the basis only changes the path the optimiser takes.
     """
     check_backward(backward)
     if tiled is not None and backward == "per-module":
@@ -118,7 +124,10 @@ def optimize(
     input_img.requires_grad_(True)
     model.eval()
     model.requires_grad_(False)
-    optimizer = get_input_optimizer(input_img, optimizer_name=optimizer_name, lr=lr, history_size=history_size)
+    basis = make_basis(parametrization, input_img)
+    moved = BasisImage(basis, input_img) if basis is not None else None
+    variable = input_img if moved is None else moved.coefficients  # what the optimiser moves
+    optimizer = get_input_optimizer(variable, optimizer_name=optimizer_name, lr=lr, history_size=history_size)
     planned = planned_evaluations(num_steps, optimizer_name)
     run = [0]
     if resume is not None:
@@ -127,18 +136,26 @@ def optimize(
     while run[0] <= num_steps:
 
         def closure() -> torch.Tensor:
-            with torch.no_grad():
-                input_img.clamp_(0, 1)
+            if moved is None:
+                with torch.no_grad():
+                    input_img.clamp_(0, 1)
+            else:  # the coefficients' image, clamped, evaluated like the pixels
+                moved.show(input_img)
+                input_img.grad = None
             optimizer.zero_grad()
             if tiled is not None:  # two passes over crops, the same loss and gradient (speed/tiling.py)
                 style_score, content_score, extra_score = tiled.evaluate(input_img, style_weight, content_weight,
                                                                          extra_losses)
                 loss = style_score + content_score + extra_score
                 stats.check_finite(loss, input_img)
+                if moved is not None:
+                    moved.backward(input_img)
                 run[0] += 1
                 if progress is not None:
                     progress(StepInfo(run[0], planned, _value(style_score), _value(content_score),
                                       _value(extra_score)))
+                if moved is not None:
+                    moved.observe(_value(loss))
                 return style_score + content_score if not extra_losses else loss
             model(input_img)
             # The tutorial's sums in its order: style_weight * Σ style losses, content_weight * Σ content losses.
@@ -155,23 +172,44 @@ def optimize(
                 loss = style_score + content_score + extra_score
             else:
                 loss.backward()
+            if moved is not None:
+                moved.backward(input_img)
             run[0] += 1
             if progress is not None:
                 progress(StepInfo(run[0], planned, _value(style_score), _value(content_score), _value(extra_score)))
+            if moved is not None:  # a loss that jumped ends the step (Jumped): back to the step's best
+                moved.observe(_value(loss))
             return style_score + content_score if not extra_losses else loss
 
-        iterations = optimizer.state[input_img].get("n_iter", 0)
+        iterations = optimizer.state[variable].get("n_iter", 0)
         for module in style_losses:  # losses that draw at random (sliced) hold one draw for the whole step
             if hasattr(module, "start_step"):
                 module.start_step(run[0])
-        optimizer.step(closure)
+        restarted = False
+        if moved is not None:
+            moved.begin_step()
+        try:
+            optimizer.step(closure)
+        except Jumped:  # the Fourier path's guard: the step's best coefficients, a fresh LBFGS from there, damped
+            assert moved is not None
+            moved.restart()
+            optimizer = get_input_optimizer(variable, optimizer_name=optimizer_name, lr=moved.damped(lr),
+                                            history_size=history_size)
+            restarted = True
+        else:
+            if moved is not None and moved.damping < 1:  # a step without a jump: the damping eases off
+                optimizer.param_groups[0]["lr"] = moved.ease(lr)
+        if moved is not None:  # the image of the step's last update, and coefficients a checkpoint restores exactly
+            moved.settle(input_img)
         if on_step_end is not None:
             on_step_end(optimizer, input_img, run[0])
         # Departure: once LBFGS returns at once (gradient below tolerance) the tutorial re-evaluates the same
         # image until num_steps; we stop, with the same image, and say so.
-        if stats.stopped_early(optimizer, input_img, iterations, unfinished=run[0] <= num_steps):
+        if not restarted and stats.stopped_early(optimizer, variable, iterations, unfinished=run[0] <= num_steps):
             break
     with torch.no_grad():
+        if moved is not None:
+            input_img.copy_(moved.basis.decode(moved.coefficients))
         input_img.clamp_(0, 1)
     input_img.requires_grad_(False)
     stats.check_final(input_img)  # LBFGS's last update is never evaluated: it must be finite too
@@ -239,6 +277,7 @@ class TransferSettings:
     lr: float | None = None
     history_size: int = TORCH_LBFGS_HISTORY
     backward: str = "combined"  # or per-module (optimize)
+    parametrization: str = "pixels"  # or fourier (optimize; core/parametrization.py)
     # What the network and the images come with.
     normalization: nn.Module | None = None  # the preprocessing module, in place of Normalization(mean, std)
     guides: masks.Guides | None = None  # masks over the content (core/masks.py)
@@ -261,7 +300,8 @@ class TransferSettings:
                      style_layer_weights=config.style_layer_weights, style_blend=config.style_blend,
                      loss_form=config.loss_form, pooling=config.pooling, tv_weight=config.tv_weight,
                      style_loss=config.style_loss, seed=config.seed, optimizer_name=config.optimizer, lr=config.lr,
-                     history_size=config.history_size, backward=config.backward)
+                     history_size=config.history_size, backward=config.backward,
+                     parametrization=config.parametrization or "pixels")  # --fast's fourier: run.Run's speed
         return cls(**{**maths, **objects})  # type: ignore[arg-type]
 
 
@@ -325,4 +365,4 @@ def run_style_transfer(
     return optimize(model, style_losses, content_losses, input_img, num_steps, style_weight, content_weight,
                     s.progress, optimizer_name=s.optimizer_name, lr=s.lr, extra_losses=extra_losses,
                     stats=s.stats, backward=s.backward, history_size=s.history_size, resume=s.resume,
-                    on_step_end=s.on_step_end, tiled=tiled)
+                    on_step_end=s.on_step_end, tiled=tiled, parametrization=s.parametrization)

@@ -1,0 +1,144 @@
+"""The image the optimiser moves, written in another basis: the same loss, a shorter path to it.
+
+The tutorial's LBFGS moves the image's pixels. ``FourierBasis`` lets it move the image's 2-D Fourier coefficients
+instead, each scaled by ``1 / f**exponent`` (``f`` the spatial frequency): a gradient step then moves coarse
+structure more than fine noise, which is the direction the style loss's minimum lies in, and LBFGS reaches a given
+loss in fewer evaluations (docs/speed.md, "Time to quality"). The loss as a function of the image is unchanged: the
+image is decoded from the coefficients, clamped to [0, 1] as the tutorial's loop clamps its pixels, and evaluated
+by the same model; the gradient is the pixels' gradient taken back through the decoding (``backward``).
+
+``optimize`` (core/transfer.py) uses a basis only when a run asks for one (``StyleConfig.parametrization``); the
+default path moves the pixels, as the tutorial does.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..config import PARAMETRIZATIONS
+FOURIER_EXPONENT = 0.5  # the scale 1/f**0.5: 1/f and a Laplacian pyramid measured worse (docs/speed.md)
+# An evaluation whose loss is this many times the lowest of its LBFGS step ends the step: the run goes back to that
+# lowest image with a fresh LBFGS (``BasisImage.observe``). Without it LBFGS's steps in the Fourier basis jumped the
+# coffee in the deep field to 80x its loss in the first step and ended at 3.7x the default's (docs/speed.md).
+JUMP = 3.0
+DAMPING = 4.0  # each jump divides LBFGS's learning rate by this; each LBFGS step without one multiplies it by 2, up to 1
+
+
+class Jumped(Exception):
+    """Raised from the closure when the loss jumped (``JUMP``): ``optimize`` restarts LBFGS from the step's best."""
+
+
+class FourierBasis:
+    """An ``(N, C, H, W)`` image as the real and imaginary parts of its scaled orthonormal 2-D real FFT.
+
+    ``decode(encode(image))`` is ``image`` up to float rounding. The scale is ``f**-exponent`` with ``f`` the
+    radial frequency in cycles per pixel, floored at ``1 / max(H, W)`` (so the mean colour gets the largest
+    coarse frequency's weight, not an infinite one), normalised to a mean of 1 over the coefficients.
+    """
+
+    def __init__(self, height: int, width: int, *, exponent: float = FOURIER_EXPONENT,
+                 device: torch.device | str = "cpu") -> None:
+        self.shape = (height, width)
+        fy = torch.fft.fftfreq(height, device=device, dtype=torch.float64)[:, None]
+        fx = torch.fft.rfftfreq(width, device=device, dtype=torch.float64)[None, :]
+        frequency = torch.sqrt(fx * fx + fy * fy).clamp(min=1.0 / max(height, width))
+        scale = frequency ** -exponent
+        self.scale = (scale / scale.mean()).to(torch.float32)  # (H, W // 2 + 1)
+
+    @classmethod
+    def like(cls, image: torch.Tensor, **kwargs: float) -> FourierBasis:
+        return cls(image.shape[-2], image.shape[-1], device=image.device, **kwargs)  # type: ignore[arg-type]
+
+    def encode(self, image: torch.Tensor) -> torch.Tensor:
+        """The coefficients of ``image``: a real tensor ``(N, C, H, W // 2 + 1, 2)``."""
+        spectrum = torch.fft.rfft2(image.detach().float(), norm="ortho") / self.scale
+        return torch.view_as_real(spectrum).contiguous()
+
+    def decode(self, coefficients: torch.Tensor) -> torch.Tensor:
+        """The image of ``coefficients`` (differentiable), not clamped."""
+        return torch.fft.irfft2(torch.view_as_complex(coefficients) * self.scale, s=self.shape, norm="ortho")
+
+
+def make_basis(parametrization: str, image: torch.Tensor) -> FourierBasis | None:
+    """The basis ``optimize`` moves ``image`` in: None for the pixels (the tutorial's)."""
+    if parametrization == "pixels":
+        return None
+    if parametrization == "fourier":
+        return FourierBasis.like(image)
+    raise ValueError(f"parametrization must be one of {', '.join(PARAMETRIZATIONS)}, got {parametrization!r}")
+
+
+class BasisImage:
+    """``optimize``'s bridge between the coefficients LBFGS moves and the image the model evaluates.
+
+    ``show`` does what the tutorial's loop does to its pixels before each evaluation, in the basis: it clamps the
+    coefficients' image to [0, 1] and puts the coefficients of the clamped image back in place (the projection onto
+    the box, on the variable LBFGS holds), then writes that image into the loop's image, a leaf the evaluation
+    backpropagates into as on the pixel path. ``backward`` takes that image's gradient back to the coefficients
+    (the decoding's adjoint). ``settle`` ends an optimiser step: the coefficients are re-encoded from the image they
+    decode to, which is what a checkpoint keeps, so a resumed run continues from the very coefficients it stopped
+    at.
+    """
+
+    def __init__(self, basis: FourierBasis, image: torch.Tensor) -> None:
+        self.basis = basis
+        self.coefficients = basis.encode(image).requires_grad_(True)
+        self._decoded: torch.Tensor | None = None
+        self.restarts = 0
+        self.damping = 1.0  # the share of the learning rate LBFGS runs with now
+        self.begin_step()
+
+    def begin_step(self) -> None:
+        """Forget the lowest loss seen: the jump guard looks within one LBFGS step (a checkpoint's span)."""
+        self.best_loss = float("inf")
+        self.best: torch.Tensor | None = None
+
+    def observe(self, loss: float) -> None:
+        """After an evaluation at the coefficients: keep them if their loss is the step's lowest.
+
+        Raises:
+            Jumped: the loss is more than ``JUMP`` times the step's lowest (``restart`` goes back there).
+        """
+        if loss > JUMP * self.best_loss:
+            raise Jumped(f"the loss jumped to {loss:.4g}, {loss / self.best_loss:.1f}x the step's lowest")
+        if loss < self.best_loss:
+            self.best_loss = loss
+            self.best = self.coefficients.detach().clone()
+
+    def damped(self, lr: float | None) -> float:
+        """The learning rate after a jump: ``DAMPING`` times smaller than before."""
+        self.damping /= DAMPING
+        return (1.0 if lr is None else lr) * self.damping
+
+    def ease(self, lr: float | None) -> float:
+        """The learning rate after a step without a jump: twice the last, up to the run's own."""
+        self.damping = min(1.0, 2 * self.damping)
+        return (1.0 if lr is None else lr) * self.damping
+
+    def restart(self) -> None:
+        """Put back the step's lowest-loss coefficients (after ``Jumped``)."""
+        assert self.best is not None  # a jump is measured against a loss seen, whose coefficients were kept
+        with torch.no_grad():
+            self.coefficients.copy_(self.best)
+        self.restarts += 1
+        self.begin_step()
+
+    def show(self, image: torch.Tensor) -> None:
+        with torch.no_grad():
+            raw = self.basis.decode(self.coefficients)
+            if bool(((raw < 0) | (raw > 1)).any()):  # the tutorial's clamp, in the basis
+                self.coefficients.copy_(self.basis.encode(raw.clamp_(0, 1)))
+        decoded = self.basis.decode(self.coefficients)
+        with torch.no_grad():
+            image.copy_(decoded.clamp(0, 1))  # the re-encoded image is in [0, 1] up to float rounding
+        self._decoded = decoded
+
+    def backward(self, image: torch.Tensor) -> None:
+        decoded, self._decoded = self._decoded, None
+        if decoded is not None and image.grad is not None:
+            decoded.backward(image.grad)
+
+    def settle(self, image: torch.Tensor) -> None:
+        with torch.no_grad():
+            image.copy_(self.basis.decode(self.coefficients))
+            self.coefficients.copy_(self.basis.encode(image))

@@ -1,0 +1,130 @@
+"""The Fourier basis (core/parametrization.py): what it promises, checked at 32 px against plain second computations."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from style_transfer import StyleConfig
+from style_transfer.core.parametrization import DAMPING, JUMP, BasisImage, FourierBasis, Jumped, make_basis
+from style_transfer.core.stats import RunStats
+from style_transfer.core.transfer import get_style_model_and_losses, optimize
+from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD
+from style_transfer.speed.levers import fast_levers, parametrization_of
+
+STYLE_WEIGHT = 1e6
+
+
+@pytest.mark.parametrize("shape", [(21, 32), (32, 32), (17, 9)])
+def test_the_basis_maps_an_image_to_itself(shape: tuple[int, int]) -> None:
+    """decode(encode(x)) is x up to float32 rounding (odd and even sides: irfft2 needs the size to invert)."""
+    image = torch.rand(1, 3, *shape, generator=torch.Generator().manual_seed(1))
+    basis = FourierBasis(*shape)
+    assert basis.encode(image).shape == (1, 3, shape[0], shape[1] // 2 + 1, 2)
+    assert torch.allclose(basis.decode(basis.encode(image)), image, rtol=0, atol=2e-6)
+
+
+def test_the_scale_by_hand() -> None:
+    """4x4: frequencies fy in (0, 1/4, -1/2, -1/4), fx in (0, 1/4, 1/2), floored at 1/4; scale f**-0.5, mean 1."""
+    scale = FourierBasis(4, 4).scale.double()
+    assert scale.shape == (4, 3)
+    assert math.isclose(float(scale.mean()), 1.0, rel_tol=1e-6)
+    # (0, 0) is floored to f = 1/4, the same as (0, 1); (1, 1) has f = sqrt(2)/4; (2, 2) has f = sqrt(2)/2.
+    assert math.isclose(float(scale[0, 0] / scale[0, 1]), 1.0, rel_tol=1e-6)
+    assert math.isclose(float(scale[0, 1] / scale[1, 1]), 2 ** 0.25, rel_tol=1e-6)
+    assert math.isclose(float(scale[0, 1] / scale[2, 2]), 2 ** 0.75, rel_tol=1e-6)
+
+
+def basis_matrix(basis: FourierBasis) -> torch.Tensor:
+    """The decoding as a plain matrix (pixels x coefficients of one channel), one unit coefficient at a time."""
+    height, width = basis.shape
+    count = height * (width // 2 + 1) * 2
+    units = torch.eye(count).reshape(count, 1, height, width // 2 + 1, 2)
+    return basis.decode(units).reshape(count, height * width).T
+
+
+@pytest.mark.parametrize("stretch", [1.0, 1.6], ids=["inside", "clamped"])
+def test_the_coefficients_gradient_is_the_pixels_gradient_times_the_basis(cnn, content_32, style_32,
+                                                                          stretch: float) -> None:
+    """BasisImage's gradient = Aᵀ g: g the model's gradient at the image it shows (autograd through the pixels), A
+    the decoding as a plain matrix. "clamped": the start stretched so that some pixels fall outside [0, 1]; as the
+    tutorial clamps its pixels before an evaluation, the coefficients are first replaced by those of the clamped
+    image, and the model sees that image."""
+    model, style_losses, content_losses = get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD, style_32,
+                                                                     content_32)
+    start = (content_32 - 0.5) * stretch + 0.5
+    basis = FourierBasis.like(start)
+    moved = BasisImage(basis, start)
+    image = torch.zeros_like(start, requires_grad=True)
+    moved.show(image)
+    model(image)
+    loss = STYLE_WEIGHT * sum(s.loss for s in style_losses) + sum(c.loss for c in content_losses)
+    loss.backward()
+    moved.backward(image)
+    got = moved.coefficients.grad
+
+    clamped = start.clamp(0, 1)
+    assert (stretch == 1.0) == bool(torch.equal(clamped, start))
+    assert torch.allclose(image, clamped, rtol=0, atol=2e-6)  # what the model saw: the clamped start
+    assert torch.allclose(moved.coefficients.detach(), basis.encode(clamped), rtol=0, atol=1e-5)
+    matrix = basis_matrix(basis).double()
+    expected = torch.stack([matrix.T @ image.grad[0, c].reshape(-1).double() for c in range(3)]).reshape(got.shape)
+    assert torch.allclose(got.double(), expected, rtol=1e-4, atol=1e-6 * float(expected.abs().max()))
+
+
+def test_fourier_evaluates_the_pixels_loss_and_keeps_the_result_in_the_box(cnn, content_32, style_32) -> None:
+    """The same loss at the same start (its first evaluation equals the pixel path's), a lower one later (random
+    weights: LBFGS may stop early, and how far it gets says nothing of real features), and a result in [0, 1]."""
+    losses: dict[str, list[float]] = {"pixels": [], "fourier": []}
+    for name in losses:
+        model, style_losses, content_losses = get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD,
+                                                                         style_32, content_32)
+        image = content_32.clone()
+        result = optimize(model, style_losses, content_losses, image, 39, 1e9, 1e3,
+                          lambda info, name=name: losses[name].append(info.loss), stats=RunStats(),
+                          parametrization=name)
+        assert float(result.min()) >= 0 and float(result.max()) <= 1
+    assert math.isclose(losses["fourier"][0], losses["pixels"][0], rel_tol=1e-5)
+    assert min(losses["fourier"][1:]) < losses["fourier"][0]
+    # Random weights make LBFGS jump in its first step (here about 10x at the third evaluation, far above JUMP on any
+    # CPU): the guard ends the step, and the next evaluation is the step's lowest-loss image again, to the bit.
+    fourier = losses["fourier"]
+    jump = next(i for i in range(1, len(fourier)) if fourier[i] > JUMP * min(fourier[:i]))
+    assert jump < 20 and fourier[jump + 1] == min(fourier[:jump])
+
+
+def test_a_jump_goes_back_to_the_steps_best_and_damps_the_steps() -> None:
+    moved = BasisImage(FourierBasis(8, 8), torch.rand(1, 3, 8, 8, generator=torch.Generator().manual_seed(2)))
+    moved.observe(10.0)
+    best = moved.coefficients.detach().clone()
+    with torch.no_grad():
+        moved.coefficients.add_(1)
+    moved.observe(0.99 * JUMP * 10.0)  # higher, but not a jump: not kept either
+    with torch.no_grad():
+        moved.coefficients.add_(1)
+    with pytest.raises(Jumped):
+        moved.observe(1.01 * JUMP * 10.0)
+    moved.restart()
+    assert torch.equal(moved.coefficients.detach(), best) and moved.restarts == 1
+    assert moved.best_loss == math.inf  # a new step: the guard starts again
+    assert moved.damped(None) == 1 / DAMPING and moved.damped(2.0) == 2 / DAMPING ** 2
+    assert moved.ease(2.0) == 2 * 2 / DAMPING ** 2 and moved.ease(None) == 4 / DAMPING ** 2  # doubles each step
+    for _ in range(8):
+        moved.ease(None)
+    assert moved.damping == 1.0
+
+
+def test_make_basis_and_what_fast_moves() -> None:
+    assert make_basis("pixels", torch.zeros(1, 3, 8, 8)) is None
+    assert isinstance(make_basis("fourier", torch.zeros(1, 3, 8, 8)), FourierBasis)
+    with pytest.raises(ValueError, match="parametrization must be one of pixels, fourier"):
+        make_basis("wavelets", torch.zeros(1, 3, 8, 8))
+    assert parametrization_of(StyleConfig()) == "pixels"  # the tutorial's path
+    assert parametrization_of(StyleConfig(fast=True)) == "fourier"
+    assert parametrization_of(StyleConfig(fast=True, parametrization="pixels")) == "pixels"
+    assert fast_levers(StyleConfig(fast=True))["history_size"] == 100  # the Fourier basis keeps torch's history
+    assert fast_levers(StyleConfig(fast=True, parametrization="pixels"))["history_size"] == 20
+    with pytest.raises(ValueError, match="parametrization"):
+        StyleConfig(parametrization="wavelets")
