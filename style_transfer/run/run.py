@@ -246,7 +246,8 @@ class Run:
 
             try:
                 settings = TransferSettings.from_config(
-                    config, history_size=at_size.history_size, normalization=normalization, guides=inputs.guides,
+                    config, history_size=at_size.history_size, parametrization=at_size.parametrization,
+                    normalization=normalization, guides=inputs.guides,
                     image_losses=self.image_losses, style_targets=targets, progress=report, stats=stats,
                     resume=resume, on_step_end=lambda optimizer, img, n, scale=scale: keeper.step_end(
                         scale, img, optimizer, n, done, clock),

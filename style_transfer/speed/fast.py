@@ -30,10 +30,11 @@ class Speed:
     channels_last: bool = False
     fused_gram: bool = False
     history_size: int = TORCH_LBFGS_HISTORY
+    parametrization: str = "pixels"  # what the optimiser moves (core/parametrization.py)
 
     @property
     def changes_model(self) -> bool:
-        """Whether ``accelerate`` has anything to do (the history size is the optimiser's)."""
+        """Whether ``accelerate`` has anything to do (the history size and parametrization are the optimiser's)."""
         return self.precision != "fp32" or self.channels_last or self.fused_gram
 
 

@@ -336,15 +336,17 @@ class TestConfig:
         ("cpu", False, False, "fp32"), ("cuda", True, False, "bf16"), ("cuda", False, False, "fp32")])
     def test_fast_resolves_to_the_fast_set(self, monkeypatch: pytest.MonkeyPatch, device: str, native_bf16: bool,
                                            amx: bool, precision: str) -> None:
-        """docs/speed.md: --fast is channels_last, the fused Gram and 20 LBFGS pairs, in bf16 on a CPU with AMX
+        """docs/speed.md: --fast is the Fourier basis with torch's 100 LBFGS pairs, channels_last and the fused Gram
+        (20 pairs where it moves the pixels), in bf16 on a CPU with AMX
         (on the real VGG16: faster at the loss of float32) and on a GPU that has it natively, float32 elsewhere
         (AVX512-BF16 without AMX is not measured); an explicit --precision bf16 still runs bf16 on a CPU that has it."""
         monkeypatch.setattr("style_transfer.speed.hardware.bf16_supported", lambda device: native_bf16)
         flags = {"avx512f", "avx512_bf16"} | ({"amx_bf16", "amx_tile"} if amx else set())
         monkeypatch.setattr("style_transfer.speed.hardware._cpu_flags", lambda: flags)
         speed = speed_from_config(StyleConfig(fast=True), torch.device(device))
-        assert (speed.precision, speed.channels_last, speed.fused_gram, speed.history_size) == (
-            precision, True, True, 20)
+        assert speed == Speed(precision, True, True, 100, "fourier")
+        pixels = speed_from_config(StyleConfig(fast=True, parametrization="pixels"), torch.device(device))
+        assert (pixels.history_size, pixels.parametrization) == (20, "pixels")
         if native_bf16:
             assert speed_from_config(StyleConfig(fast=True, precision="bf16"), CPU).precision == "bf16"
         assert speed_from_config(StyleConfig(), CPU) == Speed("fp32", False, False, 100)  # the tutorial's
