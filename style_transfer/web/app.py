@@ -42,7 +42,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
-from ..config import CPU_DEFAULT_SIZE, PRESERVE_COLORS, StyleConfig
+from ..config import CPU_DEFAULT_SIZE, PARAMETRIZATIONS, PRESERVE_COLORS, StyleConfig
 from ..errors import ResourceError, StyleTransferError
 from ..io.files import shown
 from ..io.images import open_image
@@ -146,6 +146,7 @@ def _api(queue: JobQueue, gallery: Gallery, work: Path, network: ServerNetwork, 
             "server_presets": _preset_weights(server_preprocess, network.model) if network.is_file else None,
             "preserve_colors": list(PRESERVE_COLORS),
             "style_losses": list(STYLE_LOSSES),
+            "parametrizations": list(PARAMETRIZATIONS),  # the form adds "" (auto: fourier with fast)
             "weights": list(WEIGHTS_CHOICES) + (["server"] if network.is_file else []),
             "models": list(MODELS),
             # Each form field's kind, choices, range and one-line help, from its StyleConfig declaration; size and
@@ -399,6 +400,9 @@ _UPLOAD_SCHEMA = {
                            "description": "the style statistics: gram (the tutorial's), wasserstein or sliced"},
             "style_blend": {"type": "string", "description": "one weight per style image, comma separated"},
             "fast": {"type": "boolean"}, "seed": {"type": "integer"},
+            "parametrization": {"type": "string", "enum": list(PARAMETRIZATIONS),
+                                "description": "what the optimiser moves: pixels (the tutorial's) or fourier (empty: "
+                                               "fourier with fast, pixels without)"},
             "style_mask": {"type": "array", "items": {"type": "string", "format": "binary"},
                            "description": "grey masks over the content, one per style in order (white: the style "
                                           "goes there); styles without one share the rest"},

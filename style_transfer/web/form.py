@@ -86,7 +86,7 @@ def _form_settings(limits: Limits) -> dict[str, dict[str, Any]]:
 # The settings a job's form may give (the rest are the server's or the defaults), parsed by config.text as the
 # command's options and batch manifests are.
 FORM_SETTINGS = ("size", "steps", "seed", "style_weight", "content_weight", "average", "preset", "preserve_colors",
-                 "style_loss", "style_blend", "fast")
+                 "style_loss", "style_blend", "fast", "parametrization")
 
 
 def _config(form: Any, network: ServerNetwork, limits: Limits, styles: int) -> StyleConfig:

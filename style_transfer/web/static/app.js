@@ -345,7 +345,7 @@ function applyPreset(name) {  // the server's weights may take another scale (Ca
 }
 
 function fillSelect(select, values, chosen) {
-  select.replaceChildren(...values.map((v) => { const o = document.createElement("option"); o.value = v; o.textContent = v; o.selected = v === chosen; return o; }));
+  select.replaceChildren(...values.map((v) => { const o = document.createElement("option"); o.value = v; o.textContent = v || "auto"; o.selected = v === chosen; return o; }));
 }
 
 function fitNetwork() {  // the server's weights come with the server's network: its model is not the form's choice
@@ -362,6 +362,7 @@ async function loadOptions() {
   fillSelect($("style-loss"), options.style_losses, options.defaults.style_loss);
   fillSelect($("weights"), options.weights, options.defaults.weights);
   fillSelect($("model"), options.models, options.defaults.model);
+  fillSelect($("parametrization"), ["", ...options.parametrizations], "");  // auto: fourier with Fast, pixels without
   fitNetwork();
   // Each number field's range, as StyleConfig declares it (size and steps: at most what this server allows).
   for (const [name, setting] of Object.entries(options.settings)) {
@@ -400,7 +401,7 @@ async function formData() {
   if (keep) data.append("content_mask", keep.blob, keep.name);
   for (const [name, id] of [["size", "size"], ["steps", "steps"], ["content_weight", "content-weight"], ["preset", "preset"],
                             ["preserve_colors", "preserve-colors"], ["style_blend", "style-blend"], ["style_loss", "style-loss"], ["seed", "seed"], ["weights", "weights"],
-                            ["model", "model"], ["average", "average"]]) {
+                            ["model", "model"], ["average", "average"], ["parametrization", "parametrization"]]) {
     const value = $(id).value.trim();
     if (value !== "") data.append(name, value);
   }
@@ -549,6 +550,7 @@ function settingsText(entry) {
   if (s.style_masks && s.style_masks.length) parts.push(`${s.style_masks.length} style mask${s.style_masks.length > 1 ? "s" : ""}`);
   if (s.content_mask) parts.push("content mask");
   if (s.fast) parts.push("fast");
+  if (s.parametrization) parts.push(`moving ${s.parametrization}`);
   if (entry.stopped !== "done") parts.push(entry.stopped);
   const names = entry.names || {};
   return `${names.content || "?"} in the style of ${(names.styles || []).map((n) => n || "?").join(" + ")} · ${parts.join(", ")}`;
