@@ -98,6 +98,10 @@ RUNS.update({  # VGG19's style-weight sweep around its preset's 1000, and --fast
     f"{VGG19}cat__brick-30": ("chelsea.png", ["brick.png"], ["--style-weight", "30"]),
     **{f"{VGG19}sweep-{w}": ("chelsea.png", ["ihc.png"], ["--style-weight", w]) for w in ("300", "3000")},
     f"{VGG19}fast": ("chelsea.png", ["ihc.png"], ["--fast"]),
+    # --fast beside the README's grid (the cat's is vgg19-fast above)
+    **{f"{VGG19}{photo}__stain-fast": (PHOTOS[photo], ["ihc.png"], ["--fast"]) for photo in ("coffee", "astronaut")},
+    **{f"{VGG19}{photo}__brick-10-fast": (PHOTOS[photo], ["brick.png"], ["--style-weight", "10", "--fast"])
+       for photo in PHOTOS},
 })
 # The run shown as an animation and loss curves in the README (docs/watch-and-resume.md).
 WATCHED = "cat__stain"
