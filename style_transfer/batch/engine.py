@@ -61,7 +61,8 @@ class Engine(abc.ABC):
         """Run ``items``; an item not yielded when the iterator ends was never started (``stop``).
 
         ``on_progress`` (in the caller's thread, between the items it yields) is told of the items under way as
-        their evaluations go (``worker.ItemProgress``), where the engine can tell (the Ray engine does not).
+        their evaluations go (``worker.ItemProgress``): every evaluation in this process, at most two a second per
+        item from other processes and from Ray tasks.
         """
 
     @abc.abstractmethod

@@ -6,14 +6,14 @@ import dataclasses
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any
 
 from ..io.files import shown
 from .engine import Engine
 from .items import Item
-from .worker import ItemProgress, Made, ProgressCallback, Worker, network_spec, throttled
+from .worker import Made, ProgressCallback, Worker, events_of, network_spec, throttled
 
 
 class LocalEngine(Engine):
@@ -53,7 +53,7 @@ class LocalEngine(Engine):
             for item in items:
                 if self._stopped.is_set():
                     return
-                yield item, self.worker.make(item, on_event=_events_of(item, on_progress))
+                yield item, self.worker.make(item, on_event=events_of(item, on_progress))
         else:
             yield from self._run_processes(items, on_progress)
 
@@ -164,18 +164,7 @@ def _start_process(queue: Any, threads: int, progress: Any = None) -> None:
 
 def _make(item: Item) -> Made:
     assert _WORKER is not None  # set by _start_process
-    return _WORKER.make(item, on_event=_events_of(item, throttled(_PROGRESS.put) if _PROGRESS is not None else None))
-
-
-def _events_of(item: Item, on_progress: ProgressCallback | None) -> Callable[[Any], None] | None:
-    """The run's ``on_event`` that tells ``on_progress`` of ``item`` after each evaluation (None: nothing to tell)."""
-    if on_progress is None:
-        return None
-
-    def on_event(info: Any) -> None:
-        on_progress(ItemProgress.of(item, info))
-
-    return on_event
+    return _WORKER.make(item, on_event=events_of(item, throttled(_PROGRESS.put) if _PROGRESS is not None else None))
 
 
 def _drain(progress: Any, on_progress: ProgressCallback) -> None:

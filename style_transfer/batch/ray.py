@@ -22,7 +22,7 @@ from ..errors import ImageError, StyleTransferError, WeightsError, first_line
 from ..io.files import open_regular
 from .engine import Engine
 from .items import Item
-from .worker import Made, ProgressCallback, describe, local_copies, process_worker
+from .worker import ItemProgress, Made, ProgressCallback, describe, events_of, local_copies, process_worker, throttled
 
 MISSING_RAY = "--engine ray needs Ray: pip install 'style_transfer[ray]'"
 
@@ -117,9 +117,18 @@ class RayEngine(Engine):
         return gpus, resources.get("GPU", 0) / gpus if gpus else resources.get("CPU", 1) / self.cpus_per_item
 
     def run(self, items: Sequence[Item], on_progress: ProgressCallback | None = None) -> Iterator[tuple[Item, Made]]:
-        """The items as tasks; ``on_progress`` is not told (a task's evaluations would have to come back through an
-        actor while it runs: not done, docs/batch.md), so a display counts items as they finish."""
+        """The items as tasks. ``on_progress`` is told of the items under way: each task puts its ``ItemProgress``
+        (its first and last evaluation, at most two a second between) into a Ray queue, an actor the driver
+        drains between its waits."""
         ray = self.connect()
+        progress = _Progress(on_progress) if on_progress is not None else None
+        try:
+            yield from self._run(ray, items, progress)
+        finally:
+            if progress is not None:
+                progress.close()
+
+    def _run(self, ray: Any, items: Sequence[Item], progress: _Progress | None) -> Iterator[tuple[Item, Made]]:
         gpus, at_once = self._slots(ray)
         limit = self.max_pending or max(2, int(2 * at_once))
         task = ray.remote(_run_item).options(num_cpus=self.cpus_per_item, num_gpus=gpus,
@@ -137,10 +146,13 @@ class RayEngine(Engine):
                 except ImageError as exc:
                     yield item, Made("failed", error=str(exc))
                     continue
-                pending[task.remote(item, content, *refs, pid_dir=self.pid_dir)] = item
+                pending[task.remote(item, content, *refs, pid_dir=self.pid_dir,
+                                    progress=None if progress is None else progress.queue)] = item
             if not pending:
                 return
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
+            if progress is not None:
+                progress.drain()
             for ref in ready:
                 item = pending.pop(ref)
                 try:
@@ -166,6 +178,43 @@ class RayEngine(Engine):
             self._connected = False
 
 
+class _Progress:
+    """The tasks' ``ItemProgress`` on their way to the driver: a Ray queue (an actor that takes no CPU slot)."""
+
+    def __init__(self, on_progress: ProgressCallback) -> None:
+        from ray.util.queue import Queue
+
+        self.on_progress = on_progress
+        self.queue = Queue(actor_options={"num_cpus": 0})
+
+    def drain(self) -> None:
+        """Hand on what the tasks told so far, without waiting for more."""
+        try:
+            told = self.queue.get_nowait_batch(self.queue.qsize())
+        except Exception:  # the queue's actor is gone: progress is a display, the batch goes on
+            return
+        for each in told:
+            self.on_progress(each)
+
+    def close(self) -> None:
+        try:
+            self.queue.shutdown()
+        except Exception:  # already gone with the cluster
+            pass
+
+
+def _told(queue: Any) -> ProgressCallback:
+    """A task's ``on_progress``: into the driver's queue, never failing the item (progress is only a display)."""
+
+    def put(progress: ItemProgress) -> None:
+        try:
+            queue.put_nowait(progress)
+        except Exception:
+            pass
+
+    return throttled(put)
+
+
 def _read(path: str) -> bytes:
     with open_regular(path, ImageError) as handle:
         try:
@@ -184,8 +233,9 @@ def _check_weights(spec: tuple) -> str | None:
     return None
 
 
-def _run_item(item: Item, content: bytes, *styles: bytes, pid_dir: str | None = None) -> Made:
-    """The task: the inputs as local files named as the driver's, then this process's worker runs the item."""
+def _run_item(item: Item, content: bytes, *styles: bytes, pid_dir: str | None = None, progress: Any = None) -> Made:
+    """The task: the inputs as local files named as the driver's, then this process's worker runs the item
+    (telling ``progress``, the driver's Ray queue, of its evaluations)."""
     if pid_dir:
         open(os.path.join(pid_dir, f"{os.getpid()}-{item.name}"), "w").close()
     import ray
@@ -195,7 +245,8 @@ def _run_item(item: Item, content: bytes, *styles: bytes, pid_dir: str | None = 
 
         torch.set_num_threads(item.config.threads)
     local = local_copies({item.content: content, **dict(zip(item.styles, styles))})
-    made = process_worker().make(item, content=local[item.content], styles=tuple(local[s] for s in item.styles))
+    made = process_worker().make(item, content=local[item.content], styles=tuple(local[s] for s in item.styles),
+                                 on_event=None if progress is None else events_of(item, _told(progress)))
     made.worker = f"{made.worker} node {ray.get_runtime_context().get_node_id()[:12]}"
     return made
 

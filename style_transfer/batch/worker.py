@@ -74,6 +74,17 @@ def throttled(callback: ProgressCallback, every: float = 0.5) -> ProgressCallbac
     return call
 
 
+def events_of(item: Item, on_progress: ProgressCallback | None) -> Callable[[Any], None] | None:
+    """The run's ``on_event`` that tells ``on_progress`` of ``item`` after each evaluation (None: nothing to tell)."""
+    if on_progress is None:
+        return None
+
+    def on_event(info: Any) -> None:
+        on_progress(ItemProgress.of(item, info))
+
+    return on_event
+
+
 class TargetCache(dict):
     """Gram targets shared by the runs of a worker (``Run(style_targets=...)``), counting its use.
 

@@ -59,6 +59,15 @@ def test_ray_engine_on_a_local_cluster_survives_a_killed_worker_and_a_killed_nod
     assert len(found["nodes"]) == 2, found
     assert found["record_names"] == ["cat.png", "ihc.png"]
     assert found["skipped_on_rerun"] == 8
+    # the tasks told the driver of their evaluations through the Ray queue: every item at least its first evaluation,
+    # each of the 220 planned (steps=200), none past it
+    told: dict[str, list] = {}
+    for output, step, total, elapsed in found["progress"]:
+        told.setdefault(output, []).append((step, total, elapsed))
+    assert sorted(told) == sorted(outputs), found["progress"]
+    for output, seen in told.items():
+        assert (1, 220) in [(step, total) for step, total, _ in seen], (output, seen)
+        assert all(0 < step <= total == 220 and elapsed >= 0 for step, total, elapsed in seen), (output, seen)
     # stopped after the first result of a rerun (--force): the one other item in flight ended, none started
     stopped = found["stopped"]
     assert len(stopped) == 8 and stopped[0] == "done" and stopped.count("not-run") >= 6, stopped
@@ -136,7 +145,8 @@ def _inside(folder: Path) -> None:
 
         killer = threading.Thread(target=kill, daemon=True)
         killer.start()
-        for outcome in run_batch(items, engine):
+        told: list = []  # the ItemProgress the tasks sent through the Ray queue
+        for outcome in run_batch(items, engine, on_progress=told.append):
             outcomes.append(outcome)
         killer.join(timeout=5)
         attempts: dict[str, int] = {}
@@ -159,6 +169,7 @@ def _inside(folder: Path) -> None:
             "node_processes_left": _processes_of(short / "n", None),
             "nodes": sorted({o.worker.split(" node ")[-1] for o in outcomes}),
             "record_names": names_recorded, "stopped": stopped,
+            "progress": [[p.output, p.step, p.total, p.elapsed] for p in told],
             "left_in_out": sorted(p.name for p in (folder / "out").iterdir() if p.suffix != ".png"), "skipped_on_rerun": sum(is_done(i) for i in items)}))
         engine.close()
     finally:
