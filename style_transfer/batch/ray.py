@@ -179,13 +179,17 @@ class RayEngine(Engine):
 
 
 class _Progress:
-    """The tasks' ``ItemProgress`` on their way to the driver: a Ray queue (an actor that takes no CPU slot)."""
+    """The tasks' ``ItemProgress`` on their way to the driver: a Ray queue, an actor that takes no CPU slot, on the
+    driver's node (a worker node may die under a batch: the tasks are run again, and the queue must outlive it)."""
 
     def __init__(self, on_progress: ProgressCallback) -> None:
+        import ray
         from ray.util.queue import Queue
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         self.on_progress = on_progress
-        self.queue = Queue(actor_options={"num_cpus": 0})
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
+        self.queue = Queue(actor_options={"num_cpus": 0, "max_restarts": -1, "scheduling_strategy": here})
 
     def drain(self) -> None:
         """Hand on what the tasks told so far, without waiting for more."""

@@ -105,15 +105,15 @@ class BasisImage:
             self.best_loss = loss
             self.best = self.coefficients.detach().clone()
 
-    def damped(self, lr: float | None) -> float:
-        """The learning rate after a jump: ``DAMPING`` times smaller than before."""
+    def damped(self, lr: float) -> float:
+        """The learning rate after a jump, the run's own ``lr`` given: ``DAMPING`` times smaller than before."""
         self.damping /= DAMPING
-        return (1.0 if lr is None else lr) * self.damping
+        return lr * self.damping
 
-    def ease(self, lr: float | None) -> float:
-        """The learning rate after a step without a jump: twice the last, up to the run's own."""
+    def ease(self, lr: float) -> float:
+        """The learning rate after a step without a jump, the run's own ``lr`` given: twice the last, up to ``lr``."""
         self.damping = min(1.0, 2 * self.damping)
-        return (1.0 if lr is None else lr) * self.damping
+        return lr * self.damping
 
     def restart(self) -> None:
         """Put back the step's lowest-loss coefficients (after ``Jumped``)."""

@@ -130,9 +130,12 @@ def optimize(
     optimizer = get_input_optimizer(variable, optimizer_name=optimizer_name, lr=lr, history_size=history_size)
     planned = planned_evaluations(num_steps, optimizer_name)
     run = [0]
+    base_lr = OPTIMIZER_LR[optimizer_name] if lr is None else lr
     if resume is not None:
         optimizer.load_state_dict(resume.optimizer_state)
         run[0] = resume.evaluations
+        if moved is not None:  # a damped learning rate (the jump guard) continues as the checkpoint left it
+            moved.damping = optimizer.param_groups[0]["lr"] / base_lr
     while run[0] <= num_steps:
 
         def closure() -> torch.Tensor:
@@ -193,12 +196,12 @@ def optimize(
         except Jumped:  # the Fourier path's guard: the step's best coefficients, a fresh LBFGS from there, damped
             assert moved is not None
             moved.restart()
-            optimizer = get_input_optimizer(variable, optimizer_name=optimizer_name, lr=moved.damped(lr),
+            optimizer = get_input_optimizer(variable, optimizer_name=optimizer_name, lr=moved.damped(base_lr),
                                             history_size=history_size)
             restarted = True
         else:
             if moved is not None and moved.damping < 1:  # a step without a jump: the damping eases off
-                optimizer.param_groups[0]["lr"] = moved.ease(lr)
+                optimizer.param_groups[0]["lr"] = moved.ease(base_lr)
         if moved is not None:  # the image of the step's last update, and coefficients a checkpoint restores exactly
             moved.settle(input_img)
         if on_step_end is not None:

@@ -109,10 +109,10 @@ def test_a_jump_goes_back_to_the_steps_best_and_damps_the_steps() -> None:
     moved.restart()
     assert torch.equal(moved.coefficients.detach(), best) and moved.restarts == 1
     assert moved.best_loss == math.inf  # a new step: the guard starts again
-    assert moved.damped(None) == 1 / DAMPING and moved.damped(2.0) == 2 / DAMPING ** 2
-    assert moved.ease(2.0) == 2 * 2 / DAMPING ** 2 and moved.ease(None) == 4 / DAMPING ** 2  # doubles each step
+    assert moved.damped(1.0) == 1 / DAMPING and moved.damped(2.0) == 2 / DAMPING ** 2
+    assert moved.ease(2.0) == 2 * 2 / DAMPING ** 2 and moved.ease(1.0) == 4 / DAMPING ** 2  # doubles each step
     for _ in range(8):
-        moved.ease(None)
+        moved.ease(1.0)
     assert moved.damping == 1.0
 
 

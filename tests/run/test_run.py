@@ -20,6 +20,7 @@ from style_transfer.errors import CheckpointError
 from style_transfer.io.images import pil_to_tensor
 from style_transfer.run.run import Run, RunOptions
 from style_transfer.run.plans import planned_evaluations
+from style_transfer.speed.levers import parametrization_of
 
 from ..conftest import small_image
 from ..helpers import pixels
@@ -116,7 +117,10 @@ def test_resume_gives_the_uninterrupted_image(images, tmp_path: Path, fields: di
 
     events = []
     resumed = Run(*images, settings, RunOptions(resume=str(checkpoint))).execute(events.append)
-    assert events[0].step == 21  # the checkpoint is the last whole LBFGS step (20), redone from there
+    if parametrization_of(settings) == "fourier":  # random weights jump in its first step: the guard ends it early
+        assert 1 < events[0].step <= stop_at  # (and damps the steps after it: the checkpoint keeps that too)
+    else:
+        assert events[0].step == 21  # the checkpoint is the last whole LBFGS step (20), redone from there
     assert resumed.evaluations == whole.evaluations
     assert np.array_equal(pixels(resumed.image), pixels(whole.image))
 
