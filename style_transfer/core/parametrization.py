@@ -22,6 +22,9 @@ FOURIER_EXPONENT = 0.5  # the scale 1/f**0.5: 1/f and a Laplacian pyramid measur
 # coffee in the deep field to 80x its loss in the first step and ended at 3.7x the default's (docs/speed.md).
 JUMP = 3.0
 DAMPING = 4.0  # each jump divides LBFGS's learning rate by this; each LBFGS step without one multiplies it by 2, up to 1
+# Restarts in a row (no step without a jump between them) after which the next step runs unguarded: on random weights
+# every restart's second evaluation jumped again, and a guard that always restarts would make no progress at all.
+RESTARTS_IN_A_ROW = 3
 
 
 class Jumped(Exception):
@@ -85,6 +88,7 @@ class BasisImage:
         self.coefficients = basis.encode(image).requires_grad_(True)
         self._decoded: torch.Tensor | None = None
         self.restarts = 0
+        self.in_a_row = 0  # restarts since the last step without a jump
         self.damping = 1.0  # the share of the learning rate LBFGS runs with now
         self.begin_step()
 
@@ -97,9 +101,10 @@ class BasisImage:
         """After an evaluation at the coefficients: keep them if their loss is the step's lowest.
 
         Raises:
-            Jumped: the loss is more than ``JUMP`` times the step's lowest (``restart`` goes back there).
+            Jumped: the loss is more than ``JUMP`` times the step's lowest (``restart`` goes back there), unless
+                ``RESTARTS_IN_A_ROW`` restarts came right before this step.
         """
-        if loss > JUMP * self.best_loss:
+        if loss > JUMP * self.best_loss and self.in_a_row < RESTARTS_IN_A_ROW:
             raise Jumped(f"the loss jumped to {loss:.4g}, {loss / self.best_loss:.1f}x the step's lowest")
         if loss < self.best_loss:
             self.best_loss = loss
@@ -115,12 +120,17 @@ class BasisImage:
         self.damping = min(1.0, 2 * self.damping)
         return lr * self.damping
 
+    def clean_step(self) -> None:
+        """An LBFGS step ended without a jump: the restarts in a row start again from 0."""
+        self.in_a_row = 0
+
     def restart(self) -> None:
         """Put back the step's lowest-loss coefficients (after ``Jumped``)."""
         assert self.best is not None  # a jump is measured against a loss seen, whose coefficients were kept
         with torch.no_grad():
             self.coefficients.copy_(self.best)
         self.restarts += 1
+        self.in_a_row += 1
         self.begin_step()
 
     def show(self, image: torch.Tensor) -> None:

@@ -134,8 +134,9 @@ def optimize(
     if resume is not None:
         optimizer.load_state_dict(resume.optimizer_state)
         run[0] = resume.evaluations
-        if moved is not None:  # a damped learning rate (the jump guard) continues as the checkpoint left it
+        if moved is not None:  # the jump guard's damped learning rate and restarts continue as the checkpoint left them
             moved.damping = optimizer.param_groups[0]["lr"] / base_lr
+            moved.in_a_row = optimizer.param_groups[0].get("restarts_in_a_row", 0)
     while run[0] <= num_steps:
 
         def closure() -> torch.Tensor:
@@ -198,10 +199,14 @@ def optimize(
             moved.restart()
             optimizer = get_input_optimizer(variable, optimizer_name=optimizer_name, lr=moved.damped(base_lr),
                                             history_size=history_size)
+            optimizer.param_groups[0]["restarts_in_a_row"] = moved.in_a_row  # kept by a checkpoint's state_dict
             restarted = True
         else:
-            if moved is not None and moved.damping < 1:  # a step without a jump: the damping eases off
-                optimizer.param_groups[0]["lr"] = moved.ease(base_lr)
+            if moved is not None:  # a step without a jump: the damping eases off
+                moved.clean_step()
+                optimizer.param_groups[0]["restarts_in_a_row"] = 0
+                if moved.damping < 1:
+                    optimizer.param_groups[0]["lr"] = moved.ease(base_lr)
         if moved is not None:  # the image of the step's last update, and coefficients a checkpoint restores exactly
             moved.settle(input_img)
         if on_step_end is not None:

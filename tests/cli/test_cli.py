@@ -184,7 +184,8 @@ def test_print_config_shows_what_fast_resolves_to() -> None:
     rule = ("bf16 on this CPU (AMX), where torch's oneDNN has bf16" if flags and "amx_bf16" in flags else
             "fp32 on this CPU (no AMX; --fast takes bf16 only with AMX or on a GPU with native bf16)" if flags is not None
             else "fp32 on this CPU (its flags cannot be read; bf16 needs AMX)")
-    assert (lines["history_size"], lines["precision"], lines["scales"]) == ("20", rule, "1")
+    assert (lines["history_size"], lines["precision"], lines["scales"]) == ("100", rule, "1")
+    assert lines["parametrization"] == "fourier"  # --fast moves the Fourier coefficients, with torch's 100 pairs
     assert lines["scale_steps"] == "" and lines["sizes"] == "448 on a CPU"  # one size: coarse-to-fine lost content
     assert lines["evaluations"] == "180, in whole LBFGS steps of 20"  # 60 % of --steps 300
     auto = dict(line.split(": ", 1) for line in invoke(["--print-config", "--fast", "--size", "512"], 0)

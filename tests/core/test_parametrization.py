@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from style_transfer import StyleConfig
-from style_transfer.core.parametrization import DAMPING, JUMP, BasisImage, FourierBasis, Jumped, make_basis
+from style_transfer.core.parametrization import (DAMPING, JUMP, RESTARTS_IN_A_ROW, BasisImage, FourierBasis, Jumped,
+                                                make_basis)
 from style_transfer.core.stats import RunStats
 from style_transfer.core.transfer import get_style_model_and_losses, optimize
 from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD
@@ -89,10 +90,11 @@ def test_fourier_evaluates_the_pixels_loss_and_keeps_the_result_in_the_box(cnn, 
     assert math.isclose(losses["fourier"][0], losses["pixels"][0], rel_tol=1e-5)
     assert min(losses["fourier"][1:]) < losses["fourier"][0]
     # Random weights make LBFGS jump in its first step (here about 10x at the third evaluation, far above JUMP on any
-    # CPU): the guard ends the step, and the next evaluation is the step's lowest-loss image again, to the bit.
+    # CPU): the guard ends the step, and the next evaluation is the step's lowest-loss image again (re-clamped: to
+    # rounding).
     fourier = losses["fourier"]
     jump = next(i for i in range(1, len(fourier)) if fourier[i] > JUMP * min(fourier[:i]))
-    assert jump < 20 and fourier[jump + 1] == min(fourier[:jump])
+    assert jump < 20 and math.isclose(fourier[jump + 1], min(fourier[:jump]), rel_tol=1e-6)
 
 
 def test_a_jump_goes_back_to_the_steps_best_and_damps_the_steps() -> None:
@@ -114,6 +116,19 @@ def test_a_jump_goes_back_to_the_steps_best_and_damps_the_steps() -> None:
     for _ in range(8):
         moved.ease(1.0)
     assert moved.damping == 1.0
+    # RESTARTS_IN_A_ROW restarts with no clean step between: the next step runs unguarded; a clean step re-arms it
+    for _ in range(RESTARTS_IN_A_ROW - 1):
+        moved.observe(10.0)
+        with pytest.raises(Jumped):
+            moved.observe(1.01 * JUMP * 10.0)
+        moved.restart()
+    moved.observe(10.0)
+    moved.observe(100 * JUMP * 10.0)  # no Jumped
+    moved.clean_step()
+    moved.begin_step()
+    moved.observe(10.0)
+    with pytest.raises(Jumped):
+        moved.observe(1.01 * JUMP * 10.0)
 
 
 def test_make_basis_and_what_fast_moves() -> None:
