@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 
 from ..config import PARAMETRIZATIONS
+
 FOURIER_EXPONENT = 0.5  # the scale 1/f**0.5: 1/f and a Laplacian pyramid measured worse (docs/speed.md)
 # An evaluation whose loss is this many times the lowest of its LBFGS step ends the step: the run goes back to that
 # lowest image with a fresh LBFGS (``BasisImage.observe``). Without it LBFGS's steps in the Fourier basis jumped the
