@@ -135,11 +135,12 @@ class BasisImage:
         self.begin_step()
 
     def show(self, image: torch.Tensor) -> None:
-        with torch.no_grad():
-            raw = self.basis.decode(self.coefficients)
-            if bool(((raw < 0) | (raw > 1)).any()):  # the tutorial's clamp, in the basis
-                self.coefficients.copy_(self.basis.encode(raw.clamp_(0, 1)))
         decoded = self.basis.decode(self.coefficients)
+        raw = decoded.detach()
+        if bool(((raw < 0) | (raw > 1)).any()):  # the tutorial's clamp, in the basis: decoded again from there
+            with torch.no_grad():
+                self.coefficients.copy_(self.basis.encode(raw.clamp(0, 1)))
+            decoded = self.basis.decode(self.coefficients)
         with torch.no_grad():
             image.copy_(decoded.clamp(0, 1))  # the re-encoded image is in [0, 1] up to float rounding
         self._decoded = decoded
