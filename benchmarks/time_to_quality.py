@@ -18,7 +18,7 @@ Per pair and candidate it prints:
 The issue's bar for ``--fast`` (issue 32): ``loss`` at most 1.05, ``content`` at most 1.25, ``wall`` at most 0.4.
 A candidate is a set of ``StyleConfig`` fields over the default's (``CANDIDATES``); ``control`` is the default in
 another summation order (channels_last), whose ratios are LBFGS's own spread. The JSON names the machine (CPU
-model, flags that matter, threads, torch), the network and every pair.
+model, flags that matter, threads, torch: ``machines.describe``), the network and every pair.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -57,25 +56,6 @@ CANDIDATES: dict[str, dict[str, Any]] = {
        for n in (139, 179, 239)},
 }
 BAR = {"loss": 1.05, "content": 1.25, "wall": 0.4}  # issue 32's, for --fast at 256 px
-
-
-def machine(threads: int) -> dict[str, Any]:
-    """The machine a measurement ran on: CPU model, the instruction sets that decide the arithmetic, torch."""
-    import torch
-
-    model, flags = platform.processor() or platform.machine(), set()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                elif line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    wanted = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
-    return {"cpu": model, "flags": [f for f in wanted if f in flags], "threads": threads,
-            "cores": os.cpu_count(), "torch": torch.__version__}
 
 
 def worker(args: argparse.Namespace) -> None:
@@ -156,6 +136,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(ROOT / "benchmarks"))
+    import machines  # noqa: E402  (the machine block every benchmark writes)
     import networks  # noqa: E402  (the command's --model, --weights, --preprocess)
 
     networks.add_options(parser, weights="imagenet")
@@ -186,11 +167,14 @@ def main() -> None:
     from style_transfer.config import StyleConfig  # what the weights tell, as the command resolves it
 
     preprocess = StyleConfig(model=args.model, weights=args.weights, preprocess=args.preprocess).preprocess
-    report: dict[str, Any] = {"machine": machine(args.threads), "network": networks.block(args.model, args.weights,
-                                                                                          preprocess),
+    import torch
+
+    torch.set_num_threads(args.threads)  # the workers' count, as the machine block reports it
+    report: dict[str, Any] = {"machine": machines.describe(torch.device("cpu")),
+                              "network": networks.block(args.model, args.weights, preprocess),
                               "size": args.size, "steps": args.steps, "bar": BAR, "pairs": []}
-    print(f"{report['machine']['cpu']} ({', '.join(report['machine']['flags'])}), {args.threads} threads; "
-          f"{args.model} {os.path.basename(args.weights)}; {args.size} px", flush=True)
+    print(f"Measured on: {machines.summary(report['machine'])}; {args.model} {os.path.basename(args.weights)}; "
+          f"{args.size} px", flush=True)
     rows: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
     for index in [int(i) for i in args.pairs.split(",")]:
         content, style = PAIRS[index]
