@@ -175,6 +175,16 @@ class StyleConfig:
         short="VGG's pools: max (tutorial) or avg (paper).",
         help=("VGG's pooling layers: max (tutorial) or avg (paper; replaces every max pool, with the same kernel and "
               "stride: smoother results). Default: the preset's."))
+    # px of mirrored border around the picture while it is optimised, cut off at the end (0: none, the tutorial)
+    margin: int = setting(
+        0, "int", "Style",
+        minimum=0, unit="px", metavar="PX",
+        short="Optimise in a mirrored border of PX px, cut off after: no busier edge strip.",
+        help=("Optimise the picture inside a mirrored border of PX px on each side (at the final size; scaled at "
+              "coarser ones), cut off at the end. The network treats its edges unlike its inside (zero padding, "
+              "kernels that are not symmetric): without a border the bottom rows of a landscape picture often come "
+              "out busier than the rest (docs/usage.md, 'Edges'). 12 cleared that strip at 128 and 256 px, for "
+              "(1+2*PX/W)(1+2*PX/H) the work. 0 (the tutorial's) by default."))
     # tutorial (mse of normalised Grams) | paper (E_l, 1/2 sum) (None: preset's)
     loss_form: str | None = setting(
         None, "choice", "Style",

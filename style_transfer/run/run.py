@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from PIL import Image
 
 from ..core import colors, masks
@@ -29,7 +30,7 @@ from ..io import provenance
 from ..io.files import shown
 from ..speed import tiling
 from ..config import RunOptions, StyleConfig
-from ..errors import Interrupted, NonFiniteLoss
+from ..errors import ImageError, Interrupted, NonFiniteLoss
 from ..speed.fast import accelerator, speed_from_config
 from ..core.stats import RunStats
 from ..speed.memory import SizeFn, out_of_memory
@@ -196,8 +197,9 @@ class Run:
         for scale, (working_size, budget) in enumerate(zip(sizes, steps)):
             if saved is not None and scale < saved.scale:
                 continue  # sizes the checkpointed run had finished
+            previous = inputs
             inputs = final if scale == len(sizes) - 1 else _Inputs(self.content, self.styles, config, working_size,
-                                                                     device)
+                                                                     device, size)
             resume = None
             if averager is not None:
                 averager.reset()
@@ -207,10 +209,10 @@ class Run:
                 if averager is not None and saved.average is not None:
                     averager.load_state_dict(saved.average, device)
             elif image is None:
-                image = inputs.start_image() if self.init is None else fit_to(self.init.to(device).contiguous(),
-                                                                                inputs.transfer_content)
+                image = inputs.start_image() if self.init is None else inputs.pad(
+                    fit_to(self.init.to(device).contiguous(), inputs.picture))
             else:
-                image = fit_to(image, inputs.transfer_content)
+                image = previous.moved_to(image, inputs)
             keeper.start_scale(scale, image, done, resume, clock)
             targets = None
             if self.style_targets is not None:
@@ -263,11 +265,11 @@ class Run:
                 if averager is not None and averager.count:
                     exc.image = averager.value()
                 # A run stopped at a coarse size still gives a picture of the size asked for.
-                kept = None if exc.image is None else fit_to(exc.image.to(device), final.transfer_content)
+                kept = None if exc.image is None else inputs.moved_to(exc.image.to(device), final)
                 if isinstance(exc, NonFiniteLoss) or not self._stop.is_set():
                     exc.image = None if kept is None else final.finish_tensor(kept).cpu()
                     raise
-                result = final.finish(kept if kept is not None else fit_to(image, final.transfer_content), alpha)
+                result = final.finish(kept if kept is not None else inputs.moved_to(image, final), alpha)
                 return self._result(result, stats.evaluations, self._reason, last, clock())
         keeper.save_if_asked()
         stopped = "converged" if stats.converged else "done"
@@ -375,18 +377,47 @@ class _Clock:
 
 
 class _Inputs:
-    """The images one working size needs, and how an optimised image becomes the picture a user gets."""
+    """The images one working size needs, and how an optimised image becomes the picture a user gets.
+
+    With ``config.margin`` the optimised image is the picture inside a mirrored border (``pad``): the content,
+    the start image and the masks are padded, the picture is cut out of it (``crop``) at the end and in
+    previews; ``picture`` is the content the transfer sees, unpadded.
+    """
 
     def __init__(self, content: ImageSource, styles: Sequence[ImageSource], config: StyleConfig, size: int,
-                 device: torch.device) -> None:
+                 device: torch.device, final_size: int | None = None) -> None:
         self.config = config
         self.content = load_image(content, size, device)
         styles_at = [load_image(s, style_size(size, config.style_scale), device) for s in styles]
-        self.transfer_content, self.styles = prepare_colors(self.content, styles_at, config.preserve_colors)
+        self.picture, self.styles = prepare_colors(self.content, styles_at, config.preserve_colors)
         self.size = (self.content.shape[-1], self.content.shape[-2])
+        self.margin = round(config.margin * size / (final_size or size))  # scaled at a coarser size
+        if self.margin >= min(self.size):
+            raise ImageError(f"margin {config.margin} px: the picture is {self.size[0]}x{self.size[1]} px at this "
+                             "size; a mirrored border must be narrower than its short side")
+        self.transfer_content = self.pad(self.picture)
         # the masks at this size (checked: count, files, emptiness, aspect), or None.
-        self.guides = masks.load_guides(config.style_masks, config.content_mask, content,
-                                        tuple(self.content.shape[-2:]), len(styles), device)
+        guides = masks.load_guides(config.style_masks, config.content_mask, content,
+                                   tuple(self.content.shape[-2:]), len(styles), device)
+        self.guides = guides if guides is None or not self.margin else masks.Guides(
+            None if guides.styles is None else [self.pad(m) for m in guides.styles],
+            None if guides.content is None else self.pad(guides.content))
+
+    def pad(self, image: torch.Tensor) -> torch.Tensor:
+        """``image`` (the picture's size) inside its mirrored border."""
+        if not self.margin:
+            return image
+        return F.pad(image, (self.margin,) * 4, mode="reflect")
+
+    def crop(self, image: torch.Tensor) -> torch.Tensor:
+        """The picture out of an optimised image."""
+        if not self.margin:
+            return image
+        return image[..., self.margin:-self.margin, self.margin:-self.margin]
+
+    def moved_to(self, image: torch.Tensor, other: _Inputs) -> torch.Tensor:
+        """An optimised image of this size as ``other``'s start: its picture resized, in ``other``'s border."""
+        return other.pad(fit_to(self.crop(image), other.picture))
 
     def start_image(self) -> torch.Tensor:
         image = initial_image(self.transfer_content, self.config.init, self.config.seed, style_img=self.styles[0])
@@ -395,7 +426,8 @@ class _Inputs:
         return image
 
     def finish_tensor(self, image: torch.Tensor) -> torch.Tensor:
-        """The optimised image with the content's chroma back under ``preserve_colors="luminance"``."""
+        """The picture out of an optimised image, with the content's chroma back under ``preserve_colors="luminance"``."""
+        image = self.crop(image)
         if self.config.preserve_colors == "luminance":
             return colors.keep_content_chroma(image.clamp(0, 1), self.content)
         return image

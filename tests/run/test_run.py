@@ -102,8 +102,8 @@ def test_cancel_from_another_thread_ends_within_one_evaluation(images) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("fields, stop_at", [({}, 25), ({"fast": True, "scales": 3, "size": 64, "steps": 60}, 27),
-                                             ({"parametrization": "fourier"}, 25)],
-                         ids=["single-size", "coarse-to-fine", "fourier"])
+                                             ({"parametrization": "fourier"}, 25), ({"margin": 4}, 25)],
+                         ids=["single-size", "coarse-to-fine", "fourier", "margin"])
 def test_resume_gives_the_uninterrupted_image(images, tmp_path: Path, fields: dict, stop_at: int) -> None:
     """Interrupt after `stop_at` evaluations (mid LBFGS step), resume from the checkpoint: bit for bit."""
     settings = config(**fields)
