@@ -73,7 +73,8 @@ def main() -> None:
                                  preprocess=network.preprocess, device="cpu", margin=margin)
             start = time.perf_counter()
             result = Run(str(content), str(style), config, cnn=network).execute()
-            row[f"margin {margin}"] = {**edge_ratios(result.image), "seconds": round(time.perf_counter() - start, 1)}
+            seconds = round(time.perf_counter() - start, 1)
+            row[f"margin {margin}"] = {**edge_ratios(result.image), "seconds": seconds}
             if args.pictures:
                 args.pictures.mkdir(parents=True, exist_ok=True)
                 result.image.save(args.pictures / f"{content.stem}__{style.stem}-margin{margin}.png")
@@ -82,8 +83,9 @@ def main() -> None:
         for name in ["photo"] + [f"margin {m}" for m in args.margins]:
             print(f"  {name:10s} " + "  ".join(f"{e} {row[name][e]:.2f}" for e in EDGES)
                   + (f"  ({row[name]['seconds']} s)" if "seconds" in row[name] else ""))
-    args.out.write_text(json.dumps({"machine": describe(torch.device("cpu")), "model": args.model, "weights": args.weights,
-                                    "size": args.size, "steps": args.steps, "pairs": rows}, indent=1) + "\n")
+    report = {"machine": describe(torch.device("cpu")), "model": args.model, "weights": args.weights,
+              "size": args.size, "steps": args.steps, "pairs": rows}
+    args.out.write_text(json.dumps(report, indent=1) + "\n")
 
 
 if __name__ == "__main__":

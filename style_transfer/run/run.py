@@ -426,7 +426,7 @@ class _Inputs:
         return image
 
     def finish_tensor(self, image: torch.Tensor) -> torch.Tensor:
-        """The picture out of an optimised image, with the content's chroma back under ``preserve_colors="luminance"``."""
+        """The picture out of an optimised image, the content's chroma back under ``preserve_colors="luminance"``."""
         image = self.crop(image)
         if self.config.preserve_colors == "luminance":
             return colors.keep_content_chroma(image.clamp(0, 1), self.content)

@@ -124,8 +124,8 @@ def test_masks_are_mirrored_with_the_picture(images) -> None:
 
     content, style = images
     losses = {}
-    for name, mask in (("none", None), ("white", Image.new("L", (32, 21), 255)),
-                       ("left", Image.fromarray(np.where(np.arange(32) < 16, 255, 0).astype(np.uint8)[None].repeat(21, 0)))):
+    left = Image.fromarray(np.where(np.arange(32) < 16, 255, 0).astype(np.uint8)[None].repeat(21, 0))
+    for name, mask in (("none", None), ("white", Image.new("L", (32, 21), 255)), ("left", left)):
         events = []
         run = Run(content, style, config(style_masks=() if mask is None else (mask,)))
         run.execute(lambda e: (events.append(e), run.cancel()))
