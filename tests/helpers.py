@@ -1,4 +1,5 @@
-"""Helpers the test modules share: a command run in-process with its exit code checked, an image's pixels."""
+"""Helpers the test modules share: a command run in-process with its exit code checked, an image's pixels, the
+tutorial's features and Gram written out plainly (the independent computation numeric tests compare with)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ from typing import Any
 
 import click
 import numpy as np
+import torch
+import torch.nn.functional as F
 from click.testing import CliRunner, Result
 from PIL import Image
+from torch import nn
 
 
 def run_command(command: click.Command, args: Sequence[Any], exit_code: int = 0) -> Result:
@@ -69,3 +73,22 @@ def transfer(cnn: Any, content: Any, style: Any, image: Any, steps: int = 300, s
 
     return run_style_transfer(cnn, IMAGENET_MEAN, IMAGENET_STD, content, style, image, steps, style_weight,
                               content_weight, TransferSettings(**settings))
+
+
+def plain_conv_outputs(features: nn.Sequential, x: torch.Tensor, count: int) -> list[torch.Tensor]:
+    """The outputs of the first ``count`` convolutions (before their ReLU), with out-of-place ReLUs."""
+    outputs = []
+    for module in features:
+        x = F.relu(x) if isinstance(module, nn.ReLU) else module(x)
+        if isinstance(module, nn.Conv2d):
+            outputs.append(x)
+            if len(outputs) == count:
+                break
+    return outputs
+
+
+def plain_gram(feature: torch.Tensor) -> torch.Tensor:
+    """The tutorial's Gram of a (1, C, H, W) feature map: F F^T / (C H W)."""
+    _, c, h, w = feature.shape
+    flat = feature.reshape(c, h * w)
+    return flat @ flat.t() / (c * h * w)

@@ -30,6 +30,7 @@ from style_transfer.run.run import Run, RunOptions
 from style_transfer.core.transfer import TransferSettings, get_style_model_and_losses, run_style_transfer
 
 from ..conftest import RealNetwork, original_vgg19_file, small_image
+from ..helpers import plain_conv_outputs, plain_gram
 
 pytestmark = [pytest.mark.real_features, pytest.mark.slow]
 
@@ -71,24 +72,6 @@ def caffe_input(image: torch.Tensor, scale: float = 255.0) -> torch.Tensor:
     """Caffe's preprocessing written out: RGB [0, 1] -> BGR, times scale, minus the BGR mean."""
     bgr = torch.stack([image[:, 2], image[:, 1], image[:, 0]], dim=1)
     return bgr * scale - torch.tensor(CAFFE_MEAN).view(1, 3, 1, 1)
-
-
-def plain_conv_outputs(features: nn.Sequential, x: torch.Tensor, count: int) -> list[torch.Tensor]:
-    """The outputs of the first ``count`` convolutions (before their ReLU), with out-of-place ReLUs."""
-    outputs = []
-    for module in features:
-        x = F.relu(x) if isinstance(module, nn.ReLU) else module(x)
-        if isinstance(module, nn.Conv2d):
-            outputs.append(x)
-            if len(outputs) == count:
-                break
-    return outputs
-
-
-def plain_gram(feature: torch.Tensor) -> torch.Tensor:
-    _, c, h, w = feature.shape
-    flat = feature.reshape(c, h * w)
-    return flat @ flat.t() / (c * h * w)
 
 
 def test_the_loader_equals_onnxruntime_running_the_files_own_graph(vgg16_onnx: Path, vgg16, tmp_path: Path) -> None:

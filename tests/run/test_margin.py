@@ -20,7 +20,7 @@ from style_transfer.io.images import MIN_SIDE, load_image, pil_to_tensor
 from style_transfer.run.run import Run
 
 from ..conftest import small_image
-from ..helpers import pixels
+from ..helpers import pixels, plain_conv_outputs, plain_gram
 
 MARGIN = 5
 
@@ -45,23 +45,11 @@ def tutorial_losses(features: torch.nn.Sequential, image: torch.Tensor, content:
     """The tutorial's style (conv_1..conv_5, Gram mse) and content (conv_4 mse) losses, by a plain forward."""
     def convs(x: torch.Tensor) -> list[torch.Tensor]:
         mean, std = torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1), torch.tensor(IMAGENET_STD).view(1, 3, 1, 1)
-        x, out = (x - mean) / std, []
-        for layer in features:
-            x = layer(x) if not isinstance(layer, torch.nn.ReLU) else F.relu(x)
-            if isinstance(layer, torch.nn.Conv2d):
-                out.append(x)
-                if len(out) == 5:
-                    return out
-        raise AssertionError("fewer than 5 convs")
-
-    def gram(f: torch.Tensor) -> torch.Tensor:
-        a, b, c, d = f.shape
-        flat = f.reshape(a * b, c * d)
-        return flat @ flat.t() / (a * b * c * d)
+        return plain_conv_outputs(features, (x - mean) / std, 5)
 
     with torch.no_grad():
         styles, targets, ours = convs(style), convs(content), convs(image)
-    style_loss = sum(F.mse_loss(gram(o), gram(s)) for o, s in zip(ours, styles))
+    style_loss = sum(F.mse_loss(plain_gram(o), plain_gram(s)) for o, s in zip(ours, styles))
     return style_loss, F.mse_loss(ours[3], targets[3])
 
 
