@@ -17,9 +17,12 @@ def cpu_flags(path: str = "/proc/cpuinfo") -> set[str] | None:
 
 
 def fast_precision_on_cpu(flags: set[str] | None) -> str:
-    """What ``--fast`` runs on this CPU, for ``--print-config``: bf16 with AMX (bf16 matrix units), else fp32."""
+    """What ``--fast`` runs on this CPU, for ``--print-config``: bf16 with bf16 instructions (AMX or AVX512-BF16),
+    else fp32 (``hardware.bf16_pays_off``)."""
     if flags is None:
-        return "fp32 on this CPU (its flags cannot be read; bf16 needs AMX)"
+        return "fp32 on this CPU (its flags cannot be read; bf16 needs AMX or AVX512-BF16)"
     if "amx_bf16" in flags:
         return "bf16 on this CPU (AMX), where torch's oneDNN has bf16"
-    return "fp32 on this CPU (no AMX; --fast takes bf16 only with AMX or on a GPU with native bf16)"
+    if "avx512_bf16" in flags:
+        return "bf16 on this CPU (AVX512-BF16), where torch's oneDNN has bf16"
+    return "fp32 on this CPU (no bf16 instructions; --fast takes bf16 with AMX, AVX512-BF16 or a GPU's native bf16)"

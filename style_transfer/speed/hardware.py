@@ -11,14 +11,17 @@ from .cpuinfo import cpu_flags
 
 
 def bf16_pays_off(device: torch.device) -> bool:
-    """Whether --fast runs bf16 on ``device``: a GPU with native bf16, or a CPU with AMX (bf16 matrix units).
+    """Whether --fast runs bf16 on ``device``: a GPU with native bf16, or a CPU with bf16 instructions (AMX, or
+    AVX512-BF16 without AMX).
 
-    On the real VGG16 (Sapphire Rapids, 256 px, benchmarks/levers_real.py) bf16 took --fast's levers from 0.74 to
-    0.42 of the default's CPU time at 1.5 % more loss after 100 evaluations (docs/speed.md); AVX512-BF16 without
-    AMX is not measured.
+    On the real VGG16 (Sapphire Rapids with AMX, 256 px, benchmarks/levers_real.py) bf16 took --fast's levers from
+    0.74 to 0.42 of the default's CPU time at 1.5 % more loss after 100 evaluations; on a 2-core AMD EPYC with
+    AVX512-BF16 and no AMX (256 px, the Fourier basis, benchmarks/time_to_quality.py) an evaluation took 0.09 s in
+    bf16 against 0.16 s in float32 (the default's 0.21), for 2 to 3 % more loss at the same evaluation
+    (docs/speed.md). A CPU with neither runs float32.
     """
     if device.type == "cpu":
-        return "amx_bf16" in (_cpu_flags() or set()) and bf16_supported(device)
+        return bool((_cpu_flags() or set()) & {"amx_bf16", "avx512_bf16"}) and bf16_supported(device)
     return device.type == "cuda" and bf16_supported(device)
 
 

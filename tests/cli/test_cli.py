@@ -182,8 +182,9 @@ def test_print_config_shows_what_fast_resolves_to() -> None:
 
     flags = cpu_flags()
     rule = ("bf16 on this CPU (AMX), where torch's oneDNN has bf16" if flags and "amx_bf16" in flags else
-            "fp32 on this CPU (no AMX; --fast takes bf16 only with AMX or on a GPU with native bf16)" if flags is not None
-            else "fp32 on this CPU (its flags cannot be read; bf16 needs AMX)")
+            "bf16 on this CPU (AVX512-BF16), where torch's oneDNN has bf16" if flags and "avx512_bf16" in flags else
+            "fp32 on this CPU (no bf16 instructions; --fast takes bf16 with AMX, AVX512-BF16 or a GPU's native bf16)"
+            if flags is not None else "fp32 on this CPU (its flags cannot be read; bf16 needs AMX or AVX512-BF16)")
     assert (lines["history_size"], lines["precision"], lines["scales"]) == ("100", rule, "1")
     assert lines["parametrization"] == "fourier"  # --fast moves the Fourier coefficients, with torch's 100 pairs
     assert lines["scale_steps"] == "" and lines["sizes"] == "448 on a CPU"  # one size: coarse-to-fine lost content

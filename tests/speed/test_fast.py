@@ -333,17 +333,20 @@ class TestConfig:
         with pytest.raises(ValueError, match=needle):
             StyleConfig(**{field: value})
 
-    @pytest.mark.parametrize("device, native_bf16, amx, precision", [
-        ("cpu", True, True, "bf16"), ("cpu", True, False, "fp32"), ("cpu", False, True, "fp32"),
-        ("cpu", False, False, "fp32"), ("cuda", True, False, "bf16"), ("cuda", False, False, "fp32")])
+    @pytest.mark.parametrize("device, native_bf16, cpu, precision", [
+        ("cpu", True, "amx", "bf16"), ("cpu", True, "avx512_bf16", "bf16"), ("cpu", True, "avx512", "fp32"),
+        ("cpu", False, "amx", "fp32"), ("cpu", False, "avx512", "fp32"), ("cuda", True, "avx512", "bf16"),
+        ("cuda", False, "avx512", "fp32")])
     def test_fast_resolves_to_the_fast_set(self, monkeypatch: pytest.MonkeyPatch, device: str, native_bf16: bool,
-                                           amx: bool, precision: str) -> None:
+                                           cpu: str, precision: str) -> None:
         """docs/speed.md: --fast is the Fourier basis with torch's 100 LBFGS pairs, channels_last and the fused Gram
-        (20 pairs where it moves the pixels), in bf16 on a CPU with AMX
-        (on the real VGG16: faster at the loss of float32) and on a GPU that has it natively, float32 elsewhere
-        (AVX512-BF16 without AMX is not measured); an explicit --precision bf16 still runs bf16 on a CPU that has it."""
+        (20 pairs where it moves the pixels), in bf16 on a CPU with AMX or AVX512-BF16 (on the real VGG16: faster at
+        about the loss of float32) and on a GPU that has it natively, float32 elsewhere ("avx512": AVX-512 without
+        bf16 instructions, where oneDNN would convert); an explicit --precision bf16 still runs bf16 on a CPU that has
+        it."""
         monkeypatch.setattr("style_transfer.speed.hardware.bf16_supported", lambda device: native_bf16)
-        flags = {"avx512f", "avx512_bf16"} | ({"amx_bf16", "amx_tile"} if amx else set())
+        flags = {"avx512f"} | {"amx": {"avx512_bf16", "amx_bf16", "amx_tile"}, "avx512_bf16": {"avx512_bf16"},
+                               "avx512": set()}[cpu]
         monkeypatch.setattr("style_transfer.speed.hardware._cpu_flags", lambda: flags)
         speed = speed_from_config(StyleConfig(fast=True), torch.device(device))
         assert speed == Speed(precision, True, True, 100, "fourier")
