@@ -43,7 +43,7 @@ class StyleConfig:
         short='Evaluations, in whole LBFGS steps of 20: ends with the step that passes N.',
         help=('Evaluations (forward+backward passes), in whole LBFGS steps of 20: the run ends with the step that '
               "passes N, as in the tutorial (300 runs 320, 20 runs 40; adam: N+1). --fast's share and coarse-to-fine "
-              'sizes (--scales) round up the same way: --fast --steps 300 runs 180; stylize --print-config shows the '
+              'sizes (--scales) round up the same way: --fast --steps 300 runs 240; stylize --print-config shows the '
               'number.'))
     # weight of the summed style losses (None: the preset's; tutorial 1e6)
     style_weight: float | None = setting(
@@ -234,13 +234,13 @@ class StyleConfig:
     # a share of steps at FAST_SCALES size(s) plus the device's levers (fast.py; docs/speed.md)
     fast: bool = setting(
         False, "flag", "Speed",
-        short='Fourier basis, 60 % of the steps, faster arithmetic: half the time.',
-        help=('Speed: LBFGS moves the Fourier coefficients (--parametrization fourier, unless given) for 60 % of '
-              '--steps at --size, plus --channels-last, --fused-gram and bf16 on a CPU with AMX or a GPU with native '
-              'bf16 (--print-config says which this machine gets). Measured on the real VGG16 at 256 px over four '
-              'pairs on a 2-core AVX2 EPYC (float32, no AMX): 0.45-0.55x the wall time at 0.99-1.14x the loss, the '
-              'content kept (docs/speed.md); not yet measured with bf16. Explicit --scales, --min-size or '
-              '--scale-steps make it coarse-to-fine (which lost the content on real features).'))
+        short='Fourier basis, 80 % of the steps, faster arithmetic (bf16 where it pays).',
+        help=('Speed: LBFGS moves the Fourier coefficients (--parametrization fourier, unless given) for 80 % of '
+              '--steps at --size, plus --channels-last, --fused-gram and bf16 on a CPU with AMX or AVX512-BF16 or a '
+              'GPU with native bf16 (--print-config says which this machine gets). Measured on the real VGG16 at '
+              '256 px over four pairs on a 2-core AVX512-BF16 EPYC: 0.41-0.44x the wall time at 0.63-1.08x the '
+              'loss, the content kept (docs/speed.md); without bf16 about two thirds of the time. Explicit --scales, '
+              '--min-size or --scale-steps make it coarse-to-fine (which lost the content on real features).'))
     # fp32 | bf16: VGG layers autocast to bfloat16; losses, image, LBFGS stay float32
     precision: str = setting(
         "fp32", "choice", "Speed",

@@ -15,11 +15,13 @@ from ..config import CPU_DEFAULT_SIZE, GPU_DEFAULT_SIZE, StyleConfig
 from ..core.steps import LBFGS_MAX_ITER, planned_evaluations  # noqa: F401  (the plan's counts are the loop's)
 from ..speed.levers import FAST_HISTORY_SIZE, fast_levers  # noqa: F401  (what --fast turns on; shown by --print-config)
 
-# --fast runs one size (config.FAST_SCALES) for this share of --steps (300 steps: 180 evaluations), in the Fourier basis
-# (speed.levers): on the real VGG16 at 256 px, 4 pairs, that ended at 0.99-1.14x the default's loss in 0.45-0.55x its
-# wall time, where the pixels ended at 1.14-1.43x in 0.40-0.48x (benchmarks/time_to_quality.py, docs/speed.md); 3
-# coarse-to-fine sizes painted the photo away (benchmarks/fast_pairs.py).
-FAST_STEPS_SHARE = 0.6
+# --fast runs one size (config.FAST_SCALES) for this share of --steps (300 steps: 240 evaluations), in the Fourier
+# basis (speed.levers). On the real VGG16 at 256 px (2-core AVX512-BF16 EPYC, bf16) the cat in the stain, a pair the
+# basis was tuned on, reached the default's loss at its 216th evaluation; the untuned rocket in gravel stood at 1.04x
+# and the astronaut in grass at 1.07x after 240, where 180 (the share 0.6 before 2026-12-03) left them at 1.07x and
+# 1.13x (benchmarks/time_to_quality.py, docs/speed.md). 3 coarse-to-fine sizes painted the photo away
+# (benchmarks/fast_pairs.py).
+FAST_STEPS_SHARE = 0.8
 # Evaluations per size as shares of --steps, smallest size first, for --fast with --scales 3 (the random-weight
 # split: 300 steps give 100, 60 and 100 evaluations at 128, 256 and 512 px; benchmarks/fast_budgets.py).
 FAST_SCALE_SHARES = (1 / 3, 1 / 5, 1 / 3)

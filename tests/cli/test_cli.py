@@ -156,15 +156,15 @@ def test_the_model_builder_patch_is_reached_by_a_good_run(tmp_path: Path, no_mod
 
 def test_steps_says_whole_lbfgs_steps_and_the_bar_shows_what_runs_from_the_start(tmp_path: Path) -> None:
     """Issue 24.4: --steps N runs whole LBFGS steps of 20 (the tutorial's loop ends with the step that passes
-    N: 20 runs 40; --fast runs 60 % of N the same way, 60 runs 40); the help says so, and the bar's total is that
+    N: 20 runs 40; --fast runs 80 % of N the same way, 40 runs 40); the help says so, and the bar's total is that
     number at once."""
     short = invoke(["--help"], 0).stdout
     assert "Closure evaluations" not in short and "in whole LBFGS steps of 20" in " ".join(short.split())
     reference = " ".join(option_reference(main, "stylize").split())
-    assert "the run ends with the step that passes N" in reference and "--fast --steps 300 runs 180" in reference
+    assert "the run ends with the step that passes N" in reference and "--fast --steps 300 runs 240" in reference
     base = [str(IMAGES / "chelsea.png"), str(IMAGES / "ihc.png"), "--weights", "random", "--size", "32",
             "--device", "cpu"]
-    for extra, planned in ((["--steps", "20"], 40), (["--steps", "60", "--fast"], 40)):
+    for extra, planned in ((["--steps", "20"], 40), (["--steps", "40", "--fast"], 40)):
         result = invoke([*base, "-o", str(tmp_path / "out.png"), *extra], 0)
         totals = {int(n) for n in re.findall(r"\b\d+/(\d+) \[", result.stderr)}
         assert totals == {planned}, result.stderr  # every redraw of the bar, the first included
@@ -188,7 +188,7 @@ def test_print_config_shows_what_fast_resolves_to() -> None:
     assert (lines["history_size"], lines["precision"], lines["scales"]) == ("100", rule, "1")
     assert lines["parametrization"] == "fourier"  # --fast moves the Fourier coefficients, with torch's 100 pairs
     assert lines["scale_steps"] == "" and lines["sizes"] == "448 on a CPU"  # one size: coarse-to-fine lost content
-    assert lines["evaluations"] == "180, in whole LBFGS steps of 20"  # 60 % of --steps 300
+    assert lines["evaluations"] == "240, in whole LBFGS steps of 20"  # 80 % of --steps 300
     auto = dict(line.split(": ", 1) for line in invoke(["--print-config", "--fast", "--size", "512"], 0)
                 .stdout.splitlines())
     assert auto["precision"] == f"{rule}; bf16 on a GPU with native bf16" and auto["sizes"] == "512"

@@ -9,7 +9,7 @@ import torch
 
 from style_transfer import StyleConfig
 from style_transfer.core.parametrization import (DAMPING, JUMP, RESTARTS_IN_A_ROW, BasisImage, FourierBasis, Jumped,
-                                                make_basis)
+                                                inward, make_basis)
 from style_transfer.core.stats import RunStats
 from style_transfer.core.transfer import get_style_model_and_losses, optimize
 from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD
@@ -51,9 +51,9 @@ def test_the_coefficients_gradient_is_the_pixels_gradient_times_the_basis(cnn, c
                                                                           stretch: float) -> None:
     """BasisImage's gradient = Aᵀ (m ⊙ g): g the model's gradient at the image it shows (autograd through the
     pixels), A the decoding as a plain matrix, m 1 where the decoded pixel lies in [0, 1] or where it lies outside
-    and the descent step moves it back in, else 0. "clamped": the start stretched so that some pixels fall outside [0, 1]; the model sees the clamped image,
-    as the tutorial clamps its pixels before an evaluation, and the coefficients LBFGS holds stay those of the
-    stretched start."""
+    and the descent step moves it back in, else 0. "clamped": the start stretched so that some pixels fall outside
+    [0, 1]; the model sees the clamped image, as the tutorial clamps its pixels before an evaluation, and the
+    coefficients LBFGS holds stay those of the stretched start."""
     model, style_losses, content_losses = get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD, style_32,
                                                                      content_32)
     start = (content_32 - 0.5) * stretch + 0.5
@@ -152,3 +152,11 @@ def test_make_basis_and_what_fast_moves() -> None:
     assert fast_levers(StyleConfig(fast=True, parametrization="pixels"))["history_size"] == 20
     with pytest.raises(ValueError, match="parametrization"):
         StyleConfig(parametrization="wavelets")
+
+
+def test_inward_by_hand() -> None:
+    """The gradient reaches a pixel inside [0, 1] (edges included) whatever its sign, and one outside only when the
+    descent step -grad moves it back towards the box (above 1: grad > 0; below 0: grad < 0)."""
+    decoded = torch.tensor([-0.1, -0.1, 0.0, 0.5, 0.5, 1.0, 1.1, 1.1])
+    grad = torch.tensor([1.0, -1.0, 1.0, 1.0, -1.0, -1.0, -1.0, 1.0])
+    assert inward(decoded, grad).tolist() == [False, True, True, True, True, True, False, True]

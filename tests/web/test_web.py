@@ -559,7 +559,7 @@ def test_the_page_shows_the_evaluations_that_will_run_from_the_start(tmp_path: P
     with TestClient(make_app(tmp_path / "data", run_factory=gate)) as client:
         job = upload(client, steps=400).json()
         assert job["planned"] == 420
-        assert upload(client, steps=60, fast="true").json()["planned"] == 40  # --fast: 60 % of the steps
+        assert upload(client, steps=60, fast="true").json()["planned"] == 60  # --fast: 80 % of the steps (48)
         client.post(f"/api/jobs/{job['id']}/cancel")
         page = " ".join(client.get("/").text.split())
         assert "evaluations, in whole LBFGS steps of 20: the run ends with the step that passes this number" in page
