@@ -45,7 +45,7 @@ LEVERS = {"channels_last": True, "fused_gram": True, "history_size": 20}  # --fa
 CANDIDATES: dict[str, dict[str, Any]] = {
     "default": {},
     "control": {"channels_last": True},  # the default's maths in another summation order: LBFGS's spread
-    "fast": {"fast": True},  # --fast as the code has it (the Fourier basis, 180 evaluations for 300 steps)
+    "fast": {"fast": True},  # --fast as the code has it (the Fourier basis, 240 evaluations for 300 steps)
     "fast-pixels": {"fast": True, "parametrization": "pixels"},  # --fast's schedule moving the pixels (history 20)
     # --fast's path run on to 240 evaluations: its trace gives every shorter --fast budget's loss (LBFGS's path does
     # not depend on the budget), so one run shows where each share of --steps would end ("marks").
