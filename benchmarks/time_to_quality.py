@@ -50,7 +50,7 @@ CANDIDATES: dict[str, dict[str, Any]] = {
     # --fast's path run on to 240 evaluations: its trace gives every shorter --fast budget's loss (LBFGS's path does
     # not depend on the budget), so one run shows where each share of --steps would end ("marks").
     "fast-240": {"fast": True, "steps": 479},
-    "fast-240-bf16": {"fast": True, "steps": 479, "precision": "bf16"},  # the same with bf16 (a CPU without AMX)
+    "fast-240-bf16": {"fast": True, "steps": 479, "precision": "bf16"},  # the same in bf16 (where --fast runs fp32)
     "fourier": {"parametrization": "fourier"},  # the default's budget and arithmetic in the Fourier basis
     **{f"fourier-levers-{n + 1}": {**LEVERS, "parametrization": "fourier", "steps": n} for n in (139, 179, 239)},
     **{f"fourier-h100-{n + 1}": {**LEVERS, "history_size": 100, "parametrization": "fourier", "steps": n}

@@ -17,7 +17,7 @@ def bf16_pays_off(device: torch.device) -> bool:
     On the real VGG16 (Sapphire Rapids with AMX, 256 px, benchmarks/levers_real.py) bf16 took --fast's levers from
     0.74 to 0.42 of the default's CPU time at 1.5 % more loss after 100 evaluations; on a 2-core AMD EPYC with
     AVX512-BF16 and no AMX (256 px, the Fourier basis, benchmarks/time_to_quality.py) an evaluation took 0.09 s in
-    bf16 against 0.16 s in float32 (the default's 0.21), for 2 to 3 % more loss at the same evaluation
+    bf16 against 0.16 s in float32 (the default's 0.20 to 0.23), for 3 to 5 % more loss at the same evaluation
     (docs/speed.md). A CPU with neither runs float32.
     """
     if device.type == "cpu":
