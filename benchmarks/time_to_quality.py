@@ -47,8 +47,9 @@ CANDIDATES: dict[str, dict[str, Any]] = {
     "control": {"channels_last": True},  # the default's maths in another summation order: LBFGS's spread
     "fast": {"fast": True},  # --fast as the code has it (the Fourier basis, 240 evaluations for 300 steps)
     "fast-pixels": {"fast": True, "parametrization": "pixels"},  # --fast's schedule moving the pixels (history 20)
-    # --fast's path run on to 240 evaluations: its trace gives every shorter --fast budget's loss (LBFGS's path does
-    # not depend on the budget), so one run shows where each share of --steps would end ("marks").
+    # --fast's path run on past its budget (named when it ran to 240; 479 steps: 300 evaluations at the share 0.6,
+    # 400 at 0.8): its trace gives every shorter --fast budget's loss (LBFGS's path does not depend on the budget), so
+    # one run shows where each share of --steps would end ("marks").
     "fast-240": {"fast": True, "steps": 479},
     "fast-240-bf16": {"fast": True, "steps": 479, "precision": "bf16"},  # the same in bf16 (where --fast runs fp32)
     "fourier": {"parametrization": "fourier"},  # the default's budget and arithmetic in the Fourier basis
