@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+# The x86 flags of CPUs with bf16 instructions (AMX's matrix units, or AVX512-BF16's vector ones): oneDNN runs bf16
+# natively on them, and --fast takes bf16 there (hardware.bf16_supported, hardware.bf16_pays_off).
+BF16_FLAGS = frozenset({"amx_bf16", "avx512_bf16"})
+
 
 def cpu_flags(path: str = "/proc/cpuinfo") -> set[str] | None:
     """The first CPU's flags on x86 Linux, or None where there are none to read."""

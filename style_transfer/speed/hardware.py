@@ -7,7 +7,7 @@ import os
 
 import torch
 
-from .cpuinfo import cpu_flags
+from .cpuinfo import BF16_FLAGS, cpu_flags
 
 
 def bf16_pays_off(device: torch.device) -> bool:
@@ -21,7 +21,7 @@ def bf16_pays_off(device: torch.device) -> bool:
     (docs/speed.md). A CPU with neither runs float32.
     """
     if device.type == "cpu":
-        return bool((_cpu_flags() or set()) & {"amx_bf16", "avx512_bf16"}) and bf16_supported(device)
+        return bool((_cpu_flags() or set()) & BF16_FLAGS) and bf16_supported(device)
     return device.type == "cuda" and bf16_supported(device)
 
 
@@ -39,7 +39,7 @@ def bf16_supported(device: torch.device) -> bool:
         if flags is None:  # not x86 Linux: oneDNN's answer stands
             return True
         cap = os.environ.get("ONEDNN_MAX_CPU_ISA")
-        return bool(flags & {"avx512_bf16", "amx_bf16"}) and _onednn_cap_allows_bf16(cap)
+        return bool(flags & BF16_FLAGS) and _onednn_cap_allows_bf16(cap)
     return False  # MPS: autocast to bf16 is not tested here
 
 

@@ -79,7 +79,7 @@ def test_the_coefficients_gradient_is_the_pixels_gradient_times_the_basis(cnn, c
     outside = float(1 - ((start > -1e-6) & (start < 1 + 1e-6)).double().mean())
     assert outside == 0 if stretch == 1.0 else 0.02 < outside < 0.5  # "clamped" cuts off some pixels, not most
     assert stretch == 1.0 or 0 < float(inside.mean()) < 1  # some pixels outside pass no gradient
-    masked = image.grad.double() * inside
+    masked = g.double() * inside
     expected = torch.stack([matrix.T @ masked[0, c].reshape(-1) for c in range(3)]).reshape(got.shape)
     assert torch.allclose(got.double(), expected, rtol=1e-4, atol=1e-6 * float(expected.abs().max()))
 
