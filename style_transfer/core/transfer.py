@@ -261,8 +261,9 @@ class Tiles(Protocol):
                    style_blend: Sequence[float] | None, guides: masks.Guides | None = None) -> TiledEvaluation: ...
 
 
-# speed.fast.accelerator's: the style model in its fast form, given the evaluations a resumed run has done.
-Accelerate = Callable[[nn.Sequential, list[StyleLoss], list[ContentLoss], int],
+# speed.fast.accelerator's: the style model in its fast form, given the evaluations a resumed run has done and the
+# evaluations the run plans.
+Accelerate = Callable[[nn.Sequential, list[StyleLoss], list[ContentLoss], int, int],
                       tuple[nn.Module, list[StyleLoss], list[ContentLoss]]]
 
 
@@ -369,7 +370,8 @@ def run_style_transfer(
         extra_losses.append(image_loss)
     if s.accelerate is not None:  # bf16 / channels_last / fused Gram (speed/fast.py)
         model, style_losses, content_losses = s.accelerate(model, style_losses, content_losses,
-                                                           0 if s.resume is None else s.resume.evaluations)
+                                                           0 if s.resume is None else s.resume.evaluations,
+                                                           planned_evaluations(num_steps, s.optimizer_name))
     return optimize(model, style_losses, content_losses, input_img, num_steps, style_weight, content_weight,
                     s.progress, optimizer_name=s.optimizer_name, lr=s.lr, extra_losses=extra_losses,
                     stats=s.stats, backward=s.backward, history_size=s.history_size, resume=s.resume,

@@ -15,8 +15,9 @@ from style_transfer import StyleConfig, stylize
 from style_transfer.cli.stylize import main
 from style_transfer.speed import hardware
 from style_transfer.speed.kernels import _ReluGram
-from style_transfer.speed.fast import (BF16_EXACT_START, FastContentLoss, FusedStyleLoss, Speed, accelerate,
-                                       accelerator, bf16_supported, fused_gram_matrix, speed_from_config)
+from style_transfer.speed.fast import (BF16_EXACT_FINISH, BF16_EXACT_START, BF16_EXACT_START_FOURIER, FastContentLoss,
+                                       FusedStyleLoss, Speed, accelerate, accelerator, bf16_supported, fused_gram_matrix,
+                                       speed_from_config)
 from style_transfer.run.plans import FAST_HISTORY_SIZE, FAST_STEPS_SHARE, LBFGS_MAX_ITER, plan_run, scale_budgets, scale_sizes
 from style_transfer.io.images import load_image, pil_to_tensor
 from style_transfer.core.losses import gram_matrix
@@ -142,6 +143,28 @@ def test_bf16_runs_its_first_lbfgs_step_in_fp32(cnn, content_32, style_32) -> No
     assert float((bf16_grad - grad).norm() / grad.norm()) > 1e-3  # bf16 from the 21st on: bf16's rounding
     assert float(bf16_loss) == pytest.approx(float(loss), rel=0.02)
     assert all(p.grad is None for p in cnn.parameters())  # the float32 start used the caller's weights, frozen
+
+
+@needs_bf16
+@pytest.mark.parametrize("resumed_at", [0, 7])
+def test_bf16_in_the_fourier_basis_runs_a_short_start_and_its_last_lbfgs_step_in_fp32(cnn, content_32, style_32,
+                                                                                        resumed_at: int) -> None:
+    """--fast's bf16 (the Fourier basis): its first ``BF16_EXACT_START_FOURIER`` evaluations and its last
+    ``BF16_EXACT_FINISH`` planned ones see the default's numbers, those between bf16's; a resumed run keeps the count."""
+    _, _, loss, grad = first_evaluation(cnn, content_32, style_32, None)
+    planned = BF16_EXACT_START_FOURIER + 3 + BF16_EXACT_FINISH
+    fast_form = accelerator(Speed("bf16", True, True, parametrization="fourier"))
+    built = fast_form(*get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD, style_32, content_32),
+                      resumed_at, planned)
+    exact = []
+    for _ in range(resumed_at, planned + 2):  # past the plan (a step that ran long) stays float32
+        _, _, step_loss, step_grad = first_evaluation(cnn, content_32, style_32, None, model=built)
+        error = float((step_grad - grad).norm() / grad.norm())
+        assert error < 1e-4 or error > 1e-3  # float32 (the same numbers up to summation order) or bf16's rounding
+        exact.append(error < 1e-4 and float(step_loss) == pytest.approx(float(loss), rel=1e-5))
+    expected = [i < BF16_EXACT_START_FOURIER or i >= planned - BF16_EXACT_FINISH for i in range(planned + 2)]
+    assert exact == expected[resumed_at:]
+    assert BF16_EXACT_START_FOURIER == 4 and BF16_EXACT_FINISH == LBFGS_MAX_ITER
 
 
 class TestReluGram:
