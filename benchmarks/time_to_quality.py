@@ -13,7 +13,10 @@ Per pair and candidate it prints:
   did not);
 - ``loss`` and ``content``: the loss and content loss of the picture the user gets (8 bits a channel), scored by
   the default path's float32 model at the final size, against the default's picture scored the same way;
-- ``wall`` and ``cpu``: the whole process's wall and CPU time against the default's.
+- ``wall`` and ``cpu``: the wall and CPU time from the process's start to its saved picture (start-up, model
+  loading, the run and writing the picture: what a user of the command waits for) against the default's. Until
+  2026-12-03 they were the whole process's, which also scored the picture with a float32 model of its own (1.3 to
+  1.5 s at 256 px, the same for every candidate); the JSON keeps those as ``process_wall_s`` and ``process_cpu_s``.
 
 The issue's bar for ``--fast`` (issue 32): ``loss`` at most 1.05, ``content`` at most 1.25, ``wall`` at most 0.4.
 A candidate is a set of ``StyleConfig`` fields over the default's (``CANDIDATES``); ``control`` is the default in
@@ -87,15 +90,18 @@ def worker(args: argparse.Namespace) -> None:
             trace.append((event.step, event.loss, time.time() - start_wall, time.process_time()))
 
     result = Run(str(content), str(style), config, cnn=network).execute(on_event)
-    scored = Scorer(network, content, style, args.size, base)(pil_to_tensor(result.image))
-    if args.picture:
-        result.image.save(args.picture)
+    result.image.save(args.picture or Path(args.out).with_suffix(".png"))  # the user's run ends here
+    picture_s, picture_cpu_s = time.time() - start_wall, time.process_time()
+    scored = Scorer(network, content, style, args.size, base)(pil_to_tensor(result.image))  # the benchmark's own work
     Path(args.out).write_text(json.dumps({"evaluations": result.evaluations, "trace": trace, **scored,
-                                          "first_evaluation_s": trace[0][2], "last_evaluation_s": trace[-1][2]}))
+                                          "first_evaluation_s": trace[0][2], "last_evaluation_s": trace[-1][2],
+                                          "picture_s": picture_s, "picture_cpu_s": picture_cpu_s}))
 
 
 def run_one(args: argparse.Namespace, pair: int, candidate: str, picture: Path | None) -> dict[str, Any]:
-    """``candidate`` on ``pair`` in a process of its own: its report plus the whole process's wall and CPU time."""
+    """``candidate`` on ``pair`` in a process of its own: its report, the wall and CPU time to its saved picture
+    (``wall_s``, ``cpu_s``: what a user waits for, from the process's start) and the whole process's, scoring
+    included (``process_wall_s``, ``process_cpu_s``)."""
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "run.json"
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -112,7 +118,8 @@ def run_one(args: argparse.Namespace, pair: int, candidate: str, picture: Path |
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         report = json.loads(out.read_text())
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {**report, "wall_s": wall, "cpu_s": cpu}
+    return {**report, "wall_s": report["picture_s"], "cpu_s": report["picture_cpu_s"], "process_wall_s": wall,
+            "process_cpu_s": cpu}
 
 
 def reach(run: dict[str, Any], target: float) -> tuple[int, float] | None:
