@@ -15,8 +15,8 @@ Per pair and candidate it prints:
   the default path's float32 model at the final size, against the default's picture scored the same way;
 - ``wall`` and ``cpu``: the wall and CPU time from the process's start to its saved picture (start-up, model
   loading, the run and writing the picture: what a user of the command waits for) against the default's. Until
-  2026-12-03 they were the whole process's, which also scored the picture with a float32 model of its own (1.3 to
-  1.5 s at 256 px, the same for every candidate); the JSON keeps those as ``process_wall_s`` and ``process_cpu_s``.
+  2026-12-03 they were the whole process's, which also scored the picture with a float32 model of its own (1.7 to
+  2.6 s at 256 px, the same for every candidate); the JSON keeps those as ``process_wall_s`` and ``process_cpu_s``.
 
 The issue's bar for ``--fast`` (issue 32): ``loss`` at most 1.05, ``content`` at most 1.25, ``wall`` at most 0.4.
 A candidate is a set of ``StyleConfig`` fields over the default's (``CANDIDATES``); ``control`` is the default in

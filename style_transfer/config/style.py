@@ -247,8 +247,8 @@ class StyleConfig:
         choices=PRECISIONS,
         short='fp32, or bf16 for the VGG layers where the device has it.',
         help=("Speed: bf16 runs the VGG layers in bfloat16 (losses, image and optimiser stay float32; LBFGS's first "
-              'step, 20 evaluations, runs in float32); faster, the image differs slightly; refused where the device has '
-              'no native bf16.'))
+              'step, 20 evaluations, runs in float32; in the Fourier basis the first 4 evaluations and the last LBFGS '
+              'step do); faster, the image differs slightly; refused where the device has no native bf16.'))
     # NHWC layout for the VGG layers: faster with bf16 on a CPU, same values
     channels_last: bool = setting(
         False, "flag", "Speed",
