@@ -221,8 +221,10 @@ def test_each_redraw_of_the_bar_shows_the_losses_of_the_evaluation_it_counts(tmp
     close (all a log of stderr keeps) disagreed with the record. Each redraw against --log's row of that step, and
     the last against the record (both the last evaluation's losses). tqdm redraws at every update here
     (TQDM_MININTERVAL=0, tqdm's own environment override): by default it waits 0.1 s between redraws, and a run
-    of 20 evaluations at 32 px can end before a second one."""
+    of 20 evaluations at 32 px can end before a second one. TQDM_MINITERS=1 too: otherwise tqdm's dynamic miniters
+    skipped every redraw between the first and the last on a fast run (one CI run: 20 steps at 208 steps/s)."""
     monkeypatch.setenv("TQDM_MININTERVAL", "0")
+    monkeypatch.setenv("TQDM_MINITERS", "1")
     out, log = tmp_path / "out.png", tmp_path / "run.jsonl"
     result = invoke([CONTENT, STYLE, "-o", str(out), *TINY[:-1], "--steps", "1", "--log", str(log)])
     rows = {row["step"]: row for row in map(json.loads, log.read_text().splitlines())}
