@@ -68,15 +68,16 @@ class FastStyleModel(nn.Module):
     The loss modules see float32 feature maps outside autocast, so losses, targets and the
     image gradient's dtype are float32; only the VGG layers' arithmetic is in bfloat16.
 
-    A bf16 model runs its first ``exact_left`` evaluations (``BF16_EXACT_START``, LBFGS's first
+    A bf16 model runs its first ``exact_until`` evaluations (``BF16_EXACT_START``, LBFGS's first
     step) in float32, with the caller's float32 convolution weights. That step builds LBFGS's
     curvature history from nothing while the image moves the most: its first pair is the gradient
     difference across a step of ``lr / Σ|g|``, far below what bf16 feature maps resolve, and
     bf16's rounding in the pairs after it steered whole runs off the default's path (two
     evaluations in float32 mended the first, a whole step the rest; README, Speed). In the Fourier
     basis the start is ``BF16_EXACT_START_FOURIER`` evaluations, and the evaluations from
-    ``exact_from`` on (the last ``BF16_EXACT_FINISH`` the run plans) run in float32 too; ``done``
-    counts the evaluations run.
+    ``exact_from`` on (the last ``BF16_EXACT_FINISH`` the run plans) run in float32 too. ``done``
+    counts the evaluations run (a resumed run's included); the float32 start is the first
+    ``exact_until`` of them.
     """
 
     def __init__(self, body: nn.Sequential, speed: Speed, device_type: str,
@@ -90,7 +91,7 @@ class FastStyleModel(nn.Module):
         self.exact_weights = exact_weights or {}
         fourier = speed.parametrization == "fourier"
         bf16 = speed.precision == "bf16"
-        self.exact_left = (BF16_EXACT_START_FOURIER if fourier else BF16_EXACT_START) if bf16 else 0
+        self.exact_until = (BF16_EXACT_START_FOURIER if fourier else BF16_EXACT_START) if bf16 else 0
         self.exact_from = planned - BF16_EXACT_FINISH if bf16 and fourier and planned is not None else None
         self.done = 0
         modules = list(body)
@@ -99,11 +100,18 @@ class FastStyleModel(nn.Module):
                            if type(m) is FusedStyleLoss and isinstance(modules[i + 1], nn.ReLU)}
         self._deferred = {i - 1 for i in self._relu_gram}  # those style losses' own indices
 
+    @property
+    def exact_left(self) -> int:
+        """Evaluations of the float32 start still to run (setting it moves the start's end)."""
+        return max(0, self.exact_until - self.done)
+
+    @exact_left.setter
+    def exact_left(self, left: int) -> None:
+        self.exact_until = self.done + left
+
     def forward(self, img: torch.Tensor) -> torch.Tensor:
         x = img.contiguous(memory_format=torch.channels_last) if self.speed.channels_last else img
-        exact = self.exact_left > 0 or (self.exact_from is not None and self.done >= self.exact_from)
-        if self.exact_left > 0:
-            self.exact_left -= 1
+        exact = self.done < self.exact_until or (self.exact_from is not None and self.done >= self.exact_from)
         self.done += 1
         bf16 = self.speed.precision == "bf16" and not exact
         with torch.autocast(self.device_type, dtype=torch.bfloat16, enabled=bf16):
@@ -141,9 +149,7 @@ def accelerator(speed: Speed) -> Callable[..., tuple[nn.Module, list[StyleLoss],
                   evaluations: int = 0, planned: int | None = None) -> tuple[nn.Module, list[StyleLoss],
                                                                              list[ContentLoss]]:
         model, style_losses, content_losses = accelerate(model, style_losses, content_losses, speed, planned=planned)
-        if evaluations:
-            model.exact_left = max(0, model.exact_left - evaluations)
-            model.done = evaluations
+        model.done = evaluations  # a resumed run's float32 start and finish count from where it stopped
         return model, style_losses, content_losses
 
     return fast_form
