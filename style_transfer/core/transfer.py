@@ -52,6 +52,22 @@ ProgressCallback = Callable[[StepInfo], None]
 
 
 OPTIMIZER_LR = {"lbfgs": 1.0, "adam": 0.02}  # learning rates when none is given (LBFGS: torch's)
+# torch.optim.Optimizer's methods that torch wraps in torch._disable_dynamo (a guard for torch.compile, which no run
+# here uses): the wrapper's first call imports torch._dynamo, 1.3 to 1.5 s of every run's start on a 2-core CPU.
+DYNAMO_GUARDED = ("add_param_group", "zero_grad", "state_dict", "load_state_dict")
+
+
+def _unguarded(cls: type[optim.Optimizer]) -> type[optim.Optimizer]:
+    """``cls`` with the ``DYNAMO_GUARDED`` methods as torch wrote them, without the guard's wrapper (the same code:
+    the wrapper only hands the call to ``torch._dynamo.disable(method)``). A method torch no longer wraps is left
+    as it is."""
+    methods = {name: getattr(getattr(optim.Optimizer, name), "__wrapped__", getattr(optim.Optimizer, name))
+               for name in DYNAMO_GUARDED}
+    return type(cls.__name__, (cls,), {**methods, "__module__": __name__, "__qualname__": cls.__name__,
+                                       "__doc__": f"torch's {cls.__name__}, unchanged but for ``_unguarded``."})
+
+
+LBFGS = _unguarded(optim.LBFGS)  # the tutorial's optimiser (isinstance of optim.LBFGS), started without torch._dynamo
 
 
 def get_input_optimizer(input_img: torch.Tensor, *, optimizer_name: str = "lbfgs",
@@ -67,8 +83,8 @@ def get_input_optimizer(input_img: torch.Tensor, *, optimizer_name: str = "lbfgs
     if optimizer_name != "lbfgs":
         raise ValueError(f"optimizer must be lbfgs or adam, got {optimizer_name!r}")
     if history_size != TORCH_LBFGS_HISTORY:
-        return optim.LBFGS([input_img], lr=OPTIMIZER_LR["lbfgs"] if lr is None else lr, history_size=history_size)
-    return optim.LBFGS([input_img]) if lr is None else optim.LBFGS([input_img], lr=lr)
+        return LBFGS([input_img], lr=OPTIMIZER_LR["lbfgs"] if lr is None else lr, history_size=history_size)
+    return LBFGS([input_img]) if lr is None else LBFGS([input_img], lr=lr)
 
 
 @keeps_image_on_interrupt

