@@ -24,7 +24,7 @@ from .losses import ContentLoss, StyleLoss
 from .parametrization import BasisImage, Jumped, make_basis
 from .statistics import SlicedStyleLoss
 from .style_model import get_style_model_and_losses, layer_names  # noqa: F401  (the tutorial's names, here too)
-from .steps import TORCH_LBFGS_HISTORY, planned_evaluations
+from .steps import LBFGS_MAX_ITER, TORCH_LBFGS_HISTORY, planned_evaluations
 
 
 @dataclass(frozen=True)
@@ -208,6 +208,12 @@ def optimize(
         restarted = False
         if moved is not None:
             moved.begin_step()
+        # A model whose arithmetic changes with this step (a bf16 run's float32 finish, speed/fast.py): LBFGS would
+        # pair this step's first gradient with the last one in the other arithmetic; a last step of length 0 skips
+        # that pair (LBFGS keeps a pair only where y·s > 1e-10), the rest of its memory is kept.
+        starts = getattr(model, "step_starts", None)
+        if starts is not None and starts(last=run[0] + LBFGS_MAX_ITER > num_steps) and optimizer_name == "lbfgs":
+            optimizer.state[variable]["t"] = 0.0
         try:
             optimizer.step(closure)
         except Jumped:  # the Fourier path's guard: the step's best coefficients, a fresh LBFGS from there, damped
@@ -386,8 +392,7 @@ def run_style_transfer(
         extra_losses.append(image_loss)
     if s.accelerate is not None:  # bf16 / channels_last / fused Gram (speed/fast.py)
         model, style_losses, content_losses = s.accelerate(model, style_losses, content_losses,
-                                                           0 if s.resume is None else s.resume.evaluations,
-                                                           planned_evaluations(num_steps, s.optimizer_name))
+                                                           0 if s.resume is None else s.resume.evaluations)
     return optimize(model, style_losses, content_losses, input_img, num_steps, style_weight, content_weight,
                     s.progress, optimizer_name=s.optimizer_name, lr=s.lr, extra_losses=extra_losses,
                     stats=s.stats, backward=s.backward, history_size=s.history_size, resume=s.resume,

@@ -53,13 +53,12 @@ def speed_from_config(config: StyleConfig, device: torch.device) -> Speed:
 
 
 BF16_EXACT_START = LBFGS_MAX_ITER  # evaluations a bf16 model runs in float32 first: LBFGS's first step
-# In the Fourier basis (--fast): 4 evaluations in float32 first, and the last LBFGS step (the run's last 20 planned
-# evaluations) in float32 again. bf16's rounding moves the minimum it finds: on four pairs at 256 px (real VGG16, an
+# In the Fourier basis (--fast): 4 evaluations in float32 first, and the run's last LBFGS step in float32 again
+# (FastStyleModel.step_starts). bf16's rounding moves the minimum it finds: on four pairs at 256 px (real VGG16, an
 # AVX512-BF16 EPYC) the float32 loss of --fast's picture stood 0.3 to 2.3 % above the bf16 loss it ended at; with
 # the float32 finish it ended 0.3 % higher to 3.2 % lower (1.1 % lower on the mean) than with the float32 start
 # alone, for 4 more float32 evaluations in all (docs/speed.md).
 BF16_EXACT_START_FOURIER = 4
-BF16_EXACT_FINISH = LBFGS_MAX_ITER
 
 
 class FastStyleModel(nn.Module):
@@ -74,15 +73,13 @@ class FastStyleModel(nn.Module):
     difference across a step of ``lr / Σ|g|``, far below what bf16 feature maps resolve, and
     bf16's rounding in the pairs after it steered whole runs off the default's path (two
     evaluations in float32 mended the first, a whole step the rest; README, Speed). In the Fourier
-    basis the start is ``BF16_EXACT_START_FOURIER`` evaluations, and the evaluations from
-    ``exact_from`` on (the last ``BF16_EXACT_FINISH`` the run plans) run in float32 too. ``done``
-    counts the evaluations run (a resumed run's included); the float32 start is the first
-    ``exact_until`` of them.
+    basis the start is ``BF16_EXACT_START_FOURIER`` evaluations, and the run's last LBFGS step
+    runs in float32 too (``step_starts``: the float32 finish). ``done`` counts the evaluations run
+    (a resumed run's included); the float32 start is the first ``exact_until`` of them.
     """
 
     def __init__(self, body: nn.Sequential, speed: Speed, device_type: str,
-                 exact_weights: dict[int, tuple[torch.Tensor, torch.Tensor | None]] | None = None,
-                 planned: int | None = None) -> None:
+                 exact_weights: dict[int, tuple[torch.Tensor, torch.Tensor | None]] | None = None) -> None:
         super().__init__()
         self.body = body
         self.speed = speed
@@ -92,8 +89,10 @@ class FastStyleModel(nn.Module):
         fourier = speed.parametrization == "fourier"
         bf16 = speed.precision == "bf16"
         self.exact_until = (BF16_EXACT_START_FOURIER if fourier else BF16_EXACT_START) if bf16 else 0
-        self.exact_from = planned - BF16_EXACT_FINISH if bf16 and fourier and planned is not None else None
+        self.finishes = bf16 and fourier  # the run's last LBFGS step in float32 (step_starts)
+        self.finishing = False
         self.done = 0
+        self.last_exact: bool | None = None  # whether the last evaluation ran in float32 (None: none ran yet)
         modules = list(body)
         # A fused style loss right before a ReLU runs with it as one step (_ReluGram): ReLU index -> loss.
         self._relu_gram = {i + 1: m for i, m in enumerate(modules[:-1])
@@ -109,10 +108,28 @@ class FastStyleModel(nn.Module):
     def exact_left(self, left: int) -> None:
         self.exact_until = self.done + left
 
+    def step_starts(self, last: bool) -> bool:
+        """Called before each optimiser step (``transfer.optimize``), ``last`` when it is the run's last one: a bf16 run
+        in the Fourier basis runs its last step in float32 (the float32 finish).
+
+        Returns:
+            whether this step's first evaluation runs in another arithmetic than the evaluation before it, so the
+            optimiser must not pair their gradients: LBFGS's pair across the switch to the finish had the gradients'
+            change between bf16 and float32 in it, and late in a run that is larger than the change a step makes
+            (the jump guard restarted on two of four pairs at 256 px two evaluations into the finish, docs/speed.md).
+        """
+        self.finishing = self.finishes and last
+        exact = self.done < self.exact_until or self.finishing
+        before = self.last_exact
+        if before is None and self.done > 0:  # a resumed run: its last evaluation was in the float32 start or bf16
+            before = self.done - 1 < self.exact_until
+        return before is not None and exact != before
+
     def forward(self, img: torch.Tensor) -> torch.Tensor:
         x = img.contiguous(memory_format=torch.channels_last) if self.speed.channels_last else img
-        exact = self.done < self.exact_until or (self.exact_from is not None and self.done >= self.exact_from)
+        exact = self.done < self.exact_until or self.finishing
         self.done += 1
+        self.last_exact = exact
         bf16 = self.speed.precision == "bf16" and not exact
         with torch.autocast(self.device_type, dtype=torch.bfloat16, enabled=bf16):
             for i, module in enumerate(self.body):
@@ -138,25 +155,23 @@ class FastStyleModel(nn.Module):
 def accelerator(speed: Speed) -> Callable[..., tuple[nn.Module, list[StyleLoss], list[ContentLoss]]] | None:
     """``run_style_transfer``'s ``TransferSettings.accelerate`` for ``speed``: None where it changes nothing.
 
-    The function takes the style model, its loss modules, the evaluations a resumed run has done (a bf16
-    model's float32 start, ``BF16_EXACT_START``, counts them: a resumed run continues its count) and the evaluations
-    the run plans (where its float32 finish begins, ``BF16_EXACT_FINISH``; None: no finish).
+    The function takes the style model, its loss modules and the evaluations a resumed run has done (a bf16
+    model's float32 start, ``BF16_EXACT_START``, counts them: a resumed run continues its count).
     """
     if not speed.changes_model:
         return None
 
     def fast_form(model: nn.Sequential, style_losses: Sequence[StyleLoss], content_losses: Sequence[ContentLoss],
-                  evaluations: int = 0, planned: int | None = None) -> tuple[nn.Module, list[StyleLoss],
-                                                                             list[ContentLoss]]:
-        model, style_losses, content_losses = accelerate(model, style_losses, content_losses, speed, planned=planned)
-        model.done = evaluations  # a resumed run's float32 start and finish count from where it stopped
+                  evaluations: int = 0) -> tuple[nn.Module, list[StyleLoss], list[ContentLoss]]:
+        model, style_losses, content_losses = accelerate(model, style_losses, content_losses, speed)
+        model.done = evaluations  # a resumed run's float32 start counts from where it stopped
         return model, style_losses, content_losses
 
     return fast_form
 
 
 def accelerate(model: nn.Sequential, style_losses: Sequence[StyleLoss], content_losses: Sequence[ContentLoss],
-               speed: Speed, *, planned: int | None = None) -> tuple[nn.Module, list[StyleLoss], list[ContentLoss]]:
+               speed: Speed) -> tuple[nn.Module, list[StyleLoss], list[ContentLoss]]:
     """Turn a model from ``get_style_model_and_losses`` into its fast form.
 
     Convolutions are copied before their layout changes (the caller's ``cnn`` is never changed);
@@ -200,7 +215,7 @@ def accelerate(model: nn.Sequential, style_losses: Sequence[StyleLoss], content_
                                             None if original.bias is None else original.bias.detach())
                 module = module.to(torch.bfloat16)
         body.add_module(name, module)
-    return FastStyleModel(body, speed, device.type, exact_weights, planned), new_style, new_content
+    return FastStyleModel(body, speed, device.type, exact_weights), new_style, new_content
 
 
 def _recast(module: nn.Module, cls: type) -> nn.Module:

@@ -15,14 +15,15 @@ from style_transfer import StyleConfig, stylize
 from style_transfer.cli.stylize import main
 from style_transfer.speed import hardware
 from style_transfer.speed.kernels import _ReluGram
-from style_transfer.speed.fast import (BF16_EXACT_FINISH, BF16_EXACT_START, BF16_EXACT_START_FOURIER, FastContentLoss,
+from style_transfer.speed.fast import (BF16_EXACT_START, BF16_EXACT_START_FOURIER, FastContentLoss,
                                        FusedStyleLoss, Speed, accelerate, accelerator, bf16_supported, fused_gram_matrix,
                                        speed_from_config)
 from style_transfer.run.plans import FAST_HISTORY_SIZE, FAST_STEPS_SHARE, LBFGS_MAX_ITER, plan_run, scale_budgets, scale_sizes
 from style_transfer.io.images import load_image, pil_to_tensor
 from style_transfer.core.losses import gram_matrix
 from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD
-from style_transfer.core.transfer import get_style_model_and_losses
+from style_transfer.core.stats import RunStats
+from style_transfer.core.transfer import get_style_model_and_losses, optimize
 
 from ..helpers import transfer
 
@@ -149,22 +150,61 @@ def test_bf16_runs_its_first_lbfgs_step_in_fp32(cnn, content_32, style_32) -> No
 @pytest.mark.parametrize("resumed_at", [0, 7])
 def test_bf16_in_the_fourier_basis_runs_a_short_start_and_its_last_lbfgs_step_in_fp32(cnn, content_32, style_32,
                                                                                         resumed_at: int) -> None:
-    """--fast's bf16 (the Fourier basis): its first ``BF16_EXACT_START_FOURIER`` evaluations and its last
-    ``BF16_EXACT_FINISH`` planned ones see the default's numbers, those between bf16's; a resumed run keeps the count."""
+    """--fast's bf16 (the Fourier basis): its first ``BF16_EXACT_START_FOURIER`` evaluations and the run's last LBFGS
+    step (from the step_starts call that says so) see the default's numbers, those between bf16's; step_starts says
+    where the arithmetic changes at a step's start, a resumed run's included."""
     _, _, loss, grad = first_evaluation(cnn, content_32, style_32, None)
-    planned = BF16_EXACT_START_FOURIER + 3 + BF16_EXACT_FINISH
     fast_form = accelerator(Speed("bf16", True, True, parametrization="fourier"))
-    built = fast_form(*get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD, style_32, content_32),
-                      resumed_at, planned)
-    exact = []
-    for _ in range(resumed_at, planned + 2):  # past the plan (a step that ran long) stays float32
-        _, _, step_loss, step_grad = first_evaluation(cnn, content_32, style_32, None, model=built)
-        error = float((step_grad - grad).norm() / grad.norm())
-        assert error < 1e-4 or error > 1e-3  # float32 (the same numbers up to summation order) or bf16's rounding
-        exact.append(error < 1e-4 and float(step_loss) == pytest.approx(float(loss), rel=1e-5))
-    expected = [i < BF16_EXACT_START_FOURIER or i >= planned - BF16_EXACT_FINISH for i in range(planned + 2)]
-    assert exact == expected[resumed_at:]
-    assert BF16_EXACT_START_FOURIER == 4 and BF16_EXACT_FINISH == LBFGS_MAX_ITER
+    built = fast_form(*get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD, style_32, content_32), resumed_at)
+
+    def evaluate(count: int) -> list[bool]:
+        exact = []
+        for _ in range(count):
+            _, _, step_loss, step_grad = first_evaluation(cnn, content_32, style_32, None, model=built)
+            error = float((step_grad - grad).norm() / grad.norm())
+            assert error < 1e-4 or error > 1e-3  # float32 (the same numbers up to summation order) or bf16's rounding
+            exact.append(error < 1e-4 and float(step_loss) == pytest.approx(float(loss), rel=1e-5))
+        return exact
+
+    model = built[0]
+    assert model.step_starts(last=False) is False  # the start, or (resumed at 7) bf16 as before the checkpoint
+    first = evaluate(10 - resumed_at)
+    assert first == [i < BF16_EXACT_START_FOURIER for i in range(resumed_at, 10)]
+    assert model.step_starts(last=False) is False  # still bf16
+    assert evaluate(2) == [False, False]
+    assert model.step_starts(last=True) is True  # the float32 finish: the arithmetic changes here
+    assert evaluate(3) == [True, True, True]
+    assert model.step_starts(last=True) is False  # a last step run again (after a jump): float32 as before
+    assert evaluate(1) == [True]
+    assert BF16_EXACT_START_FOURIER == 4
+
+
+def test_optimize_skips_the_lbfgs_pair_across_a_change_of_arithmetic(cnn, content_32, style_32) -> None:
+    """Where the model says its arithmetic changes at a step's start (step_starts: a bf16 run's float32 finish),
+    optimize sets LBFGS's last step length to 0 before the step, so LBFGS keeps no pair from the gradients of the two
+    arithmetics (y·s = 0); before the other steps it is LBFGS's own. A float32 model told it finishes stands in for a
+    bf16 one (any CPU): its finish switches to the caller's weights, the same numbers."""
+    model, style_losses, content_losses = accelerate(
+        *get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD, style_32, content_32), Speed("fp32", True, True))
+    model.finishes = True
+    calls: list[bool] = []
+    starts = model.step_starts
+    model.step_starts = lambda last: calls.append(last) or starts(last)  # type: ignore[method-assign]
+    lengths: list[float | None] = []
+
+    def before_step(optimizer: torch.optim.Optimizer, args: object, kwargs: object) -> None:
+        lengths.append(next(iter(optimizer.state.values()), {}).get("t"))
+
+    from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+    handle = register_optimizer_step_pre_hook(before_step)
+    try:
+        optimize(model, style_losses, content_losses, content_32.clone(), 40, stats=RunStats(),
+                 parametrization="fourier")
+    finally:
+        handle.remove()
+    assert calls == [False, False, True]  # steps at 0, 20 and 40 evaluations of 40: the third is the last
+    assert lengths[0] is None and lengths[1] not in (None, 0.0) and lengths[2] == 0.0
 
 
 class TestReluGram:
