@@ -180,16 +180,24 @@ def test_bf16_in_the_fourier_basis_runs_a_short_start_and_its_last_lbfgs_step_in
 
 
 def test_optimize_skips_the_lbfgs_pair_across_a_change_of_arithmetic(cnn, content_32, style_32) -> None:
-    """Where the model says its arithmetic changes at a step's start (step_starts: a bf16 run's float32 finish),
-    optimize sets LBFGS's last step length to 0 before the step, so LBFGS keeps no pair from the gradients of the two
-    arithmetics (y·s = 0); before the other steps it is LBFGS's own. A float32 model told it finishes stands in for a
-    bf16 one (any CPU): its finish switches to the caller's weights, the same numbers."""
+    """optimize asks the model before each LBFGS step whether it is the run's last (step_starts), and where the model
+    says its arithmetic changes there (a bf16 run's float32 finish) it sets LBFGS's last step length to 0 before the
+    step, so LBFGS keeps no pair from the gradients of the two arithmetics (y·s = 0); before every other step the
+    length is LBFGS's own (or none: a fresh LBFGS after a jump). A float32 model told it finishes stands in for a
+    bf16 one on any CPU (its finish runs the same numbers)."""
     model, style_losses, content_losses = accelerate(
         *get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD, style_32, content_32), Speed("fp32", True, True))
     model.finishes = True
-    calls: list[bool] = []
+    evaluations = [0]
+    calls: list[tuple[int, bool, bool]] = []  # (evaluations before the step, last, the arithmetic changes)
     starts = model.step_starts
-    model.step_starts = lambda last: calls.append(last) or starts(last)  # type: ignore[method-assign]
+
+    def spy(last: bool) -> bool:
+        changes = starts(last)
+        calls.append((evaluations[0], last, changes))
+        return changes
+
+    model.step_starts = spy  # type: ignore[method-assign]
     lengths: list[float | None] = []
 
     def before_step(optimizer: torch.optim.Optimizer, args: object, kwargs: object) -> None:
@@ -199,12 +207,15 @@ def test_optimize_skips_the_lbfgs_pair_across_a_change_of_arithmetic(cnn, conten
 
     handle = register_optimizer_step_pre_hook(before_step)
     try:
-        optimize(model, style_losses, content_losses, content_32.clone(), 40, stats=RunStats(),
-                 parametrization="fourier")
+        optimize(model, style_losses, content_losses, content_32.clone(), 40, 1e6, 1,
+                 lambda info: evaluations.__setitem__(0, info.step), stats=RunStats(), parametrization="fourier")
     finally:
         handle.remove()
-    assert calls == [False, False, True]  # steps at 0, 20 and 40 evaluations of 40: the third is the last
-    assert lengths[0] is None and lengths[1] not in (None, 0.0) and lengths[2] == 0.0
+    assert len(calls) == len(lengths) >= 3
+    for (done, last, changes), length in zip(calls, lengths):
+        assert last == (done + LBFGS_MAX_ITER > 40), (done, last)
+        assert (length == 0.0) == changes, (done, length, changes)
+    assert [changes for _, last, changes in calls if last][0] is True  # the first last step switched arithmetic
 
 
 class TestReluGram:
