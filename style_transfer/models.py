@@ -1,18 +1,7 @@
 """The networks and their weights where they were before the package was split into layers: now ``core.vgg``."""
 
-from typing import Any
-
 from .core.vgg import (CAFFE_MEAN_BGR, CAFFE_SCALES, DOWNLOAD_TIMEOUT_S, IMAGENET_MEAN, IMAGENET_STD,  # noqa: F401
-                       CaffeNormalization, DownloadProgress, Network, Normalization, conv_count,
+                       IMAGENET_WEIGHTS, CaffeNormalization, DownloadProgress, Network, Normalization, conv_count,
                        download_imagenet_weights, features_state, freeze, imagenet_weights_path, is_onnx_file,
                        load_network, load_state_file, load_vgg19_features, make_normalization, random_vgg19_features,
                        random_vgg_features, vgg19_features, vgg_features)
-
-
-def __getattr__(name: str) -> Any:
-    """``IMAGENET_WEIGHTS`` as ``core.vgg`` builds it on first use (it imports torchvision)."""
-    if name == "IMAGENET_WEIGHTS":
-        from .core import vgg
-
-        return vgg.IMAGENET_WEIGHTS
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
