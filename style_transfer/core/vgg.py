@@ -65,6 +65,7 @@ def __getattr__(name: str) -> Any:
         return {model: imagenet_weights(model) for model in ("vgg19", "vgg16")}
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
+
 DOWNLOAD_TIMEOUT_S = 30.0
 _HASH_RE = re.compile(r"-([a-f0-9]{6,})\.")
 

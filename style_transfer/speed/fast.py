@@ -92,7 +92,6 @@ class FastStyleModel(nn.Module):
         self.finishes = bf16 and fourier  # the run's last LBFGS step in float32 (step_starts)
         self.finishing = False
         self.done = 0
-        self.last_exact: bool | None = None  # whether the last evaluation ran in float32 (None: none ran yet)
         modules = list(body)
         # A fused style loss right before a ReLU runs with it as one step (_ReluGram): ReLU index -> loss.
         self._relu_gram = {i + 1: m for i, m in enumerate(modules[:-1])
@@ -118,18 +117,18 @@ class FastStyleModel(nn.Module):
             change between bf16 and float32 in it, and late in a run that is larger than the change a step makes
             (the jump guard restarted on two of four pairs at 256 px two evaluations into the finish, docs/speed.md).
         """
+        before = self._exact(self.done - 1)  # the evaluation before this step (a resumed run's: not in a finish)
         self.finishing = self.finishes and last
-        exact = self.done < self.exact_until or self.finishing
-        before = self.last_exact
-        if before is None and self.done > 0:  # a resumed run: its last evaluation was in the float32 start or bf16
-            before = self.done - 1 < self.exact_until
-        return before is not None and exact != before
+        return self.done > 0 and self._exact(self.done) != before
+
+    def _exact(self, evaluation: int) -> bool:
+        """Whether the run's evaluation ``evaluation`` (from 0) runs in float32, with the finish as this step has it."""
+        return evaluation < self.exact_until or self.finishing
 
     def forward(self, img: torch.Tensor) -> torch.Tensor:
         x = img.contiguous(memory_format=torch.channels_last) if self.speed.channels_last else img
-        exact = self.done < self.exact_until or self.finishing
+        exact = self._exact(self.done)
         self.done += 1
-        self.last_exact = exact
         bf16 = self.speed.precision == "bf16" and not exact
         with torch.autocast(self.device_type, dtype=torch.bfloat16, enabled=bf16):
             for i, module in enumerate(self.body):
