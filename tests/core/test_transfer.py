@@ -135,17 +135,18 @@ def test_the_optimiser_is_torchs_lbfgs_step_for_step() -> None:
 
 
 @pytest.mark.parametrize("fast", [False, True])
-def test_a_run_never_imports_torch_dynamo_or_torchvision(fast: bool) -> None:
-    """Importing either costs about 1.4 s of every run's start (torchvision imports torch._dynamo; torch's optimisers
-    import it on their first add_param_group and zero_grad): a run whose weights need no download imports neither.
-    In a fresh process, since the suite's own process has long imported both."""
+def test_a_run_never_imports_torch_dynamo_torchvision_or_sympy(fast: bool) -> None:
+    """Importing either of the first two costs about 1.4 s of every run's start (torchvision imports torch._dynamo;
+    torch's optimisers import it on their first add_param_group and zero_grad), sympy 0.5 s (torch imports it to check
+    the shape of a gradient handed to backward, which --fast's Fourier basis did): a run whose weights need no download
+    imports none of them. In a fresh process, since the suite's own process has long imported all three."""
     import subprocess
     import sys
 
     script = ("import sys, numpy as np; from PIL import Image; from style_transfer import StyleConfig, stylize; "
               "im = Image.fromarray((np.random.default_rng(0).random((24, 32, 3)) * 255).astype('uint8')); "
               f"stylize(im, im, StyleConfig(size=32, steps=1, weights='random', fast={fast})); "
-              "print(sorted(m for m in ('torch._dynamo', 'torchvision') if m in sys.modules))")
+              "print(sorted(m for m in ('torch._dynamo', 'torchvision', 'sympy') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[]"
