@@ -21,7 +21,7 @@ from ..config import TILING_REFUSAL, TUTORIAL_CONTENT_LAYERS, TUTORIAL_STYLE_LAY
 from .stats import RunStats, keeps_image_on_interrupt
 from .loss_terms import TotalVariationLoss
 from .losses import ContentLoss, StyleLoss
-from .parametrization import BasisImage, Jumped, make_basis
+from .parametrization import FOURIER_EXPONENT, LATE_EXPONENT, LATE_SHARE, BasisImage, Jumped, make_basis
 from .statistics import SlicedStyleLoss
 from .style_model import get_style_model_and_losses, layer_names  # noqa: F401  (the tutorial's names, here too)
 from .steps import LBFGS_MAX_ITER, TORCH_LBFGS_HISTORY, planned_evaluations
@@ -140,11 +140,17 @@ def optimize(
     input_img.requires_grad_(True)
     model.eval()
     model.requires_grad_(False)
-    basis = make_basis(parametrization, input_img)
+    # The Fourier basis's scale: 1/f**0.5, flat from LATE_SHARE of the planned evaluations on (LBFGS only; a
+    # checkpoint's optimiser state says which it had, older ones the first).
+    exponent = FOURIER_EXPONENT
+    if resume is not None and resume.optimizer_state.get("param_groups"):
+        exponent = resume.optimizer_state["param_groups"][0].get("exponent", FOURIER_EXPONENT)
+    basis = make_basis(parametrization, input_img, exponent)
     moved = BasisImage(basis, input_img) if basis is not None else None
     variable = input_img if moved is None else moved.coefficients  # what the optimiser moves
     optimizer = get_input_optimizer(variable, optimizer_name=optimizer_name, lr=lr, history_size=history_size)
     planned = planned_evaluations(num_steps, optimizer_name)
+    late_from = round(LATE_SHARE * planned) if moved is not None and optimizer_name == "lbfgs" else None
     run = [0]
     base_lr = OPTIMIZER_LR[optimizer_name] if lr is None else lr
     if resume is not None:
@@ -229,8 +235,11 @@ def optimize(
                 optimizer.param_groups[0]["restarts_in_a_row"] = 0
                 if moved.damping < 1:
                     optimizer.param_groups[0]["lr"] = moved.ease(base_lr)
+        if moved is not None and late_from is not None and run[0] >= late_from and moved.basis.exponent != LATE_EXPONENT:
+            moved.rebase(LATE_EXPONENT, optimizer.state[variable])  # the rest of the run in the flat scale
         if moved is not None:  # the image of the step's last update, and coefficients a checkpoint restores exactly
             moved.settle(input_img)
+            optimizer.param_groups[0]["exponent"] = moved.basis.exponent  # kept by a checkpoint's state_dict
         if on_step_end is not None:
             on_step_end(optimizer, input_img, run[0])
         # Departure: once LBFGS returns at once (gradient below tolerance) the tutorial re-evaluates the same

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import pytest
 import torch
 
 from style_transfer import StyleConfig
-from style_transfer.core.parametrization import (DAMPING, JUMP, RESTARTS_IN_A_ROW, BasisImage, FourierBasis, Jumped,
-                                                inward, make_basis)
+from style_transfer.core.parametrization import (DAMPING, JUMP, LATE_EXPONENT, LATE_SHARE, RESTARTS_IN_A_ROW,
+                                                BasisImage, FourierBasis, Jumped, inward, make_basis)
 from style_transfer.core.stats import RunStats
 from style_transfer.core.transfer import get_style_model_and_losses, optimize
 from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD
@@ -160,3 +161,92 @@ def test_inward_by_hand() -> None:
     decoded = torch.tensor([-0.1, -0.1, 0.0, 0.5, 0.5, 1.0, 1.1, 1.1])
     grad = torch.tensor([1.0, -1.0, 1.0, 1.0, -1.0, -1.0, -1.0, 1.0])
     assert inward(decoded, grad).tolist() == [False, True, True, True, True, True, False, True]
+
+
+def _lbfgs_in_the_basis(cnn, content, style, steps: int) -> tuple[BasisImage, torch.optim.LBFGS, Callable]:
+    """An LBFGS of torch's defaults moving a BasisImage at 1/f**0.5 through ``steps`` steps of 4 iterations, and
+    the closure that evaluates the model at its coefficients (the gradient into ``coefficients.grad``)."""
+    model, style_losses, content_losses = get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD, style, content)
+    model.requires_grad_(False)
+    moved = BasisImage(FourierBasis.like(content), content)
+    image = torch.zeros_like(content, requires_grad=True)
+    optimizer = torch.optim.LBFGS([moved.coefficients], max_iter=4)
+
+    def closure() -> torch.Tensor:
+        moved.show(image)
+        image.grad = None
+        moved.coefficients.grad = None
+        model(image)
+        loss = STYLE_WEIGHT * sum(s.loss for s in style_losses) + sum(c.loss for c in content_losses)
+        loss.backward()
+        moved.backward(image)
+        return loss
+
+    for _ in range(steps):
+        optimizer.step(closure)
+    return moved, optimizer, closure
+
+
+def test_a_rebase_keeps_the_image_and_lbfgs_memory_describes_the_same_steps(cnn, content_32, style_32) -> None:
+    """After ``rebase`` to a flat scale the coefficients decode to the same image; LBFGS's steps s decode to the same
+    image changes; its last gradient is the gradient evaluated afresh in the new basis at the point it was taken
+    (the coefficients minus the last step t·d, in the new basis); each pair's s·y is kept; and the scale of its
+    first matrix is y·s / y·y of the newest pair, by hand."""
+    moved, optimizer, closure = _lbfgs_in_the_basis(cnn, content_32, style_32, steps=3)
+    memory = optimizer.state[moved.coefficients]
+    assert len(memory["old_dirs"]) >= 3  # pairs were stored (random weights: checked, not assumed)
+    old = moved.basis
+    image = old.decode(moved.coefficients.detach())
+    steps_before = [old.decode(s.reshape(moved.coefficients.shape)) for s in memory["old_stps"]]
+    sy_before = [float(s.dot(y)) for s, y in zip(memory["old_stps"], memory["old_dirs"])]
+    moved.rebase(0.0, memory)
+    new = moved.basis
+    assert new.exponent == 0.0 and torch.equal(new.scale, FourierBasis.like(content_32, exponent=0.0).scale)
+    assert torch.allclose(new.decode(moved.coefficients.detach()), image, rtol=0, atol=2e-6)
+    for before, s in zip(steps_before, memory["old_stps"]):
+        assert torch.allclose(new.decode(s.reshape(moved.coefficients.shape)), before, rtol=0,
+                              atol=1e-5 * float(before.abs().max()))
+    for before, s, y in zip(sy_before, memory["old_stps"], memory["old_dirs"]):
+        assert math.isclose(float(s.dot(y)), before, rel_tol=1e-4)
+    y, s = memory["old_dirs"][-1].double(), memory["old_stps"][-1].double()
+    assert math.isclose(float(memory["H_diag"]), float(y.dot(s) / y.dot(y)), rel_tol=1e-5)
+    # The last gradient, evaluated again where it was taken: the coefficients less the last step, in the new basis.
+    with torch.no_grad():
+        at = moved.coefficients.detach().clone()
+        moved.coefficients.sub_(memory["t"] * memory["d"].reshape(at.shape))
+    closure()
+    fresh = moved.coefficients.grad.reshape(-1)
+    assert torch.allclose(memory["prev_flat_grad"], fresh, rtol=1e-3, atol=1e-3 * float(fresh.abs().max()))
+    with torch.no_grad():
+        moved.coefficients.copy_(at)
+
+
+def test_an_lbfgs_run_in_the_basis_goes_flat_once_halfway(cnn, content_32, style_32, monkeypatch) -> None:
+    """``optimize`` rebases to LATE_EXPONENT at the end of the first LBFGS step that reaches LATE_SHARE of the
+    planned evaluations (39 steps: 40 planned, so 20), once, and says so in LBFGS's state (a checkpoint keeps it);
+    Adam keeps 1/f**0.5 throughout."""
+    seen: list[tuple[float, int]] = []
+    original = BasisImage.rebase
+
+    def spy(self, exponent, memory):
+        seen.append((exponent, evaluations[-1]))
+        original(self, exponent, memory)
+
+    monkeypatch.setattr(BasisImage, "rebase", spy)
+    for name in ("lbfgs", "adam"):
+        seen.clear()
+        evaluations: list[int] = [0]
+        ends: list[tuple[int, float]] = []
+        model, style_losses, content_losses = get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD,
+                                                                         style_32, content_32)
+        optimize(model, style_losses, content_losses, content_32.clone(), 39, 1e9, 1e3,
+                 lambda info: evaluations.append(info.step), stats=RunStats(), parametrization="fourier",
+                 optimizer_name=name,
+                 on_step_end=lambda optimizer, image, n: ends.append((n, optimizer.param_groups[0]["exponent"])))
+        late = round(LATE_SHARE * 40)
+        if name == "adam":
+            assert seen == [] and {e for _, e in ends} == {0.5}
+            continue
+        first = next(n for n, _ in ends if n >= late)
+        assert seen == [(LATE_EXPONENT, first)]
+        assert all(e == (0.5 if n < late else LATE_EXPONENT) for n, e in ends)

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from style_transfer import StyleConfig
+from style_transfer.core.parametrization import LATE_EXPONENT
 from style_transfer.errors import CheckpointError
 from style_transfer.io.images import pil_to_tensor
 from style_transfer.run.run import Run, RunOptions
@@ -123,6 +124,26 @@ def test_resume_gives_the_uninterrupted_image(images, tmp_path: Path, fields: di
         assert events[0].step == 21  # the checkpoint is the last whole LBFGS step (20), redone from there
     assert resumed.evaluations == whole.evaluations
     assert np.array_equal(pixels(resumed.image), pixels(whole.image))
+
+
+@pytest.mark.slow
+def test_resume_after_the_fourier_basis_went_flat(images, tmp_path: Path) -> None:
+    """A checkpoint taken after the basis's rebase (core/parametrization.py: flat from half the planned evaluations)
+    resumes in the flat basis, bit for bit; told the old scale instead (a checkpoint without the key), it differs."""
+    settings = config(parametrization="fourier")
+    whole = Run(*images, settings).execute()
+    checkpoint = tmp_path / "run.ckpt"
+    first = Run(*images, settings, RunOptions(checkpoint=str(checkpoint)))
+    first.execute(lambda e: first.cancel("interrupted") if e.step == whole.evaluations - 3 else None)
+    saved = torch.load(checkpoint, weights_only=True)
+    assert saved["evaluations"] >= 20 and saved["optimizer"]["param_groups"][0]["exponent"] == LATE_EXPONENT
+    resumed = Run(*images, settings, RunOptions(resume=str(checkpoint))).execute()
+    assert resumed.evaluations == whole.evaluations
+    assert np.array_equal(pixels(resumed.image), pixels(whole.image))
+    del saved["optimizer"]["param_groups"][0]["exponent"]
+    torch.save(saved, checkpoint)
+    told_wrong = Run(*images, settings, RunOptions(resume=str(checkpoint))).execute()
+    assert not np.array_equal(pixels(told_wrong.image), pixels(whole.image))
 
 
 @pytest.mark.slow
