@@ -192,14 +192,16 @@ class BasisImage:
             self.coefficients.mul_(ratio)
         self.basis = new
         flat = ratio.expand(self.coefficients.shape).reshape(-1)
-        if "d" in memory:  # LBFGS has run an iteration: its direction and last gradient
-            memory["d"] = memory["d"] * flat
-            memory["prev_flat_grad"] = memory["prev_flat_grad"] / flat
-        if memory.get("old_dirs"):  # its curvature pairs: y in old_dirs, s in old_stps
-            memory["old_dirs"] = [y / flat for y in memory["old_dirs"]]
-            memory["old_stps"] = [s * flat for s in memory["old_stps"]]
-            y, s = memory["old_dirs"][-1], memory["old_stps"][-1]
-            memory["H_diag"] = y.dot(s) / y.dot(y)
+        with torch.no_grad():  # in place: LBFGS's memory is up to 100 pairs of image-sized vectors, held nowhere else
+            if "d" in memory:  # LBFGS has run an iteration: its direction and last gradient
+                memory["d"].mul_(flat)
+                memory["prev_flat_grad"].div_(flat)
+            for y, s in zip(memory.get("old_dirs", ()), memory.get("old_stps", ())):  # its pairs: y and s
+                y.div_(flat)
+                s.mul_(flat)
+            if memory.get("old_dirs"):
+                y, s = memory["old_dirs"][-1], memory["old_stps"][-1]
+                memory["H_diag"] = y.dot(s) / y.dot(y)
 
     def settle(self, image: torch.Tensor) -> None:
         with torch.no_grad():
