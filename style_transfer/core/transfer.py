@@ -235,9 +235,9 @@ def optimize(
                 optimizer.param_groups[0]["restarts_in_a_row"] = 0
                 if moved.damping < 1:
                     optimizer.param_groups[0]["lr"] = moved.ease(base_lr)
-        if moved is not None and late_from is not None and run[0] >= late_from and moved.basis.exponent != LATE_EXPONENT:
-            moved.rebase(LATE_EXPONENT, optimizer.state[variable])  # the rest of the run in the flat scale
         if moved is not None:  # the image of the step's last update, and coefficients a checkpoint restores exactly
+            if late_from is not None and run[0] >= late_from and moved.basis.exponent != LATE_EXPONENT:
+                moved.rebase(LATE_EXPONENT, optimizer.state[variable])  # the rest of the run in the flat scale
             moved.settle(input_img)
             optimizer.param_groups[0]["exponent"] = moved.basis.exponent  # kept by a checkpoint's state_dict
         if on_step_end is not None:
