@@ -238,8 +238,8 @@ class StyleConfig:
         help=('Speed: LBFGS moves the Fourier coefficients (--parametrization fourier, unless given) for 80 % of '
               '--steps at --size, plus --channels-last, --fused-gram and bf16 on a CPU with AMX or AVX512-BF16 or a '
               'GPU with native bf16 (--print-config says which this machine gets). Measured on the real VGG16 at '
-              '512 px over four pairs on a 2-core AVX512-BF16 EPYC: 0.27-0.33x the wall time at 0.05-0.95x the '
-              'loss, the content kept; at 256 px 0.34-0.39x at 1.04-1.06x (docs/speed.md); without bf16 about two '
+              '512 px over four pairs on a 2-core AVX512-BF16 EPYC: 0.30-0.33x the wall time at 0.05-0.93x the '
+              'loss, the content kept; at 256 px 0.33-0.41x at 1.02-1.03x (docs/speed.md); without bf16 about two '
               'thirds of the time. Explicit --scales, --min-size or --scale-steps make it coarse-to-fine (which lost '
               'the content on real features).'))
     # fp32 | bf16: VGG layers autocast to bfloat16; losses, image, LBFGS stay float32
@@ -275,10 +275,10 @@ class StyleConfig:
         choices=PARAMETRIZATIONS,
         short="What LBFGS moves: pixels (the tutorial's) or fourier (--fast's).",
         help=("Speed: what the optimiser moves. pixels: the image's pixels (the tutorial's). fourier: the image's 2-D "
-              "Fourier coefficients scaled by 1/f^0.5, so a step moves coarse structure more than fine noise: the "
-              "same loss of the same clamped image, lower at every evaluation count measured (docs/speed.md); a loss "
-              "that jumps 3x within an LBFGS step sends it back to that step's best image. Default: fourier with "
-              "--fast, pixels without."))
+              "Fourier coefficients scaled by 1/f^0.5, so a step moves coarse structure more than fine noise, and "
+              "from half the run on unscaled (LBFGS), for the fine detail: the same loss of the same clamped image, "
+              "lower at every evaluation count measured (docs/speed.md); a loss that jumps 3x within an LBFGS step "
+              "sends it back to that step's best image. Default: fourier with --fast, pixels without."))
     # coarse-to-fine: this many sizes, each half the next, ending at size (None: 1)
     scales: int | None = setting(
         None, "int", "Speed",
