@@ -188,11 +188,10 @@ class BasisImage:
         """
         new = FourierBasis(*self.basis.shape, exponent=exponent, device=self.coefficients.device)
         ratio = (self.basis.scale / new.scale)[:, :, None].expand(self.coefficients.shape[-3:])
-        with torch.no_grad():
-            self.coefficients.mul_(ratio)
-        self.basis = new
         flat = ratio.expand(self.coefficients.shape).reshape(-1)
+        self.basis = new
         with torch.no_grad():  # in place: LBFGS's memory is up to 100 pairs of image-sized vectors, held nowhere else
+            self.coefficients.mul_(ratio)
             if "d" in memory:  # LBFGS has run an iteration: its direction and last gradient
                 memory["d"].mul_(flat)
                 memory["prev_flat_grad"].div_(flat)
