@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from style_transfer import StyleConfig
-from style_transfer.core.parametrization import (DAMPING, FOURIER_EXPONENT, JUMP, LATE_EXPONENT, LATE_SHARE, RESTARTS_IN_A_ROW,
-                                                BasisImage, FourierBasis, Jumped, inward, make_basis)
+from style_transfer.core.parametrization import (DAMPING, FOURIER_EXPONENT, JUMP, LATE_EXPONENT, LATE_SHARE,
+                                                RESTARTS_IN_A_ROW, BasisImage, FourierBasis, Jumped, inward,
+                                                make_basis)
 from style_transfer.core.stats import RunStats
 from style_transfer.core.transfer import get_style_model_and_losses, optimize
 from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD
