@@ -216,12 +216,18 @@ def optimize(
             moved.begin_step()
         # A model whose arithmetic changes with this step (a bf16 run's float32 finish, speed/fast.py): LBFGS would
         # pair this step's first gradient with the last one in the other arithmetic; a last step of length 0 skips
-        # that pair (LBFGS keeps a pair only where y·s > 1e-10), the rest of its memory is kept.
+        # that pair (LBFGS keeps a pair only where y·s > 1e-10), the rest of its memory is kept. A model that
+        # finishes in its last ``finish_evaluations`` gets the run's last LBFGS step as two: the rest, then those.
         starts = getattr(model, "step_starts", None)
-        if starts is not None and starts(last=run[0] + LBFGS_MAX_ITER > num_steps) and optimizer_name == "lbfgs":
-            optimizer.state[variable]["t"] = 0.0
+        last = run[0] + LBFGS_MAX_ITER > num_steps
+        finish = getattr(model, "finish_evaluations", 0) if last and optimizer_name == "lbfgs" else 0
         try:
-            optimizer.step(closure)
+            if starts is not None and 0 < finish < LBFGS_MAX_ITER:
+                _lbfgs_part(optimizer, variable, closure, LBFGS_MAX_ITER - finish, starts(last=False))
+                _lbfgs_part(optimizer, variable, closure, finish, starts(last=True))
+            else:
+                _lbfgs_part(optimizer, variable, closure, None,
+                            starts is not None and starts(last=last) and optimizer_name == "lbfgs")
         except Jumped:  # the Fourier path's guard: the step's best coefficients, a fresh LBFGS from there, damped
             assert moved is not None
             moved.restart()
@@ -253,6 +259,24 @@ def optimize(
     input_img.requires_grad_(False)
     stats.check_final(input_img)  # LBFGS's last update is never evaluated: it must be finite too
     return input_img
+
+
+def _lbfgs_part(optimizer: optim.Optimizer, variable: torch.Tensor, closure: Callable[[], torch.Tensor],
+                iterations: int | None, switched: bool) -> None:
+    """One ``optimizer.step(closure)``, of at most ``iterations`` LBFGS iterations (None: the optimiser's own
+    ``max_iter``, which is kept either way), with LBFGS's last step length set to 0 first where ``switched``: the
+    arithmetic changed, so LBFGS keeps no pair across the change."""
+    if switched:
+        optimizer.state[variable]["t"] = 0.0
+    group = optimizer.param_groups[0]
+    whole = group.get("max_iter")
+    if iterations is not None:
+        group["max_iter"] = iterations
+    try:
+        optimizer.step(closure)
+    finally:
+        if iterations is not None:
+            group["max_iter"] = whole
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,11 @@ BF16_EXACT_START = LBFGS_MAX_ITER  # evaluations a bf16 model runs in float32 fi
 # the float32 finish it ended 0.3 % higher to 3.2 % lower (1.1 % lower on the mean) than with the float32 start
 # alone, for 4 more float32 evaluations in all (docs/speed.md).
 BF16_EXACT_START_FOURIER = 4
+# The finish is the last BF16_FINISH_EVALUATIONS of the last LBFGS step, run as an LBFGS step of their own after the
+# step's first 10 in bf16 (transfer.optimize): on the four tuned pairs at 256 px (same machine) the picture's float32
+# loss stood 0.05 to 0.7 % (0.35 % on the mean) above a whole last step in float32, for 10 fewer float32 evaluations
+# (about 4 % of --fast's time there); the last 5 alone 0.4 to 1.0 % above (docs/speed.md).
+BF16_FINISH_EVALUATIONS = 10
 
 
 class FastStyleModel(nn.Module):
@@ -73,9 +78,10 @@ class FastStyleModel(nn.Module):
     difference across a step of ``lr / Σ|g|``, far below what bf16 feature maps resolve, and
     bf16's rounding in the pairs after it steered whole runs off the default's path (two
     evaluations in float32 mended the first, a whole step the rest; README, Speed). In the Fourier
-    basis the start is ``BF16_EXACT_START_FOURIER`` evaluations, and the run's last LBFGS step
-    runs in float32 too (``step_starts``: the float32 finish). ``done`` counts the evaluations run
-    (a resumed run's included); the float32 start is the first ``exact_until`` of them.
+    basis the start is ``BF16_EXACT_START_FOURIER`` evaluations, and the run's last
+    ``finish_evaluations`` (``BF16_FINISH_EVALUATIONS``) run in float32 too, as an LBFGS step of their own
+    (``step_starts``: the float32 finish). ``done`` counts the evaluations run (a resumed run's
+    included); the float32 start is the first ``exact_until`` of them.
     """
 
     def __init__(self, body: nn.Sequential, speed: Speed, device_type: str,
@@ -89,7 +95,9 @@ class FastStyleModel(nn.Module):
         fourier = speed.parametrization == "fourier"
         bf16 = speed.precision == "bf16"
         self.exact_until = (BF16_EXACT_START_FOURIER if fourier else BF16_EXACT_START) if bf16 else 0
-        self.finishes = bf16 and fourier  # the run's last LBFGS step in float32 (step_starts)
+        self.finishes = bf16 and fourier  # the run's last evaluations in float32 (step_starts)
+        # How many: optimize runs the run's last LBFGS step as two, the second of this many evaluations.
+        self.finish_evaluations = BF16_FINISH_EVALUATIONS if self.finishes else 0
         self.finishing = False
         self.done = 0
         modules = list(body)
@@ -109,7 +117,8 @@ class FastStyleModel(nn.Module):
 
     def step_starts(self, last: bool) -> bool:
         """Called before each optimiser step (``transfer.optimize``), ``last`` when it is the run's last one: a bf16 run
-        in the Fourier basis runs its last step in float32 (the float32 finish).
+        in the Fourier basis runs its last step in float32 (the float32 finish; ``optimize`` makes that step the
+        last ``finish_evaluations`` of the planned ones).
 
         Returns:
             whether this step's first evaluation runs in another arithmetic than the evaluation before it, so the

@@ -15,9 +15,9 @@ from style_transfer import StyleConfig, stylize
 from style_transfer.cli.stylize import main
 from style_transfer.speed import hardware
 from style_transfer.speed.kernels import _ReluGram
-from style_transfer.speed.fast import (BF16_EXACT_START, BF16_EXACT_START_FOURIER, FastContentLoss,
-                                       FusedStyleLoss, Speed, accelerate, accelerator, bf16_supported, fused_gram_matrix,
-                                       speed_from_config)
+from style_transfer.speed.fast import (BF16_EXACT_START, BF16_EXACT_START_FOURIER, BF16_FINISH_EVALUATIONS,
+                                       FastContentLoss, FusedStyleLoss, Speed, accelerate, accelerator, bf16_supported,
+                                       fused_gram_matrix, speed_from_config)
 from style_transfer.run.plans import FAST_HISTORY_SIZE, FAST_STEPS_SHARE, LBFGS_MAX_ITER, plan_run, scale_budgets, scale_sizes
 from style_transfer.io.images import load_image, pil_to_tensor
 from style_transfer.core.losses import gram_matrix
@@ -183,11 +183,13 @@ def test_optimize_skips_the_lbfgs_pair_across_a_change_of_arithmetic(cnn, conten
     """optimize asks the model before each LBFGS step whether it is the run's last (step_starts), and where the model
     says its arithmetic changes there (a bf16 run's float32 finish) it sets LBFGS's last step length to 0 before the
     step, so LBFGS keeps no pair from the gradients of the two arithmetics (y·s = 0); before every other step the
-    length is LBFGS's own (or none: a fresh LBFGS after a jump). A float32 model told it finishes stands in for a
-    bf16 one on any CPU (its finish runs the same numbers)."""
+    length is LBFGS's own (or none: a fresh LBFGS after a jump). The run's last LBFGS step runs as two: the first
+    ``LBFGS_MAX_ITER - finish_evaluations`` evaluations as before, then the finish's ``finish_evaluations`` as a step
+    of their own; the optimiser's ``max_iter`` is its own again afterwards. A float32 model told it finishes stands
+    in for a bf16 one on any CPU (its finish runs the same numbers)."""
     model, style_losses, content_losses = accelerate(
         *get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD, style_32, content_32), Speed("fp32", True, True))
-    model.finishes = True
+    model.finishes, model.finish_evaluations = True, BF16_FINISH_EVALUATIONS
     evaluations = [0]
     calls: list[tuple[int, bool, bool]] = []  # (evaluations before the step, last, the arithmetic changes)
     starts = model.step_starts
@@ -198,10 +200,13 @@ def test_optimize_skips_the_lbfgs_pair_across_a_change_of_arithmetic(cnn, conten
         return changes
 
     model.step_starts = spy  # type: ignore[method-assign]
-    lengths: list[float | None] = []
+    steps: list[tuple[int, float | None, int]] = []  # (evaluations before, LBFGS's last step length, max_iter)
+    groups: list[dict] = []
 
     def before_step(optimizer: torch.optim.Optimizer, args: object, kwargs: object) -> None:
-        lengths.append(next(iter(optimizer.state.values()), {}).get("t"))
+        steps.append((evaluations[0], next(iter(optimizer.state.values()), {}).get("t"),
+                      optimizer.param_groups[0]["max_iter"]))
+        groups.append(optimizer.param_groups[0])
 
     from torch.optim.optimizer import register_optimizer_step_pre_hook
 
@@ -211,11 +216,25 @@ def test_optimize_skips_the_lbfgs_pair_across_a_change_of_arithmetic(cnn, conten
                  lambda info: evaluations.__setitem__(0, info.step), stats=RunStats(), parametrization="fourier")
     finally:
         handle.remove()
-    assert len(calls) == len(lengths) >= 3
-    for (done, last, changes), length in zip(calls, lengths):
-        assert last == (done + LBFGS_MAX_ITER > 40), (done, last)
+    assert len(calls) == len(steps) >= 4
+    for (done, last, changes), (step_done, length, _) in zip(calls, steps):
+        assert done == step_done
         assert (length == 0.0) == changes, (done, length, changes)
-    assert [changes for _, last, changes in calls if last][0] is True  # the first last step switched arithmetic
+    first_part = LBFGS_MAX_ITER - BF16_FINISH_EVALUATIONS
+    lasts = [i for i, (_, last, _) in enumerate(calls) if last]
+    assert lasts, calls
+    for i, (done, last, changes) in enumerate(calls):
+        if i + 1 in lasts:  # the first part of a last step: not yet the finish, and only the first part's iterations
+            assert (last, changes, steps[i][2]) == (False, False, first_part), (calls, steps)
+            assert calls[i + 1][0] == done + first_part, calls
+        elif i in lasts:
+            assert steps[i][2] == BF16_FINISH_EVALUATIONS, steps
+        else:
+            assert last == (done + LBFGS_MAX_ITER > 40) and steps[i][2] == LBFGS_MAX_ITER, (calls, steps)
+            assert not last
+    assert calls[lasts[0]][2] is True  # the first last step switched arithmetic
+    assert evaluations[0] == calls[lasts[0]][0] + BF16_FINISH_EVALUATIONS  # the finish ran its evaluations whole
+    assert all(group["max_iter"] == LBFGS_MAX_ITER for group in groups)  # the optimiser's own again
 
 
 class TestReluGram:
