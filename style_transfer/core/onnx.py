@@ -1,8 +1,8 @@
 """VGG weights read from an ONNX file (the ONNX model zoo's, a Keras export): convolutions by order and shape.
 
-Only the graph's stored tensors are read (``onnx`` parses the protobuf; nothing in the file runs). The
-convolutions and pools before the classifier must be a VGG16's or VGG19's, in order; the head is ignored.
-Needs the optional ``onnx`` package (``pip install 'style_transfer[onnx]'``).
+Only the graph's stored tensors are read (``config.onnx_graph`` parses the protobuf, without the onnx package;
+nothing in the file runs). The convolutions and pools before the classifier must be a VGG16's or VGG19's, in
+order; the head is ignored.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..config.onnx_graph import Attribute, Graph, Node, OnnxFormatError, OnnxTensorError, Tensor, read_graph
 from ..config.weights import input_is_channels_last, producers
 from ..errors import WeightsError, first_line
 from ..io.files import open_regular, shown
@@ -46,25 +47,27 @@ def read_onnx_vgg(path: str | Path) -> OnnxVgg:
     """Read the VGG16 or VGG19 convolutions of an ONNX file.
 
     Raises:
-        WeightsError: onnx is not installed; the file is missing, not ONNX, or not a VGG (one line saying why:
-            a kernel that is not 3x3, a count or channel number no VGG has, batch normalisation, weights computed
-            in the graph, preprocessing inside the graph).
+        WeightsError: the file is missing, not ONNX, or not a VGG (one line saying why: a kernel that is not 3x3,
+            a count or channel number no VGG has, batch normalisation, weights computed in the graph,
+            preprocessing inside the graph), or a convolution's tensor cannot be read (kept in an external file,
+            a data type not read).
     """
     import torch
 
     path = Path(path)
-    graph = _graph(path)  # first: it says in one line when onnx is not installed
-    from onnx import numpy_helper
-
-    constants: dict[str, Any] = {t.name: t for t in graph.initializer}
+    graph = _graph(path)
+    constants: dict[str, Tensor] = {t.name: t for t in graph.initializer}
     for node in graph.node:
-        if node.op_type == "Constant" and node.attribute:
+        if node.op_type == "Constant" and node.attribute and node.attribute[0].t is not None and node.output:
             constants[node.output[0]] = node.attribute[0].t
 
     def array(name: str) -> "torch.Tensor":
-        return torch.from_numpy(numpy_helper.to_array(constants[name]).copy()).float()
+        try:
+            return to_torch(constants[name]).float()
+        except OnnxTensorError as exc:
+            raise WeightsError(f"{shown(path)}: {exc}") from None
 
-    layers: list[tuple[str, Any]] = []  # ("C", node) and ("M", node), in graph order, up to the head
+    layers: list[tuple[str, Node]] = []  # ("C", node) and ("M", node), in graph order, up to the head
     for node in graph.node:
         if node.op_type == "Conv":
             layers.append(("C", node))
@@ -93,27 +96,36 @@ def read_onnx_vgg(path: str | Path) -> OnnxVgg:
     return OnnxVgg(state, model, channels_last, "caffe" if channels_last else None)
 
 
-def _graph(path: Path) -> Any:
-    """The file's ONNX graph (onnx parses the protobuf; nothing in it runs).
+def to_torch(tensor: Tensor) -> "torch.Tensor":
+    """A stored ONNX tensor's values as a torch tensor of its own dtype and dims (a copy: the file's bytes can go).
 
     Raises:
-        WeightsError: onnx is not installed; the file is missing, a folder, or not ONNX.
+        OnnxTensorError: values kept in an external file, a data type not read, a size that does not fit the dims.
     """
-    try:
-        import onnx
-    except ImportError:
-        raise WeightsError(f"{shown(path)}: reading ONNX weights needs the onnx package "
-                           f"(pip install 'style_transfer[onnx]')") from None
-    with open_regular(path, WeightsError):
-        pass  # missing, a folder, a FIFO: named in one line before onnx reads it
-    try:
-        return onnx.load(str(path)).graph
-    except Exception as exc:  # protobuf's DecodeError, external data that is missing, ...
-        first = first_line(exc, 160)
-        raise WeightsError(f"{shown(path)}: not a readable ONNX model ({first})") from None
+    import torch
+
+    kind, data = tensor.values()
+    dtype = getattr(torch, kind)
+    if not len(data):
+        return torch.empty(tuple(tensor.dims), dtype=dtype)
+    return torch.frombuffer(data, dtype=dtype).reshape(tuple(tensor.dims)).clone()
 
 
-def _model_of(path: Path, layers: list[tuple[str, Any]], convs: list[Any], constants: dict[str, Any]) -> str:
+def _graph(path: Path) -> Graph:
+    """The file's ONNX graph (``config.onnx_graph`` reads the protobuf; nothing in it runs).
+
+    Raises:
+        WeightsError: the file is missing, a folder, or not ONNX.
+    """
+    with open_regular(path, WeightsError) as handle:  # missing, a folder, a FIFO: named in one line
+        try:
+            return read_graph(handle)
+        except (OnnxFormatError, OSError) as exc:  # truncated, not protobuf, no graph; a read error
+            first = first_line(exc, 160)
+            raise WeightsError(f"{shown(path)}: not a readable ONNX model ({first})") from None
+
+
+def _model_of(path: Path, layers: list[tuple[str, Node]], convs: list[Node], constants: dict[str, Tensor]) -> str:
     """Which VGG the convolutions and pools are, or a one-line WeightsError saying why they are not one."""
     for number, node in enumerate(convs, start=1):
         attributes = {a.name: _attribute(a) for a in node.attribute}
@@ -144,16 +156,14 @@ def _model_of(path: Path, layers: list[tuple[str, Any]], convs: list[Any], const
                        f"({','.join(map(str, shape))}) are not a VGG's")
 
 
-def _attribute(attribute: Any) -> Any:
-    from onnx import helper
-
-    value = helper.get_attribute_value(attribute)
+def _attribute(attribute: Attribute) -> Any:
+    value = attribute.value
     return list(value) if isinstance(value, (list, tuple)) else value
 
 
-def _ops_before(graph: Any, first_conv: Any) -> list[str]:
+def _ops_before(graph: Graph, first_conv: Node) -> list[str]:
     """The op types on the path from the graph's input to the first convolution's data input."""
-    made_by, ops, name = producers(graph), [], first_conv.input[0]
+    made_by, ops, name = producers(graph), [], first_conv.input[0] if first_conv.input else ""
     while name in made_by:
         node = made_by[name]
         ops.append(node.op_type)

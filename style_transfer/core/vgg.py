@@ -237,7 +237,7 @@ def load_network(model: str = "vgg19", weights: str = "imagenet", *, preprocess:
     else:
         path = Path(weights)
         if is_onnx_file(path):
-            from .onnx import read_onnx_vgg  # the onnx package is an optional extra
+            from .onnx import read_onnx_vgg  # only runs that read an ONNX file import it
 
             found = read_onnx_vgg(path)
             state, told = found.state, found.preprocess

@@ -154,7 +154,6 @@ def test_a_graph_that_is_not_a_vgg_is_refused_in_one_line(tmp_path: Path, build:
 
 
 def test_a_file_that_is_not_onnx_is_refused_in_one_line(tmp_path: Path) -> None:
-    pytest.importorskip("onnx", reason="the onnx package is not installed")
     path = tmp_path / "noise.onnx"
     path.write_bytes(b"\x08\x07" + bytes(range(256)) * 4)
     with pytest.raises(WeightsError, match="noise.onnx: not a readable ONNX model"):
