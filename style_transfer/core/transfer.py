@@ -223,10 +223,10 @@ def optimize(
         finish = getattr(model, "finish_evaluations", 0) if last and optimizer_name == "lbfgs" else 0
         try:
             if starts is not None and 0 < finish < LBFGS_MAX_ITER:
-                _lbfgs_part(optimizer, variable, closure, LBFGS_MAX_ITER - finish, starts(last=False))
-                _lbfgs_part(optimizer, variable, closure, finish, starts(last=True))
+                _one_step(optimizer, variable, closure, LBFGS_MAX_ITER - finish, starts(last=False))
+                _one_step(optimizer, variable, closure, finish, starts(last=True))
             else:
-                _lbfgs_part(optimizer, variable, closure, None,
+                _one_step(optimizer, variable, closure, None,
                             starts is not None and starts(last=last) and optimizer_name == "lbfgs")
         except Jumped:  # the Fourier path's guard: the step's best coefficients, a fresh LBFGS from there, damped
             assert moved is not None
@@ -261,11 +261,11 @@ def optimize(
     return input_img
 
 
-def _lbfgs_part(optimizer: optim.Optimizer, variable: torch.Tensor, closure: Callable[[], torch.Tensor],
+def _one_step(optimizer: optim.Optimizer, variable: torch.Tensor, closure: Callable[[], torch.Tensor],
                 iterations: int | None, switched: bool) -> None:
-    """One ``optimizer.step(closure)``, of at most ``iterations`` LBFGS iterations (None: the optimiser's own
-    ``max_iter``, which is kept either way), with LBFGS's last step length set to 0 first where ``switched``: the
-    arithmetic changed, so LBFGS keeps no pair across the change."""
+    """One ``optimizer.step(closure)``: for LBFGS of at most ``iterations`` iterations (None: its own ``max_iter``,
+    which is kept either way), with its last step length set to 0 first where ``switched`` (the arithmetic changed,
+    so LBFGS keeps no pair across the change); Adam's with both left at None and False."""
     if switched:
         optimizer.state[variable]["t"] = 0.0
     group = optimizer.param_groups[0]
