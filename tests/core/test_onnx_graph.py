@@ -180,6 +180,7 @@ class TestAgainstOnnx:
         assert_same_as_onnx(data)
 
     @pytest.mark.real_features
+    @pytest.mark.slow
     def test_the_real_vgg16_file(self) -> None:
         path = real_vgg16_onnx()
         if path is None:
@@ -188,6 +189,7 @@ class TestAgainstOnnx:
 
 
 @pytest.mark.real_features
+@pytest.mark.slow
 def test_the_real_vgg16_reads_as_onnxs_parse_of_it() -> None:
     """The state dict, model, layout and preprocessing equal those read from onnx's parse (the loader's logic
     before this reader, written out here)."""
