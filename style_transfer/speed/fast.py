@@ -97,8 +97,6 @@ class FastStyleModel(nn.Module):
         bf16 = speed.precision == "bf16"
         self.exact_until = (BF16_EXACT_START_FOURIER if fourier else BF16_EXACT_START) if bf16 else 0
         self.finishes = bf16 and fourier  # the run's last evaluations in float32 (step_starts)
-        # How many: optimize runs the run's last LBFGS step as two, the second of this many evaluations.
-        self.finish_evaluations = BF16_FINISH_EVALUATIONS if self.finishes else 0
         self.finishing = False
         self.done = 0
         modules = list(body)
@@ -106,6 +104,12 @@ class FastStyleModel(nn.Module):
         self._relu_gram = {i + 1: m for i, m in enumerate(modules[:-1])
                            if type(m) is FusedStyleLoss and isinstance(modules[i + 1], nn.ReLU)}
         self._deferred = {i - 1 for i in self._relu_gram}  # those style losses' own indices
+
+    @property
+    def finish_evaluations(self) -> int:
+        """The float32 finish's evaluations (0: none): ``optimize`` runs the run's last LBFGS step as two, the
+        second of this many."""
+        return BF16_FINISH_EVALUATIONS if self.finishes else 0
 
     @property
     def exact_left(self) -> int:

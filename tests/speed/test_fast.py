@@ -189,7 +189,7 @@ def test_optimize_skips_the_lbfgs_pair_across_a_change_of_arithmetic(cnn, conten
     in for a bf16 one on any CPU (its finish runs the same numbers)."""
     model, style_losses, content_losses = accelerate(
         *get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD, style_32, content_32), Speed("fp32", True, True))
-    model.finishes, model.finish_evaluations = True, BF16_FINISH_EVALUATIONS
+    model.finishes = True  # and so its finish_evaluations are BF16_FINISH_EVALUATIONS
     evaluations = [0]
     calls: list[tuple[int, bool, bool]] = []  # (evaluations before the step, last, the arithmetic changes)
     starts = model.step_starts
