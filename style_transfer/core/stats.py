@@ -21,8 +21,24 @@ class RunStats:
 
     evaluations: int = 0  # closure evaluations whose loss was finite
     converged: bool = False  # LBFGS converged: the gradient fell below its tolerance_grad; the run stopped
+    # With ``keep_best`` (optimize's): the evaluation whose loss was the lowest, counted as ``evaluations`` counts.
+    best_evaluation: int = 0
+    best_loss: float = float("inf")
+    last_loss: float = float("inf")
+    handed_back: int | None = None  # the evaluation whose image the loop handed back; None: its last update
     _image: torch.Tensor | None = field(default=None, repr=False)  # the image being optimised
     _last_good: torch.Tensor | None = field(default=None, repr=False)  # a copy, at the last finite loss
+    _best: torch.Tensor | None = field(default=None, repr=False)  # that copy, at the lowest loss (keep_best)
+    _keeping: bool = field(default=False, repr=False)
+
+    def keep_best(self) -> None:
+        """From now on also keep the image of the lowest finite loss (``best_image``); forget any kept before."""
+        self._keeping, self._best, self.best_loss, self.best_evaluation = True, None, float("inf"), 0
+        self.handed_back = None
+
+    def best_image(self) -> torch.Tensor | None:
+        """The image of the lowest loss since ``keep_best`` (the loop's own copy, as evaluated), or None."""
+        return self._best
 
     def check_finite(self, loss: torch.Tensor, image: torch.Tensor) -> None:
         """Count an evaluation whose loss is finite and keep a copy of its image.
@@ -38,6 +54,9 @@ class RunStats:
                                 f"large?); stopped, {kept}", self._good_image(), self.evaluations)
         self._last_good = image.detach().clone()
         self.evaluations += 1
+        self.last_loss = float(loss.detach())
+        if self._keeping and self.last_loss < self.best_loss:  # the copy just made: no second one
+            self._best, self.best_loss, self.best_evaluation = self._last_good, self.last_loss, self.evaluations
 
     def stopped_early(self, optimizer: torch.optim.Optimizer, image: torch.Tensor, iterations_before: int,
                       unfinished: bool) -> bool:

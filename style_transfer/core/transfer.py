@@ -21,7 +21,8 @@ from ..config import TILING_REFUSAL, TUTORIAL_CONTENT_LAYERS, TUTORIAL_STYLE_LAY
 from .stats import RunStats, keeps_image_on_interrupt
 from .loss_terms import TotalVariationLoss
 from .losses import ContentLoss, StyleLoss
-from .parametrization import FOURIER_EXPONENT, LATE_EXPONENT, LATE_SHARE, BasisImage, Jumped, make_basis
+from .parametrization import (FOURIER_EXPONENT, KEEP_WITHIN, LATE_EXPONENT, LATE_SHARE, BasisImage, Jumped,
+                              make_basis)
 from .statistics import SlicedStyleLoss
 from .style_model import get_style_model_and_losses, layer_names  # noqa: F401  (the tutorial's names, here too)
 from .steps import LBFGS_MAX_ITER, TORCH_LBFGS_HISTORY, planned_evaluations
@@ -108,6 +109,7 @@ def optimize(
     on_step_end: StepEndCallback | None = None,
     tiled: TiledEvaluation | None = None,
     parametrization: str = "pixels",
+    keep_best: float | None = None,
 ) -> torch.Tensor:
     """The tutorial's loop: LBFGS steps until more than ``num_steps`` closure evaluations ran.
 
@@ -132,6 +134,11 @@ def optimize(
     ``parametrization`` (core/parametrization.py): ``pixels`` moves the image's pixels (the tutorial's); ``fourier``
     moves its scaled Fourier coefficients. Either way each evaluation scores the clamped image in ``input_img`` with
     the same model and loss; the basis only changes the path the optimiser takes.
+
+    ``keep_best`` (not the tutorial's, which hands back LBFGS's last update): a tolerance ``t``; the run hands back
+    the image of its lowest evaluated loss (``stats.best_evaluation``) unless its last evaluation's loss is below
+    ``(1 + t)`` times that lowest. 0: always the best evaluated image. None: the pixels' run hands back its last
+    update (the tutorial's), a run in another basis keeps its best within ``KEEP_WITHIN``.
     """
     check_backward(backward)
     if tiled is not None and backward == "per-module":
@@ -145,6 +152,9 @@ def optimize(
     exponent = FOURIER_EXPONENT
     if resume is not None and resume.optimizer_state.get("param_groups"):
         exponent = resume.optimizer_state["param_groups"][0].get("exponent", FOURIER_EXPONENT)
+        if resume.optimizer_state["param_groups"][0].get("gave_up_basis"):  # the run had fallen back to the pixels
+            parametrization = "pixels"
+            keep_best = KEEP_WITHIN if keep_best is None else keep_best
     basis = make_basis(parametrization, input_img, exponent)
     moved = BasisImage(basis, input_img) if basis is not None else None
     variable = input_img if moved is None else moved.coefficients  # what the optimiser moves
@@ -153,6 +163,10 @@ def optimize(
     late_from = round(LATE_SHARE * planned) if moved is not None and optimizer_name == "lbfgs" else None
     run = [0]
     base_lr = OPTIMIZER_LR[optimizer_name] if lr is None else lr
+    if keep_best is None and moved is not None:
+        keep_best = KEEP_WITHIN
+    if keep_best is not None:
+        stats.keep_best()
     if resume is not None:
         optimizer.load_state_dict(resume.optimizer_state)
         run[0] = resume.evaluations
@@ -231,10 +245,20 @@ def optimize(
         except Jumped:  # the Fourier path's guard: the step's best coefficients, a fresh LBFGS from there, damped
             assert moved is not None
             moved.restart()
-            optimizer = get_input_optimizer(variable, optimizer_name=optimizer_name, lr=moved.damped(base_lr),
-                                            history_size=history_size)
-            optimizer.param_groups[0]["restarts_in_a_row"] = moved.in_a_row  # kept by a checkpoint's state_dict
             restarted = True
+            if moved.exhausted:  # damping did not help: the rest of the run moves the pixels, from the best image
+                moved.settle(input_img)
+                with torch.no_grad():
+                    input_img.clamp_(0, 1)
+                moved = None
+                variable = input_img
+                optimizer = get_input_optimizer(variable, optimizer_name=optimizer_name, lr=lr,
+                                                history_size=history_size)
+                optimizer.param_groups[0]["gave_up_basis"] = True  # kept by a checkpoint's state_dict
+            else:
+                optimizer = get_input_optimizer(variable, optimizer_name=optimizer_name, lr=moved.damped(base_lr),
+                                                history_size=history_size)
+                optimizer.param_groups[0]["restarts_in_a_row"] = moved.in_a_row  # kept by a checkpoint's state_dict
         else:
             if moved is not None:  # a step without a jump: the damping eases off
                 moved.clean_step()
@@ -253,7 +277,11 @@ def optimize(
         if not restarted and stats.stopped_early(optimizer, variable, iterations, unfinished=run[0] <= num_steps):
             break
     with torch.no_grad():
-        if moved is not None:
+        best = stats.best_image() if keep_best is not None else None
+        if best is not None and not stats.last_loss < (1 + keep_best) * stats.best_loss:  # type: ignore[operator]
+            input_img.copy_(best)
+            stats.handed_back = stats.best_evaluation
+        elif moved is not None:
             input_img.copy_(moved.basis.decode(moved.coefficients))
         input_img.clamp_(0, 1)
     input_img.requires_grad_(False)
@@ -342,6 +370,7 @@ class TransferSettings:
     history_size: int = TORCH_LBFGS_HISTORY
     backward: str = "combined"  # or per-module (optimize)
     parametrization: str = "pixels"  # or fourier (optimize; core/parametrization.py)
+    keep_best: float | None = None  # hand back the best evaluated image (optimize); None: the last, as the tutorial
     # What the network and the images come with.
     normalization: nn.Module | None = None  # the preprocessing module, in place of Normalization(mean, std)
     guides: masks.Guides | None = None  # masks over the content (core/masks.py)
@@ -429,4 +458,4 @@ def run_style_transfer(
     return optimize(model, style_losses, content_losses, input_img, num_steps, style_weight, content_weight,
                     s.progress, optimizer_name=s.optimizer_name, lr=s.lr, extra_losses=extra_losses,
                     stats=s.stats, backward=s.backward, history_size=s.history_size, resume=s.resume,
-                    on_step_end=s.on_step_end, tiled=tiled, parametrization=s.parametrization)
+                    on_step_end=s.on_step_end, tiled=tiled, parametrization=s.parametrization, keep_best=s.keep_best)

@@ -205,7 +205,8 @@ def _own_version() -> str:
 
 def make_record(settings: Any, *, content: Any, styles: Sequence[Any], weights: str | Mapping[str, Any],
                 device: Any, evaluations: int, losses: Mapping[str, Any], seconds: float, stopped: str,
-                seed: int | None = None, created: datetime.datetime | None = None) -> dict[str, Any]:
+                seed: int | None = None, created: datetime.datetime | None = None,
+                kept: int | None = None) -> dict[str, Any]:
     """The provenance record of one output, as plain JSON values (lists, not tuples).
 
     Args:
@@ -224,6 +225,8 @@ def make_record(settings: Any, *, content: Any, styles: Sequence[Any], weights: 
             ``"non-finite"``, ``"plateau"``.
         seed: the run's seed; by default ``settings``' ``seed``.
         created: when; by default now (UTC).
+        kept: the evaluation whose image this is, where the run handed back its best rather than its last
+            (``kept_evaluation``; absent otherwise).
 
     Raises:
         ImageError: an input file that cannot be read. WeightsError: a weights file that cannot.
@@ -256,6 +259,8 @@ def make_record(settings: Any, *, content: Any, styles: Sequence[Any], weights: 
         "stopped": str(stopped),
         "created": when.astimezone(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
+    if kept is not None:
+        record["kept_evaluation"] = int(kept)
     return jsonable(record)
 
 

@@ -59,9 +59,10 @@ class RunResult:
     image: Image.Image
     evaluations: int  # closure evaluations run (resumed runs: counted from the start)
     stopped: str  # one of STOP_REASONS
-    losses: dict[str, float]  # the last evaluation's weighted terms: style, content, tv, loss
+    losses: dict[str, float]  # the weighted terms of the image handed back (the last evaluation's, or kept's)
     seconds: float  # time spent optimising (resumed runs: the earlier part included)
     record: dict[str, Any] = field(repr=False)  # provenance.make_record: embed it in every file written
+    kept: int | None = None  # the evaluation whose image was handed back, its lowest loss (Run's keep_best); None: the last
 
 
 class Run:
@@ -83,6 +84,8 @@ class Run:
         on_notice: told, in one line, what a user should know that is not an error: the run took the original
             VGG19 because torchvision's weights could not be downloaded (``weights.resolve_weights``; ``config``
             then becomes the settings the run used).
+        keep_best: hand back each size's best evaluated image (``optimize``'s ``keep_best``; video/ gives 0); None:
+            the loop's own choice (the tutorial's last update on the pixels, the best within 5 % in the Fourier basis).
         on_stage: told, in one line, what the run starts before its first evaluation, which may take seconds:
             ``"loading VGG19 weights (imagenet)"`` (not when ``cnn`` is given), then ``"building the model at
             256x170"`` (the first working size: the model, the style targets, the first evaluation).
@@ -93,8 +96,10 @@ class Run:
                  download_progress: DownloadProgress | None = None, init: torch.Tensor | None = None,
                  image_losses: Sequence[torch.nn.Module] = (), cnn: Network | torch.nn.Module | None = None,
                  style_targets: MutableMapping[Any, dict[str, torch.Tensor]] | None = None,
-                 on_notice: Notice | None = None, on_stage: Notice | None = None) -> None:
+                 on_notice: Notice | None = None, on_stage: Notice | None = None,
+                 keep_best: float | None = None) -> None:
         self.init, self.image_losses, self.cnn = init, tuple(image_losses), cnn  # video/, batch/: see above
+        self.keep_best = keep_best
         self.content = content
         self.styles = list(style) if isinstance(style, (list, tuple)) else [style]
         self.config = config or StyleConfig()
@@ -140,15 +145,17 @@ class Run:
                 raise
             raise error from None
 
-    def record(self, evaluations: int, stopped: str, losses: dict[str, float], seconds: float) -> dict[str, Any]:
-        """The provenance record of an image of this run (``provenance.make_record``)."""
+    def record(self, evaluations: int, stopped: str, losses: dict[str, float], seconds: float,
+               kept: int | None = None) -> dict[str, Any]:
+        """The provenance record of an image of this run (``provenance.make_record``); ``kept``: the evaluation
+        whose image the run handed back, where not its last (``RunResult.kept``)."""
         device = self._device or resolve_device(self.config.device)
         config = self.config  # the record names the preprocessing the weights told (replay passes it back)
         if config.preprocess is None and self._preprocess is not None:
             config = dataclasses.replace(config, preprocess=self._preprocess)
         return provenance.make_record(config, content=self.content, styles=self.styles,
                                       weights=config.weights, device=str(device), evaluations=evaluations,
-                                      losses=losses, seconds=seconds, stopped=stopped)
+                                      losses=losses, seconds=seconds, stopped=stopped, kept=kept)
 
     def _execute(self, on_event: EventCallback | None, stats: RunStats) -> RunResult:
         config, options = self.config, self.options
@@ -186,6 +193,7 @@ class Run:
         done = saved.evaluations if saved else 0
         stats.evaluations = done
         last: dict[str, float] = {}
+        lowest: dict[str, float] = {}  # the terms of the size's lowest loss, for a run that hands back that image
         plateau = keeper.plateau = _Plateau(config.min_improvement, config.patience)
         # the output is the average of the iterates, restarted at each size (see _restart_average).
         averager = keeper.averager = IterateAverage(config.average) if config.average is not None else None
@@ -214,6 +222,7 @@ class Run:
             else:
                 image = previous.moved_to(image, inputs)
             keeper.start_scale(scale, image, done, resume, clock)
+            lowest.clear()
             targets = None
             if self.style_targets is not None:
                 key = style_targets_key(config, self.content, self.styles, inputs.styles, device)
@@ -239,6 +248,8 @@ class Run:
                 event = dataclasses.replace(info, step=done, total=total, elapsed=clock(), size=inputs.size,
                                             scale=scale, scales=len(sizes), preview=preview)
                 last.update(style=event.style_loss, content=event.content_loss, tv=event.tv_loss, loss=event.loss)
+                if not event.loss >= lowest.get("loss", float("inf")):
+                    lowest.update(last)
                 if on_event is not None:
                     on_event(event)
                 if last_scale and plateau.stalled(event.loss):
@@ -253,7 +264,7 @@ class Run:
                     image_losses=self.image_losses, style_targets=targets, progress=report, stats=stats,
                     resume=resume, on_step_end=lambda optimizer, img, n, scale=scale: keeper.step_end(
                         scale, img, optimizer, n, done, clock),
-                    accelerate=accelerator(at_size), tiles=tiled)
+                    accelerate=accelerator(at_size), tiles=tiled, keep_best=self.keep_best)
                 image = run_style_transfer(
                     cnn, IMAGENET_MEAN, IMAGENET_STD, inputs.transfer_content,
                     inputs.styles[0] if len(inputs.styles) == 1 else inputs.styles, image, budget,
@@ -273,12 +284,14 @@ class Run:
                 return self._result(result, stats.evaluations, self._reason, last, clock())
         keeper.save_if_asked()
         stopped = "converged" if stats.converged else "done"
-        return self._result(inputs.finish(image, alpha), stats.evaluations, stopped, last, clock())
+        kept = stats.handed_back
+        return self._result(inputs.finish(image, alpha), stats.evaluations, stopped, last if kept is None else lowest,
+                            clock(), kept)
 
     def _result(self, image: Image.Image, evaluations: int, stopped: str, losses: dict[str, float],
-                seconds: float) -> RunResult:
+                seconds: float, kept: int | None = None) -> RunResult:
         return RunResult(image, evaluations, stopped, dict(losses), seconds,
-                         self.record(evaluations, stopped, losses, seconds))
+                         self.record(evaluations, stopped, losses, seconds, kept), kept)
 
 
 def stylize(

