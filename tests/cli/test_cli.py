@@ -154,7 +154,8 @@ def test_the_model_builder_patch_is_reached_by_a_good_run(tmp_path: Path, no_mod
     assert not (tmp_path / "o.png").exists()
 
 
-def test_steps_says_whole_lbfgs_steps_and_the_bar_shows_what_runs_from_the_start(tmp_path: Path) -> None:
+def test_steps_says_whole_lbfgs_steps_and_the_bar_shows_what_runs_from_the_start(tmp_path: Path,
+                                                                                 terminal_stderr: None) -> None:
     """Issue 24.4: --steps N runs whole LBFGS steps of 20 (the tutorial's loop ends with the step that passes
     N: 20 runs 40; --fast runs 80 % of N the same way, 40 runs 40); the help says so, and the bar's total is that
     number at once."""
