@@ -18,8 +18,8 @@ import click
 from .. import __version__
 from ..errors import Interrupted, RunStopped, StyleTransferError
 from ..io.files import atomic_output, check_not_an_input, check_writable, shown
-from ..cli.options import (OneLineCommand, ProgressLines, UsageFault, check_input_paths, config_from_options, note, one_line_error,
-                           setting_inputs, settings_options, show_traceback)
+from ..cli.options import (OneLineCommand, ProgressLines, UsageFault, check_input_paths, config_from_options, note,
+                           one_line_error, setting_inputs, settings_options, show_traceback)
 from . import EXTRA, MissingExtra, VideoError
 from .weights import CAFFE_TEMPORAL_WEIGHT, DEFAULT_TEMPORAL_WEIGHT
 
