@@ -43,6 +43,15 @@ def keep_thread_count():
     torch.set_num_threads(before)
 
 
+@pytest.fixture
+def terminal_stderr(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The commands draw their tqdm bars as on a terminal, though CliRunner's stderr is none (where they write
+    ``ProgressLines`` instead): for the tests of what a bar shows."""
+    from style_transfer.cli.options import ProgressLines
+
+    monkeypatch.setattr(ProgressLines, "wanted", staticmethod(lambda: False))
+
+
 @pytest.fixture(scope="session")
 def cnn() -> torch.nn.Sequential:
     """VGG19 features with seeded random weights, frozen (share it; never modify it)."""

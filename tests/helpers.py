@@ -1,8 +1,13 @@
-"""Helpers the test modules share: a command run in-process with its exit code checked, an image's pixels, the
-tutorial's features and Gram written out plainly (the independent computation numeric tests compare with)."""
+"""Helpers the test modules share: a command run in-process with its exit code checked, or in a child process with its
+stderr a pipe and the progress lines there checked, an image's pixels, the tutorial's features and Gram written out
+plainly (the independent computation numeric tests compare with)."""
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+import time
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
@@ -51,6 +56,32 @@ def one_error_line(result: Result) -> str:
     assert lines[0].startswith("Error: ")
     assert "Traceback" not in result.output
     return lines[0]
+
+
+def piped_stderr(code: str, args: Sequence[Any], cwd: Path) -> tuple[str, float]:
+    """Run a command in a child process (``code``: Python that calls its main) with stderr a pipe, no terminal; assert
+    it exits 0; its stderr and the seconds it took."""
+    start = time.monotonic()
+    child = subprocess.run([sys.executable, "-c", code, *map(str, args)], cwd=cwd, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, timeout=600)
+    stderr = child.stderr.decode()  # not text=True: its universal newlines would turn a \r into \n
+    assert child.returncode == 0, stderr
+    return stderr, time.monotonic() - start
+
+
+def progress_lines(stderr: str, unit: str, total: int, seconds: float) -> list[str]:
+    """The progress lines a command wrote to a stderr that is no terminal (``cli.options.ProgressLines``), checked
+    against its rule: no ``\r`` redraw; at least 2 lines and at most one per tenth of the total plus the last, and
+    one more per 10 s of the ``seconds`` the command took; counts that never go back; the last at ``total`` of
+    ``total``; all of stderr under 2 kB (and 150 B more per 10 s)."""
+    assert "\r" not in stderr, stderr
+    lines = [line for line in stderr.splitlines() if re.match(rf"\d+/\d+ {unit} \(\d+%\)", line)]
+    assert 2 <= len(lines) <= 11 + seconds // 10, stderr
+    counts = [int(line.split("/")[0]) for line in lines]
+    assert counts == sorted(counts), stderr
+    assert lines[-1].startswith(f"{total}/{total} {unit} (100%)"), stderr
+    assert len(stderr.encode()) < 2048 + 150 * (seconds // 10), stderr
+    return lines
 
 
 # `stylize` at its smallest: random weights, 32 px, 2 steps (one LBFGS step), on the CPU.

@@ -17,7 +17,7 @@ import click
 from .. import __version__
 from ..io.files import check_not_an_input, check_writable, shown
 from ..config.text import as_options
-from ..cli.options import (OneLineCommand, UsageFault, check_input_paths, config_from_options, note,
+from ..cli.options import (OneLineCommand, ProgressLines, UsageFault, check_input_paths, config_from_options, note,
                            setting_inputs, settings_options, unexpected_error)
 from .items import OUTPUT_EXTENSIONS, check_outputs, cross_items, expand_contents, read_manifest
 
@@ -211,15 +211,19 @@ def _remove_if_empty(folder: str, made: bool) -> None:
 
 class _ItemsBar:
     """The items bar: items ended of all; after them, the items under way (each one's evaluations and the time left
-    at its pace, issue 33.2: the first item no longer shows 0/3 and nothing for minutes), then the counts."""
+    at its pace, issue 33.2: the first item no longer shows 0/3 and nothing for minutes), then the counts. Where
+    stderr is no terminal, the same as plain lines now and then (``ProgressLines``)."""
 
     REFRESH_S = 0.5  # the items under way are redrawn at most this often (and at each item's first news)
 
     def __init__(self, total: int) -> None:
-        from tqdm import tqdm
+        self.lines = ProgressLines(total, "items") if ProgressLines.wanted() else None
+        self.bar: Any = None
+        if self.lines is None:
+            from tqdm import tqdm
 
-        self.bar = tqdm(total=total, unit="item", file=sys.stderr, dynamic_ncols=True,
-                        bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} items [{elapsed}<{remaining}{postfix}]")
+            self.bar = tqdm(total=total, unit="item", file=sys.stderr, dynamic_ncols=True,
+                            bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} items [{elapsed}<{remaining}{postfix}]")
         self.under_way: dict[str, Any] = {}  # output -> its latest worker.ItemProgress
         self.done: set[str] = set()  # outputs of the items ended: late news of them is dropped
         self.counts = ""
@@ -231,6 +235,9 @@ class _ItemsBar:
             return  # a worker process's news that came after its item's outcome
         new = told.output not in self.under_way
         self.under_way[told.output] = told
+        if self.lines is not None:
+            self.lines.update(len(self.done), self._text())
+            return
         now = time.monotonic()
         if new or now - self._drawn_at >= self.REFRESH_S:
             self._drawn_at = now
@@ -240,20 +247,32 @@ class _ItemsBar:
         self.done.add(outcome.item.output)
         self.under_way.pop(outcome.item.output, None)
         self.counts = _counts_text(outcomes)
+        if self.lines is not None:
+            self.lines.update(len(self.done), self._text())
+            return
         self._postfix(refresh=False)  # before the count: the redraw shows the counts with it
         self.bar.update(1)
 
     def write(self, line: str) -> None:
-        self.bar.write(line, file=sys.stderr)
+        if self.lines is not None:
+            click.echo(line, err=True)
+        else:
+            self.bar.write(line, file=sys.stderr)
 
     def close(self) -> None:
-        self.bar.close()
+        if self.lines is not None:
+            self.lines.close()
+        else:
+            self.bar.close()
 
     def _postfix(self, refresh: bool) -> None:
+        self.bar.set_postfix_str(self._text(), refresh=refresh)
+
+    def _text(self) -> str:
+        """The items under way, then the counts skipped and failed."""
         from .report import progress_text
 
-        text = "; ".join(t for t in (progress_text(self.under_way.values()), self.counts) if t)
-        self.bar.set_postfix_str(text, refresh=refresh)
+        return "; ".join(t for t in (progress_text(self.under_way.values()), self.counts) if t)
 
 
 def _counts_text(outcomes: list[Any]) -> str:

@@ -17,7 +17,7 @@ import click
 
 from ..io import metadata
 from . import recorders
-from .options import note
+from .options import ProgressLines, note
 from ..errors import RunStopped
 from ..io.files import shown
 from ..io.images import save_image
@@ -62,6 +62,7 @@ class Watch:
         self.log = recorders.LossLog(log_path) if log_path is not None else None  # opened now: checks the path
         self.rows: list[dict[str, Any]] = []  # the loss curves, for --plot
         self.bars: dict[str, tqdm] = {}  # made on first use, so an early error prints one line only
+        self.lines: ProgressLines | None = None  # in place of the steps bar where stderr is no terminal
         self.planned = 0  # the evaluations the run plans (StepInfo.total), known from its first event
         self.preview_every = recorders.preview_interval(save_every or None,
                                                         self.animation.every if self.animation is not None else None) or 0
@@ -109,20 +110,26 @@ class Watch:
             self.rows.append(recorders.loss_row(info))
 
     def _bar(self, info: StepInfo) -> None:
-        from tqdm import tqdm
-
-        if "steps" not in self.bars:
+        if "steps" not in self.bars and self.lines is None:
             self.planned = info.total
-            self.bars["steps"] = tqdm(total=info.total, unit="step", file=sys.stderr, disable=self.quiet,
-                                      dynamic_ncols=True)
-        bar = self.bars["steps"]
-        if info.step > bar.total:
-            bar.total = info.step  # rare: an LBFGS step that ended early put one more step in the plan
+            if not self.quiet and ProgressLines.wanted():
+                self.lines = ProgressLines(info.total, "evaluations")
+            else:
+                from tqdm import tqdm
+
+                self.bars["steps"] = tqdm(total=info.total, unit="step", file=sys.stderr, disable=self.quiet,
+                                          dynamic_ncols=True)
         losses = {"style": f"{info.style_loss:.4g}", "content": f"{info.content_loss:.4g}"}
         if info.tv_loss:
             losses["tv"] = f"{info.tv_loss:.4g}"
         if info.scales > 1:
             losses["size"] = f"{info.size[0]}x{info.size[1]}"
+        if self.lines is not None:
+            self.lines.update(info.step, "  ".join(f"{name} {value}" for name, value in losses.items()))
+            return
+        bar = self.bars["steps"]
+        if info.step > bar.total:
+            bar.total = info.step  # rare: an LBFGS step that ended early put one more step in the plan
         # The postfix first, then the count: each redraw shows the losses of the evaluation it counts (set after
         # the update, a redraw showed the one before: the bar's last line and the record disagreed, issue 33.7).
         bar.set_postfix(losses, refresh=False)
@@ -141,6 +148,8 @@ class Watch:
         if steps is not None and steps.n < steps.total and result.stopped not in EXIT_CODES:
             steps.total = steps.n  # LBFGS converged or the loss plateaued: the bar ends on what ran
             steps.refresh()
+        if self.lines is not None and result.stopped not in EXIT_CODES:
+            self.lines.close(total=self.lines.done)  # the last line too
         self.close()
         record = result.record if self.metadata else None
         save_image(result.image, self.output, metadata=record)
@@ -164,6 +173,8 @@ class Watch:
         for bar in self.bars.values():
             bar.close()
         self.bars.clear()
+        if self.lines is not None:
+            self.lines.close()  # a stopped run's last line says where it stopped
         if self.log is not None:
             self.log.close()
 

@@ -18,8 +18,8 @@ import click
 from .. import __version__
 from ..errors import Interrupted, RunStopped, StyleTransferError
 from ..io.files import atomic_output, check_not_an_input, check_writable, shown
-from ..cli.options import (OneLineCommand, UsageFault, check_input_paths, config_from_options, note, one_line_error,
-                           setting_inputs, settings_options, show_traceback)
+from ..cli.options import (OneLineCommand, ProgressLines, UsageFault, check_input_paths, config_from_options, note,
+                           one_line_error, setting_inputs, settings_options, show_traceback)
 from . import EXTRA, MissingExtra, VideoError
 from .weights import DEFAULT_TEMPORAL_WEIGHT
 
@@ -222,11 +222,13 @@ def _run(video: Any, output: str, work_dir: str, keep_frames: bool, report: str 
 
 
 class _Progress:
-    """A bar over frames (with the time left) and the evaluations of the frame under way in its postfix."""
+    """A bar over frames (with the time left) and the evaluations of the frame under way in its postfix; where
+    stderr is no terminal, the same as plain lines now and then (``ProgressLines``)."""
 
     def __init__(self, count: int, quiet: bool) -> None:
         self.count, self.quiet, self.frame = count, quiet, 0
         self.bar: Any = None
+        self.lines = ProgressLines(count, "frames") if not quiet and ProgressLines.wanted() else None
 
     def _bar(self) -> Any:
         if self.bar is None:
@@ -237,15 +239,23 @@ class _Progress:
 
     def on_frame(self, info: Any) -> None:
         self.frame = info.index + 1
+        if self.lines is not None:
+            self.lines.update(self.frame, "found in the work folder" if info.resumed else "")
+            return
         bar = self._bar()
         bar.update(1)
         if info.resumed:
             bar.set_postfix_str("found in the work folder", refresh=False)
 
     def on_event(self, index: int, info: Any) -> None:
+        if self.lines is not None:
+            self.lines.update(self.frame, f"frame {index + 1}: {info.step}/{info.total} evaluations")
+            return
         self._bar().set_postfix_str(f"frame {index + 1}: {info.step}/{info.total} evaluations", refresh=True)
 
     def close(self) -> None:
+        if self.lines is not None:
+            self.lines.close()
         if self.bar is not None:
             self.bar.close()
 

@@ -22,7 +22,7 @@ from style_transfer.batch.items import Item, default_options
 from style_transfer.config import StyleConfig
 
 from ..conftest import small_image
-from ..helpers import invoker, pixels
+from ..helpers import invoker, piped_stderr, pixels, progress_lines
 
 invoke = invoker(main)
 
@@ -190,7 +190,8 @@ def test_a_run_appends_after_a_line_cut_short(tmp_path: Path) -> None:
     assert latest(lines) == lines[1:]
 
 
-def test_the_items_bar_shows_the_item_under_way(inputs: dict[str, Path], tmp_path: Path) -> None:
+def test_the_items_bar_shows_the_item_under_way(inputs: dict[str, Path], tmp_path: Path,
+                                                 terminal_stderr: None) -> None:
     """Issue 33.2: the bar showed 0/2 items and nothing else for the whole first item. Now each item's evaluations
     reach it (the local engine's progress, through run_batch) and it shows them with the time left, before the item
     ends; the library's callback hears every evaluation of each item, in order."""
@@ -208,6 +209,19 @@ def test_the_items_bar_shows_the_item_under_way(inputs: dict[str, Path], tmp_pat
     assert [(p.output, p.step, p.total) for p in told] == [(item.output, n, 20)
                                                            for n in range(1, outcome.evaluations + 1)]
     assert all(b.elapsed >= a.elapsed for a, b in zip(told, told[1:])) and told[-1].elapsed > 0
+
+
+@pytest.mark.slow
+def test_a_pipe_gets_a_few_plain_lines(inputs: dict[str, Path], tmp_path: Path) -> None:
+    """Issue 47.4: where stderr is no terminal (a pipe here) each item's evaluations reach no bar that redraws: a line
+    per tenth of the items or 10 s, the last one all of them; 40 evaluations of news, 2 lines."""
+    root = Path(__file__).resolve().parents[2]
+    stderr, seconds = piped_stderr("from style_transfer.batch.cli import main; main()",
+                                   [inputs["cat"], inputs["coffee"], "--style", inputs["ihc"], "-o", tmp_path / "out",
+                                    *TINY, "--threads", "1"], root)
+    lines = progress_lines(stderr, "items", 2, seconds)
+    assert lines[0].startswith("1/2 items (50%)")
+    assert stderr.splitlines()[-1].startswith("2 done, 0 failed; report: ")
 
 
 def test_progress_text_by_hand() -> None:

@@ -217,7 +217,8 @@ def test_the_summary_line_names_every_file_the_run_wrote(tmp_path: Path) -> None
 
 
 def test_each_redraw_of_the_bar_shows_the_losses_of_the_evaluation_it_counts(tmp_path: Path,
-                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+                                                                            monkeypatch: pytest.MonkeyPatch,
+                                                                            terminal_stderr: None) -> None:
     """Issue 33.7: the bar's numbers were the evaluation before the one it counted, so its last redraw before the
     close (all a log of stderr keeps) disagreed with the record. Each redraw against --log's row of that step, and
     the last against the record (both the last evaluation's losses). tqdm redraws at every update here
@@ -236,7 +237,8 @@ def test_each_redraw_of_the_bar_shows_the_losses_of_the_evaluation_it_counts(tmp
     result = invoke([CONTENT, STYLE, "-o", str(out), *TINY[:-1], "--steps", "1", "--log", str(log)])
     rows = {row["step"]: row for row in map(json.loads, log.read_text().splitlines())}
     shown_steps = re.findall(r"(\d+)/20 \[[^\]]*style=([^,\]]+), content=([^,\]]+)\]", result.stderr)
-    # CliRunner's stderr is no terminal: tqdm keeps each redraw (the close draws the last one again)
+    # the bar as on a terminal (terminal_stderr), into CliRunner's stderr: each redraw kept (the close draws the last
+    # one again)
     assert sorted({int(s) for s, _, _ in shown_steps}) == list(range(1, 21)), result.stderr
     for step, style, content in shown_steps:
         assert (style, content) == (f"{rows[int(step)]['style']:.4g}", f"{rows[int(step)]['content']:.4g}"), step

@@ -22,6 +22,8 @@ from style_transfer.video.cli import main  # noqa: E402
 from style_transfer.video.io import probe  # noqa: E402
 from style_transfer.video.runner import VideoRun, VideoSettings, flicker  # noqa: E402
 
+from ..helpers import piped_stderr, progress_lines  # noqa: E402
+
 SIZE, FRAMES, STEPS = 48, 4, 10
 # Random weights: the tutorial's loss weights scaled by 1000 so that LBFGS keeps curvature pairs (common notes).
 CONFIG = StyleConfig(size=SIZE, steps=STEPS, weights="random", style_weight=1e9, content_weight=1e3)
@@ -103,6 +105,19 @@ def test_the_command_writes_the_video_and_the_report(clip: Path, style: Path, tm
     assert record["video"]["frames"] == FRAMES and record["video"]["independent"] is False
     assert record["settings"]["steps"] == 4 and record["weights"]["kind"] == "random"
     assert record["inputs"]["styles"][0]["name"] == "style.png"
+
+
+@pytest.mark.slow
+@pytest.mark.video
+def test_a_pipe_gets_a_few_plain_lines(clip: Path, style: Path, tmp_path: Path) -> None:
+    """Issue 47.4: where stderr is no terminal (a pipe here) the frames' evaluations reach no bar that redraws: a line
+    per tenth of the frames or 10 s, the last one all of them."""
+    root = Path(__file__).resolve().parents[2]
+    stderr, seconds = piped_stderr("from style_transfer.video.cli import main; main()",
+                                   [clip, style, "-o", tmp_path / "out.mp4", "--size", "32", "--steps", "4",
+                                    "--first-frame-steps", "4", "--weights", "random", "--threads", "1"], root)
+    progress_lines(stderr, "frames", FRAMES, seconds)
+    assert stderr.splitlines()[-1] == f"wrote {tmp_path / 'out.mp4'} ({FRAMES} frames)"
 
 
 def test_the_command_refuses_bad_input_in_one_line(style: Path, tmp_path: Path) -> None:
