@@ -309,10 +309,6 @@ class _Stops:
             self.engine.cancel()
 
 
-if __name__ == "__main__":  # python -m style_transfer.batch.cli
-    main(prog_name="stylize-batch")
-
-
 def _settle_weights(items: list[Any]) -> list[Any]:
     """The items with the weights their runs will load: torchvision's VGG19 where it can be had, else the original
     VGG19 where installed (``run.weights``; said once on stderr, even with --quiet: it changes the pictures)."""
@@ -330,3 +326,7 @@ def _settle_weights(items: list[Any]) -> list[Any]:
             fell_back = config is not item.config
         settled.append(dataclasses.replace(item, config=config))
     return settled
+
+
+if __name__ == "__main__":  # python -m style_transfer.batch.cli (after every definition it calls)
+    main(prog_name="stylize-batch")
