@@ -113,7 +113,8 @@ def get_style_model_and_losses(
     if alphas is not None:
         for k, (alpha, img) in enumerate(zip(style_alphas(alphas, len(style_imgs)), style_imgs)):
             if alpha is not None and alpha.shape[-2:] != img.shape[-2:]:
-                raise ValueError(f"style image {k + 1} is {tuple(img.shape[-2:])}, its alpha {tuple(alpha.shape[-2:])}")
+                raise ValueError(f"style image {k + 1} is {tuple(img.shape[-2:])}, "
+                                 f"its alpha {tuple(alpha.shape[-2:])}")
     # Departure from the tutorial: the targets come from one no_grad pass that follows the model
     # as it is built (the tutorial re-runs the partial model per loss); same operations, same values.
     with torch.no_grad():
