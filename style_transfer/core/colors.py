@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from PIL import Image
 
-from ..io.images import ImageSource, source_image, working_size
+from ..io.images import ImageSource, alpha_channel, source_image, working_size
 
 # RGB -> YIQ (NTSC). Rows: Y, I, Q. Each chroma row sums to 0, the luminance row to 1.
 YIQ_FROM_RGB = torch.tensor([[0.299, 0.587, 0.114],
@@ -35,19 +35,26 @@ def gray(y: torch.Tensor) -> torch.Tensor:
     return y.expand(-1, 3, -1, -1).contiguous()
 
 
-def match_luminance(style: torch.Tensor, content: torch.Tensor) -> torch.Tensor:
+def match_luminance(style: torch.Tensor, content: torch.Tensor, alpha: torch.Tensor | None = None) -> torch.Tensor:
     """The style's luminance, its mean and std matched to the content's (Gatys et al. 2017, 5.1).
 
     Args:
         style, content: ``(1, 3, H, W)`` RGB images in [0, 1] (sizes may differ).
+        alpha: the style's transparency, ``(1, 1, H, W)`` in [0, 1], weighing its pixels in its mean and std
+            (transparent ones left out); None: every pixel alike.
 
     Returns:
         ``(1, 3, Hs, Ws)``: the matched style luminance as a gray image.
     """
     ys, yc = luminance(style), luminance(content)
-    std_s = ys.std(unbiased=False)
+    if alpha is None:
+        mean_s, std_s = ys.mean(), ys.std(unbiased=False)
+    else:
+        p = alpha / alpha.sum()
+        mean_s = (ys * p).sum()
+        std_s = ((ys - mean_s).pow(2) * p).sum().sqrt()
     scale = yc.std(unbiased=False) / std_s if std_s > 0 else torch.zeros(())
-    return gray((ys - ys.mean()) * scale + yc.mean())
+    return gray((ys - mean_s) * scale + yc.mean())
 
 
 def keep_content_chroma(stylized: torch.Tensor, content: torch.Tensor) -> torch.Tensor:
@@ -67,7 +74,8 @@ def keep_content_chroma(stylized: torch.Tensor, content: torch.Tensor) -> torch.
     return (content + (y_new - y_content)).clamp(0, 1)  # the clamp only trims float rounding
 
 
-def match_color_histogram(source: torch.Tensor, reference: torch.Tensor, eps: float = 1e-10) -> torch.Tensor:
+def match_color_histogram(source: torch.Tensor, reference: torch.Tensor, eps: float = 1e-10,
+                          alpha: torch.Tensor | None = None) -> torch.Tensor:
     """``source`` recoloured so its colour mean and covariance are ``reference``'s.
 
     The linear map of Gatys et al. 2017 (5.2): x' = A (x - mu_s) + mu_r with
@@ -79,18 +87,27 @@ def match_color_histogram(source: torch.Tensor, reference: torch.Tensor, eps: fl
         source: ``(1, 3, H, W)`` image to recolour (the style).
         reference: ``(1, 3, H', W')`` image giving the colours (the content).
         eps: floor of the eigenvalues (a gray image has a singular covariance).
+        alpha: ``source``'s transparency, ``(1, 1, H, W)`` in [0, 1], weighing its pixels in its mean and
+            covariance (transparent ones left out); None: every pixel alike.
     """
-    def stats(img: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def stats(img: torch.Tensor, weights: torch.Tensor | None = None
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         pixels = img.detach().cpu().double().reshape(3, -1)  # on the CPU: MPS has no float64
-        mean = pixels.mean(dim=1, keepdim=True)
+        if weights is None:
+            mean = pixels.mean(dim=1, keepdim=True)
+            centred = pixels - mean
+            return centred, mean, centred @ centred.T / pixels.shape[1]
+        p = weights.detach().cpu().double().reshape(1, -1)
+        p = p / p.sum()
+        mean = (pixels * p).sum(dim=1, keepdim=True)
         centred = pixels - mean
-        return centred, mean, centred @ centred.T / pixels.shape[1]
+        return centred, mean, (centred * p) @ centred.T
 
     def sqrt_m(cov: torch.Tensor, power: float) -> torch.Tensor:
         values, vectors = torch.linalg.eigh(cov)
         return vectors @ torch.diag(values.clamp_min(eps).pow(power)) @ vectors.T
 
-    centred_s, _, cov_s = stats(source)
+    centred_s, _, cov_s = stats(source, alpha)
     _, mean_r, cov_r = stats(reference)
     transform = sqrt_m(cov_r, 0.5) @ sqrt_m(cov_s, -0.5)
     out = transform @ centred_s + mean_r
@@ -106,11 +123,9 @@ def content_alpha(source: ImageSource, size: int) -> Image.Image | None:
     if isinstance(source, torch.Tensor):
         return None
     image = source_image(source)
-    if image.mode == "P" and "transparency" in image.info:
-        image = image.convert("RGBA")
-    if "A" not in image.getbands() and "a" not in image.getbands():
+    alpha = alpha_channel(image)
+    if alpha is None:
         return None
-    alpha = image.getchannel("A" if "A" in image.getbands() else "a")
     target = working_size(image.width, image.height, size)
     return alpha if target == alpha.size else alpha.resize(target, Image.Resampling.LANCZOS)
 

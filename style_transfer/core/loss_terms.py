@@ -15,12 +15,19 @@ from torch import nn
 from .losses import ContentLoss, StyleLoss, gram_matrix
 from ..presets import LOSS_FORMS
 
+# Guards the guided Gram's division where a region vanishes at a deep layer of a tiny image.
+_EPS = 1e-8
 
-def blended_gram(features: Sequence[torch.Tensor], blend: Sequence[float] | None = None) -> torch.Tensor:
+
+def blended_gram(features: Sequence[torch.Tensor], blend: Sequence[float] | None = None, *,
+                 alphas: Sequence[torch.Tensor | None] | None = None) -> torch.Tensor:
     """The blend of the Gram matrices of several style images' features at one layer.
 
     ``sum_k w_k gram_matrix(features[k])`` with ``w = blend / sum(blend)`` (equal when None).
     Each Gram matrix is normalised by its own size, so the images may differ in size.
+    ``alphas``: each style's transparency at this layer, ``(1, 1, H_k, W_k)`` in [0, 1] or None (opaque); a
+    style with one gives ``guided_gram(features[k], alpha)``, the Gram matrix of its visible pixels
+    (``style_gram``).
 
     Raises:
         ValueError: no features, a blend of another length, negative weights or a zero sum.
@@ -28,13 +35,64 @@ def blended_gram(features: Sequence[torch.Tensor], blend: Sequence[float] | None
     if not features:
         raise ValueError("blended_gram needs the features of at least one style image")
     weights = normalized_blend(blend, len(features))
+    alphas = style_alphas(alphas, len(features))
     if len(features) == 1:
-        return gram_matrix(features[0])
-    grams = [gram_matrix(f) for f in features]
+        return style_gram(features[0], alphas[0])
+    grams = [style_gram(f, a) for f, a in zip(features, alphas)]
     out = grams[0] * weights[0]
     for weight, gram in zip(weights[1:], grams[1:]):
         out = out + gram * weight
     return out
+
+
+def style_gram(features: torch.Tensor, alpha: torch.Tensor | None = None) -> torch.Tensor:
+    """A style image's Gram target: ``gram_matrix(features)``, or with its transparency ``alpha`` (``(1, 1, H, W)``
+    in [0, 1] at the features' size) ``guided_gram(features, alpha)``: its pixels weighted as a style mask weighs
+    the picture's, so that transparent ones (alpha 0) are left out and a padded style gives the unpadded Gram."""
+    return gram_matrix(features) if alpha is None else guided_gram(features, alpha)
+
+
+def style_alphas(alphas: Sequence[torch.Tensor | None] | None, count: int) -> list[torch.Tensor | None]:
+    """``alphas`` as a list of one entry per style (None: every style opaque).
+
+    Raises:
+        ValueError: another number of entries than styles.
+    """
+    if alphas is None:
+        return [None] * count
+    if len(alphas) != count:
+        raise ValueError(f"{len(alphas)} style alpha(s) for {count} style image(s)")
+    return list(alphas)
+
+
+def guided_gram(input: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Gram matrix of feature maps weighted by a mask (Gatys et al. 2017), normalised by the mask's weight.
+
+    With ``F`` the features ``(C, H*W)`` and ``m`` the mask ``(H*W,)``::
+
+        G = (F m) (F m)^T / (C * sum(m^2))
+
+    The features are multiplied by the mask, as in the paper, so each pixel counts with weight ``m^2``;
+    dividing by ``C * sum(m^2)`` (for a binary mask: C times the region's pixel count) makes ``G`` the
+    region's own normalised Gram matrix, as strong for a small region as for a large one. An all-ones
+    mask gives ``gram_matrix(input)`` exactly.
+
+    Args:
+        input: ``(1, C, H, W)`` features. mask: ``(1, 1, H, W)`` in [0, 1].
+
+    Returns:
+        ``(C, C)`` tensor.
+    """
+    a, b, c, d = input.size()
+    weighted = (input * mask).reshape(a * b, c * d)
+    gram = torch.mm(weighted, weighted.t())
+    return gram.div(a * b * region_weight(mask))
+
+
+def region_weight(mask: torch.Tensor) -> torch.Tensor:
+    """``sum(m^2)``, the weight of a mask's region in ``guided_gram``'s normaliser (kept above zero where the
+    region vanishes at a deep layer of a tiny image)."""
+    return mask.pow(2).sum().clamp_min(_EPS)
 
 
 def normalized_blend(blend: Sequence[float] | None, count: int) -> tuple[float, ...]:
@@ -78,15 +136,17 @@ class WeightedStyleLoss(StyleLoss):
         blend: weights of the style images (normalised; equal when None).
         weight: the layer's weight w_l.
         form: ``"tutorial"`` (mean squared error of normalised Grams) or ``"paper"`` (E_l).
+        alphas: each style's transparency at this layer, or None (``blended_gram``).
     """
 
     def __init__(self, target_features: Sequence[torch.Tensor], blend: Sequence[float] | None = None, *,
-                 weight: float = 1.0, form: str = "tutorial") -> None:
+                 weight: float = 1.0, form: str = "tutorial",
+                 alphas: Sequence[torch.Tensor | None] | None = None) -> None:
         if form not in LOSS_FORMS:
             raise ValueError(f"loss form must be one of {', '.join(LOSS_FORMS)}, got {form!r}")
         super().__init__(target_features[0])
-        if len(target_features) > 1:
-            self.target = blended_gram(target_features, blend).detach().clone()
+        if len(target_features) > 1 or any(a is not None for a in style_alphas(alphas, len(target_features))):
+            self.target = blended_gram(target_features, blend, alphas=alphas).detach().clone()
         self.weight = float(weight)
         self.form = form
 
@@ -106,11 +166,19 @@ class PaperContentLoss(ContentLoss):
 
 
 def make_style_loss(target_features: Sequence[torch.Tensor], blend: Sequence[float] | None = None, *,
-                    weight: float = 1.0, form: str = "tutorial") -> StyleLoss:
-    """The tutorial's ``StyleLoss`` for one style, weight 1 and its form; else a ``WeightedStyleLoss``."""
+                    weight: float = 1.0, form: str = "tutorial",
+                    alphas: Sequence[torch.Tensor | None] | None = None) -> StyleLoss:
+    """The tutorial's ``StyleLoss`` for one style, weight 1 and its form; else a ``WeightedStyleLoss``.
+
+    ``alphas``: each style's transparency at this layer (``blended_gram``), or None (every style opaque).
+    """
     if len(target_features) == 1 and weight == 1 and form == "tutorial":
-        return StyleLoss(target_features[0])
-    return WeightedStyleLoss(target_features, blend, weight=weight, form=form)
+        loss = StyleLoss(target_features[0])
+        alpha = style_alphas(alphas, 1)[0]
+        if alpha is not None:  # the tutorial's module (so --fast fuses it), its target the visible pixels' Gram
+            loss.target = style_gram(target_features[0], alpha).detach().clone()
+        return loss
+    return WeightedStyleLoss(target_features, blend, weight=weight, form=form, alphas=alphas)
 
 
 def make_content_loss(target: torch.Tensor, *, form: str = "tutorial") -> ContentLoss:

@@ -6,6 +6,9 @@ size and followed through the network layer by layer as the features are (``foll
 loss at a layer compares the Gram matrix of the input's features weighted by that style's mask
 (``guided_gram``) with the Gram matrix of its whole style image (the tutorial's ``gram_matrix``), as
 Gatys et al. do for per-region styles.
+
+A style image's own transparency weighs its positions the same way (``Guides.style_alphas``): followed through
+the layers with the style's features, it leaves transparent pixels out of every style target.
 """
 
 from __future__ import annotations
@@ -22,15 +25,14 @@ from torch import nn
 
 from ..errors import ImageError
 from ..io.images import ImageSource, header_size, pil_to_rgb, source_image
-from .losses import ContentLoss, StyleLoss, gram_matrix
+from .loss_terms import guided_gram, normalized_blend, region_weight, style_alphas, style_gram  # noqa: F401
+from .losses import ContentLoss, StyleLoss
 from ..presets import LOSS_FORMS
 
 # A mask's width/height may differ from the content's by this fraction (rounding of a resized file).
 ASPECT_TOLERANCE = 0.02
 # A mask whose brightest pixel is below this (in [0, 1]) is empty: all black.
 EMPTY_LEVEL = 0.5 / 255
-# Guards the guided Gram's division where a region vanishes at a deep layer of a tiny image.
-_EPS = 1e-8
 
 
 def mask_tensor(source: ImageSource, label: str) -> torch.Tensor:
@@ -107,20 +109,59 @@ def fill_masks(masks: Sequence[torch.Tensor | None]) -> list[torch.Tensor]:
 
 @dataclass
 class Guides:
-    """A run's masks at one working size: one ``(1, 1, H, W)`` per style (filled), and the content's or None."""
+    """A run's masks at one working size: one ``(1, 1, H, W)`` per style (filled), and the content's or None.
+
+    ``style_alphas``: each style image's transparency ``(1, 1, H_k, W_k)`` in [0, 1] at its own working size (None:
+    opaque), which weighs the style's own positions in its targets (``io.images.load_style``); None: every style
+    opaque.
+    """
 
     styles: list[torch.Tensor] | None
     content: torch.Tensor | None = None
+    style_alphas: list[torch.Tensor | None] | None = None
 
-    def follow(self, layer: nn.Module, hw: tuple[int, int]) -> Guides:
-        """The masks at the resolution of ``layer``'s output (``hw``): see ``follow``."""
+    def follow(self, layer: nn.Module, hw: tuple[int, int],
+               style_hws: Sequence[tuple[int, int]] | None = None) -> Guides:
+        """The masks at the resolution of ``layer``'s output (``hw``): see ``follow``. ``style_hws``: each style
+        image's map there, which its alpha follows; None leaves the alphas out of the result (a caller that
+        follows the content's masks alone)."""
+        alphas = None
+        if self.style_alphas is not None and style_hws is not None:
+            alphas = [None if a is None else follow(a, layer, s) for a, s in zip(self.style_alphas, style_hws)]
         return Guides(None if self.styles is None else [follow(m, layer, hw) for m in self.styles],
-                      None if self.content is None else follow(self.content, layer, hw))
+                      None if self.content is None else follow(self.content, layer, hw), alphas)
 
     def resized(self, hw: tuple[int, int]) -> Guides:
-        """The masks resized to ``hw`` (``resize_mask``): a tiled run's model is built on small stand-ins."""
+        """The masks, and the style alphas, resized to ``hw`` (``resize_mask``): a tiled run's model is built on
+        small stand-ins of that size."""
         return Guides(None if self.styles is None else [resize_mask(m, hw) for m in self.styles],
-                      None if self.content is None else resize_mask(self.content, hw))
+                      None if self.content is None else resize_mask(self.content, hw),
+                      None if self.style_alphas is None else [None if a is None else resize_mask(a, hw)
+                                                              for a in self.style_alphas])
+
+
+def with_style_alphas(guides: Guides | None, alphas: Sequence[torch.Tensor | None]) -> Guides | None:
+    """``guides`` (or none) with the style images' alphas (``io.images.load_style``'s, each style at its working
+    size); as they were where every style is opaque, so an opaque run's numbers are those of an RGB one."""
+    if all(a is None for a in alphas):
+        return guides
+    if guides is None:
+        return Guides(None, None, list(alphas))
+    return Guides(guides.styles, guides.content, list(alphas))
+
+
+def check_alphas(alphas: Sequence[torch.Tensor | None], where: str) -> None:
+    """``check_alpha`` for each style in order."""
+    for k, alpha in enumerate(alphas):
+        check_alpha(alpha, k, where)
+
+
+def check_alpha(alpha: torch.Tensor | None, style: int, where: str) -> None:
+    """Raise ``ValueError`` where style ``style``'s (from 0) visible part has vanished (``where``: the layer), which
+    only a style whose opaque pixels all lie in the rows or columns a pool drops can do: it has no statistics there."""
+    if alpha is not None and not bool(alpha.sum() > 0):
+        raise ValueError(f"style image {style + 1}: its opaque pixels vanish at {where} (a pool drops the rows or "
+                         f"columns they lie in); give the style more opaque pixels or a larger style_scale")
 
 
 def load_guides(style_masks: Sequence[ImageSource], content_mask: ImageSource | None,
@@ -176,36 +217,6 @@ def follow(mask: torch.Tensor, layer: nn.Module, hw: tuple[int, int]) -> torch.T
     return F.interpolate(mask, size=tuple(hw), mode="area")
 
 
-def guided_gram(input: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Gram matrix of feature maps weighted by a mask (Gatys et al. 2017), normalised by the mask's weight.
-
-    With ``F`` the features ``(C, H*W)`` and ``m`` the mask ``(H*W,)``::
-
-        G = (F m) (F m)^T / (C * sum(m^2))
-
-    The features are multiplied by the mask, as in the paper, so each pixel counts with weight ``m^2``;
-    dividing by ``C * sum(m^2)`` (for a binary mask: C times the region's pixel count) makes ``G`` the
-    region's own normalised Gram matrix, as strong for a small region as for a large one. An all-ones
-    mask gives ``gram_matrix(input)`` exactly.
-
-    Args:
-        input: ``(1, C, H, W)`` features. mask: ``(1, 1, H, W)`` in [0, 1].
-
-    Returns:
-        ``(C, C)`` tensor.
-    """
-    a, b, c, d = input.size()
-    weighted = (input * mask).reshape(a * b, c * d)
-    gram = torch.mm(weighted, weighted.t())
-    return gram.div(a * b * region_weight(mask))
-
-
-def region_weight(mask: torch.Tensor) -> torch.Tensor:
-    """``sum(m^2)``, the weight of a mask's region in ``guided_gram``'s normaliser (kept above zero where the
-    region vanishes at a deep layer of a tiny image)."""
-    return mask.pow(2).sum().clamp_min(_EPS)
-
-
 class GuidedStyleLoss(StyleLoss):
     """The style loss of a layer with one masked region per style (a transparent module, like ``StyleLoss``).
 
@@ -219,6 +230,7 @@ class GuidedStyleLoss(StyleLoss):
         masks: each style's mask at this layer's resolution, ``(1, 1, H, W)``.
         blend: the styles' weights (normalised; equal when None).
         weight: the layer's weight. form: ``"tutorial"`` or ``"paper"``.
+        alphas: each style's transparency at this layer, or None (``loss_terms.style_gram``: its visible pixels).
 
     Buffers: ``target`` ``(K, C, C)``, ``masks`` ``(K, 1, H, W)``, ``blend`` ``(K,)``.
     """
@@ -227,15 +239,15 @@ class GuidedStyleLoss(StyleLoss):
     blend: torch.Tensor
 
     def __init__(self, target_features: Sequence[torch.Tensor], masks: Sequence[torch.Tensor],
-                 blend: Sequence[float] | None = None, *, weight: float = 1.0, form: str = "tutorial") -> None:
-        from .loss_terms import normalized_blend
-
+                 blend: Sequence[float] | None = None, *, weight: float = 1.0, form: str = "tutorial",
+                 alphas: Sequence[torch.Tensor | None] | None = None) -> None:
         if form not in LOSS_FORMS:
             raise ValueError(f"loss form must be one of {', '.join(LOSS_FORMS)}, got {form!r}")
         if len(masks) != len(target_features):
             raise ValueError(f"{len(masks)} mask(s) for {len(target_features)} style image(s)")
         super().__init__(target_features[0])
-        self.target = torch.stack([gram_matrix(f) for f in target_features]).detach().clone()
+        alphas = style_alphas(alphas, len(target_features))
+        self.target = torch.stack([style_gram(f, a) for f, a in zip(target_features, alphas)]).detach().clone()
         self.register_buffer("masks", torch.cat(list(masks)).detach().clone())
         weights = normalized_blend(blend, len(target_features))
         self.register_buffer("blend", torch.tensor([w * len(weights) for w in weights], device=self.target.device))

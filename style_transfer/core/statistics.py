@@ -11,7 +11,8 @@ input's scale (torchvision's normalised inputs or Caffe's 0-255): ``presets.STYL
 Each statistic takes an optional ``weights`` tensor ``(1, 1, H, W)`` in [0, 1] over the feature positions
 (a weighted mean and covariance; a weighted 1-D matching); the guided losses (``--style-mask``:
 ``GuidedWassersteinLoss``, ``GuidedSlicedLoss``) give each style its own region through them, as
-``masks.GuidedStyleLoss`` does for the Gram matrices.
+``masks.GuidedStyleLoss`` does for the Gram matrices. The targets take a style image's transparency the same way
+(``alphas``): its transparent positions are left out of its statistics.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .loss_terms import normalized_blend
+from .loss_terms import normalized_blend, style_alphas
 from .losses import StyleLoss
 
 # Each sliced evaluation draws this many directions per channel (Heitz et al. use as many as channels).
@@ -163,22 +164,32 @@ def wasserstein_of(mean: torch.Tensor, cov: torch.Tensor, target_mean: torch.Ten
     return (distance / n).to(device=cov.device, dtype=cov.dtype)
 
 
-def sliced_target(features: Sequence[torch.Tensor], blend: Sequence[float] | None = None) -> torch.Tensor:
+def sliced_target(features: Sequence[torch.Tensor], blend: Sequence[float] | None = None, *,
+                  weights: Sequence[torch.Tensor | None] | None = None) -> torch.Tensor:
     """The sliced target of one or more style images' features at one layer: ``(C + 1, M)``.
 
     Row 0 holds each position's share of the target distribution, rows 1.. the features at the ``M``
     positions of all the style images. Several styles: their mixture, each image's positions sharing its
-    ``blend`` weight (the distribution the blended statistics describe).
+    ``blend`` weight (the distribution the blended statistics describe). ``weights``: per style image, None or
+    ``(1, 1, H, W)`` in [0, 1] over its positions (its transparency): each position's share is its weight over
+    their sum, and positions of weight 0 are left out (a zero-mass sample would still bend the interpolated
+    quantiles between its neighbours).
     """
     if not features:
         raise ValueError("sliced_target needs the features of at least one style image")
     shares = normalized_blend(blend, len(features))
     columns, masses = [], []
-    for share, f in zip(shares, features):
+    for share, f, w in zip(shares, features, weights if weights is not None else [None] * len(features)):
         _check_features(f)
         flat = f.reshape(f.shape[1], -1)
-        columns.append(flat)
-        masses.append(torch.full((flat.shape[1],), share / flat.shape[1], dtype=f.dtype, device=f.device))
+        p = _position_weights(w, f)
+        if p is None:
+            columns.append(flat)
+            masses.append(torch.full((flat.shape[1],), share / flat.shape[1], dtype=f.dtype, device=f.device))
+        else:
+            kept = p > 0
+            columns.append(flat[:, kept])
+            masses.append(share * p[kept])
     return torch.cat([torch.cat(masses)[None], torch.cat(columns, dim=1)])
 
 
@@ -320,12 +331,15 @@ class WassersteinStyleLoss(StyleLoss):
         weight: the layer's weight.
         weights: optional ``(1, 1, h, w)`` in [0, 1] over the input's positions (resized to each input's
             feature map, area-averaged); None: every position counts the same.
+        alphas: each style image's transparency at this layer, ``(1, 1, H, W)`` in [0, 1], or None (opaque):
+            weighs the style's positions in its target (``wasserstein_target``'s ``weights``).
     """
 
     def __init__(self, target_features: Sequence[torch.Tensor], blend: Sequence[float] | None = None, *,
-                 weight: float = 1.0, weights: torch.Tensor | None = None) -> None:
+                 weight: float = 1.0, weights: torch.Tensor | None = None,
+                 alphas: Sequence[torch.Tensor | None] | None = None) -> None:
         nn.Module.__init__(self)  # not StyleLoss.__init__: the target is not a Gram matrix
-        self.register_buffer("target", wasserstein_target(target_features, blend).detach().clone())
+        self.register_buffer("target", wasserstein_target(target_features, blend, weights=alphas).detach().clone())
         self.weight = float(weight)
         self.weights = weights
         self.loss = torch.zeros(())
@@ -348,16 +362,16 @@ class SlicedStyleLoss(StyleLoss):
     from the evaluations it had done.
 
     Args:
-        target_features, blend, weight, weights: as ``WassersteinStyleLoss`` (``sliced_target``).
+        target_features, blend, weight, weights, alphas: as ``WassersteinStyleLoss`` (``sliced_target``).
         seed: the run's seed. layer: this module's place among the style layers (each draws its own).
         directions: how many directions per evaluation (None: as many as channels).
     """
 
     def __init__(self, target_features: Sequence[torch.Tensor], blend: Sequence[float] | None = None, *,
                  weight: float = 1.0, weights: torch.Tensor | None = None, seed: int = 0, layer: int = 0,
-                 directions: int | None = None) -> None:
+                 directions: int | None = None, alphas: Sequence[torch.Tensor | None] | None = None) -> None:
         nn.Module.__init__(self)
-        self.register_buffer("target", sliced_target(target_features, blend).detach().clone())
+        self.register_buffer("target", sliced_target(target_features, blend, weights=alphas).detach().clone())
         self.weight = float(weight)
         self.weights = weights
         self.seed, self.layer = int(seed), int(layer)
@@ -437,6 +451,7 @@ class GuidedWassersteinLoss(StyleLoss):
         target_features: each style image's features at this layer, ``(1, C, H_k, W_k)``.
         masks: each style's mask at this layer's resolution, ``(1, 1, H, W)`` in [0, 1].
         blend: the styles' weights (normalised; equal when None). weight: the layer's weight.
+        alphas: each style image's transparency at this layer, or None (``WassersteinStyleLoss``).
 
     Buffers: ``target`` ``(K, C + 1, C)`` (``wasserstein_target`` per style), ``masks`` ``(K, 1, H, W)``, ``blend``
     ``(K,)``.
@@ -446,10 +461,13 @@ class GuidedWassersteinLoss(StyleLoss):
     blend: torch.Tensor
 
     def __init__(self, target_features: Sequence[torch.Tensor], masks: Sequence[torch.Tensor],
-                 blend: Sequence[float] | None = None, *, weight: float = 1.0) -> None:
+                 blend: Sequence[float] | None = None, *, weight: float = 1.0,
+                 alphas: Sequence[torch.Tensor | None] | None = None) -> None:
         nn.Module.__init__(self)
         shares = _guided_blend(masks, len(target_features), blend)
-        self.register_buffer("target", torch.stack([wasserstein_target([f]) for f in target_features]).detach().clone())
+        alphas = style_alphas(alphas, len(target_features))
+        self.register_buffer("target", torch.stack([wasserstein_target([f], weights=[a])
+                                                    for f, a in zip(target_features, alphas)]).detach().clone())
         self.register_buffer("masks", torch.cat(list(masks)).detach().clone())
         self.register_buffer("blend", shares.to(device=self.target.device, dtype=self.target.dtype))
         self.weight = float(weight)
@@ -486,7 +504,7 @@ class GuidedSlicedLoss(SlicedStyleLoss):
     as ``SlicedStyleLoss`` draws them, the same for every style of an evaluation. ``w_k``: ``_guided_blend``.
 
     Args:
-        target_features, masks, blend, weight: as ``GuidedWassersteinLoss``.
+        target_features, masks, blend, weight, alphas: as ``GuidedWassersteinLoss``.
         seed, layer, directions: as ``SlicedStyleLoss``.
 
     Buffers: ``target`` ``(C + 1, N_1 + ... + N_K)`` (each style's ``sliced_target`` side by side), ``columns``
@@ -499,10 +517,11 @@ class GuidedSlicedLoss(SlicedStyleLoss):
 
     def __init__(self, target_features: Sequence[torch.Tensor], masks: Sequence[torch.Tensor],
                  blend: Sequence[float] | None = None, *, weight: float = 1.0, seed: int = 0, layer: int = 0,
-                 directions: int | None = None) -> None:
+                 directions: int | None = None, alphas: Sequence[torch.Tensor | None] | None = None) -> None:
         super().__init__(target_features[:1], weight=weight, seed=seed, layer=layer, directions=directions)
         shares = _guided_blend(masks, len(target_features), blend)
-        targets = [sliced_target([f]) for f in target_features]
+        alphas = style_alphas(alphas, len(target_features))
+        targets = [sliced_target([f], weights=[a]) for f, a in zip(target_features, alphas)]
         self.register_buffer("target", torch.cat(targets, dim=1).detach().clone())
         self.register_buffer("columns", torch.tensor([t.shape[1] for t in targets]))
         self.register_buffer("masks", torch.cat(list(masks)).detach().clone())
@@ -542,19 +561,22 @@ def _fit(weights: torch.Tensor | None, features: torch.Tensor) -> torch.Tensor |
 
 def make_statistics_loss(kind: str, target_features: Sequence[torch.Tensor], blend: Sequence[float] | None = None,
                          *, weight: float = 1.0, seed: int = 0, layer: int = 0,
-                         masks: Sequence[torch.Tensor] | None = None) -> StyleLoss:
+                         masks: Sequence[torch.Tensor] | None = None,
+                         alphas: Sequence[torch.Tensor | None] | None = None) -> StyleLoss:
     """The style loss module of ``kind`` (``wasserstein`` or ``sliced``; ``gram`` is ``loss_terms.make_style_loss``).
 
     ``masks``: one per style at this layer's resolution (``masks.Guides``): the guided loss (``GuidedWassersteinLoss``,
-    ``GuidedSlicedLoss``), each style on its own region; None: the styles' blend everywhere.
+    ``GuidedSlicedLoss``), each style on its own region; None: the styles' blend everywhere. ``alphas``: each style
+    image's transparency at this layer (None: opaque), left out of its target.
 
     Raises:
         ValueError: another ``kind``.
     """
     if kind == "wasserstein":
-        return (WassersteinStyleLoss(target_features, blend, weight=weight) if masks is None
-                else GuidedWassersteinLoss(target_features, masks, blend, weight=weight))
+        return (WassersteinStyleLoss(target_features, blend, weight=weight, alphas=alphas) if masks is None
+                else GuidedWassersteinLoss(target_features, masks, blend, weight=weight, alphas=alphas))
     if kind == "sliced":
-        return (SlicedStyleLoss(target_features, blend, weight=weight, seed=seed, layer=layer) if masks is None
-                else GuidedSlicedLoss(target_features, masks, blend, weight=weight, seed=seed, layer=layer))
+        return (SlicedStyleLoss(target_features, blend, weight=weight, seed=seed, layer=layer, alphas=alphas)
+                if masks is None else GuidedSlicedLoss(target_features, masks, blend, weight=weight, seed=seed,
+                                                       layer=layer, alphas=alphas))
     raise ValueError(f"style_loss must be wasserstein or sliced here (gram: make_style_loss), got {kind!r}")

@@ -11,7 +11,7 @@ from torch import nn
 from . import masks
 from ..config import TUTORIAL_CONTENT_LAYERS, TUTORIAL_STYLE_LAYERS
 from ..layers import resolve_layers, swap_pooling
-from .loss_terms import make_content_loss, make_style_loss, normalized_blend
+from .loss_terms import make_content_loss, make_style_loss, normalized_blend, style_alphas
 from .losses import ContentLoss, StyleLoss
 from .statistics import make_statistics_loss
 from .vgg import Normalization
@@ -75,13 +75,16 @@ def get_style_model_and_losses(
     ``guides`` (docs/usage.md, ``core/masks.py``): masks over the content at its size, followed through the layers;
     with style masks each style layer gets a guided loss (``GuidedStyleLoss``, or for the other statistics
     ``statistics.GuidedWassersteinLoss`` / ``GuidedSlicedLoss``; no shared ``style_targets``), with a content
-    mask each content layer a ``MaskedContentLoss``.
+    mask each content layer a ``MaskedContentLoss``. ``guides.style_alphas`` (each style image's transparency at its
+    size, ``io.images.load_style``) follow the style images' features and weigh their positions in the targets
+    (``loss_terms.style_gram``, ``statistics``' ``alphas``): transparent pixels are left out of the style.
     ``style_loss``: ``gram`` (the tutorial's), or ``wasserstein`` / ``sliced`` (``core/statistics.py``; their
     targets blend as that module says; ``loss_form`` is the Gram's and the content's); ``seed`` seeds the sliced
     loss's directions.
 
     Raises:
-        ValueError: a requested layer is not in the network (the message lists valid names).
+        ValueError: a requested layer is not in the network (the message lists valid names); style alphas of
+            another count or size than the style images, or one whose opaque pixels vanish at a style layer.
     """
     if normalization is None:  # the tutorial's: torchvision's weights take ImageNet's mean and std
         normalization = Normalization(normalization_mean, normalization_std)
@@ -106,6 +109,12 @@ def get_style_model_and_losses(
     style_count = len(style_imgs)
     if cached:  # the style images' targets are known: only the content passes through the network
         style_imgs = []
+    alphas = None if guides is None or guides.style_alphas is None or cached else guides.style_alphas
+    if alphas is not None:
+        for k, (alpha, img) in enumerate(zip(style_alphas(alphas, len(style_imgs)), style_imgs)):
+            if alpha is not None and alpha.shape[-2:] != img.shape[-2:]:
+                raise ValueError(f"style image {k + 1} is {tuple(img.shape[-2:])}, "
+                                 f"its alpha {tuple(alpha.shape[-2:])}")
     # Departure from the tutorial: the targets come from one no_grad pass that follows the model
     # as it is built (the tutorial re-runs the partial model per loss); same operations, same values.
     with torch.no_grad():
@@ -121,8 +130,9 @@ def get_style_model_and_losses(
         with torch.no_grad():
             content_x = layer(content_x)
             style_xs = [layer(x) for x in style_xs]
-        if guides is not None:  # the masks follow the features' resolution
-            guides = guides.follow(layer, tuple(content_x.shape[-2:]))
+        if guides is not None:  # the masks follow the features' resolution; the style alphas the style's
+            guides = guides.follow(layer, tuple(content_x.shape[-2:]),
+                                   None if alphas is None else [tuple(x.shape[-2:]) for x in style_xs])
         index = name.split("_")[1]
         if name in content_layers:
             content_loss = (make_content_loss(content_x, form=loss_form) if guides is None or guides.content is None
@@ -133,16 +143,20 @@ def get_style_model_and_losses(
             # With cached targets, stand-ins of the right channel count make a loss of the same class.
             features = style_xs if not cached else [content_x[..., :1, :1]] * style_count
             guided = guides.styles if guides is not None else None  # one masked region per style
+            visible = guides.style_alphas if guides is not None else None  # each style's opaque part, or None
+            if visible is not None:
+                masks.check_alphas(visible, name)
             if guided is not None and style_loss_kind == "gram":
                 style_loss = masks.GuidedStyleLoss(features, guided, style_blend,
-                                                   weight=layer_weights[style_layers.index(name)], form=loss_form)
+                                                   weight=layer_weights[style_layers.index(name)], form=loss_form,
+                                                   alphas=visible)
             elif style_loss_kind == "gram":
                 style_loss = make_style_loss(features, style_blend, weight=layer_weights[style_layers.index(name)],
-                                             form=loss_form)
+                                             form=loss_form, alphas=visible)
             else:  # other style statistics (core/statistics.py), guided or not
                 style_loss = make_statistics_loss(style_loss_kind, features, style_blend, seed=seed,
                                                   weight=layer_weights[style_layers.index(name)],
-                                                  layer=style_layers.index(name), masks=guided)
+                                                  layer=style_layers.index(name), masks=guided, alphas=visible)
             if cached:
                 style_loss.target = style_targets[name].clone()
             elif style_targets is not None:

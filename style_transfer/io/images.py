@@ -81,18 +81,33 @@ def working_size(width: int, height: int, size: int) -> tuple[int, int]:
     return max(MIN_SIDE, round(width * scale)), max(MIN_SIDE, round(height * scale))
 
 
+# Modes with an alpha channel (``alpha_channel``, ``pil_to_rgb``); a palette with a transparent entry becomes RGBA.
+ALPHA_MODES = ("RGBA", "LA", "PA", "RGBa", "La")
+
+
 def pil_to_rgb(image: Image.Image) -> Image.Image:
     """Convert any Pillow image to 8-bit RGB, compositing transparency over white."""
     # Departure from the tutorial (which assumes RGB files): users feed grayscale, palette, RGBA...
     if image.mode == "P" and "transparency" in image.info:
         image = image.convert("RGBA")
-    if image.mode in ("RGBA", "LA", "PA", "RGBa", "La"):
+    if image.mode in ALPHA_MODES:
         rgba = image.convert("RGBA")
         background = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
         return Image.alpha_composite(background, rgba).convert("RGB")
     if image.mode in ("I;16", "I;16B", "I;16L", "I", "F"):
         return _high_depth_to_rgb(image)
     return image.convert("RGB")
+
+
+def alpha_channel(image: Image.Image) -> Image.Image | None:
+    """The transparency ``pil_to_rgb`` composites over white, as an 8-bit ``L`` image (255: opaque); None for a
+    mode without it."""
+    if image.mode == "P" and "transparency" in image.info:
+        with _quiet_pillow():  # "Palette images with Transparency expressed in bytes ..." must not reach stderr
+            image = image.convert("RGBA")
+    if image.mode not in ALPHA_MODES:
+        return None
+    return image.getchannel("A" if "A" in image.getbands() else "a")
 
 
 def _high_depth_to_rgb(image: Image.Image) -> Image.Image:
@@ -315,6 +330,26 @@ def load_image(source: ImageSource, size: int, device: torch.device | str = "cpu
         ImageError: if the source cannot be read or has the wrong shape.
         TypeError: if the source is of another type.
     """
+    return _load(source, size, device, alpha=False)[0]
+
+
+def load_style(source: ImageSource, size: int, device: torch.device | str = "cpu"
+               ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """A style image as ``load_image`` loads it (transparency over white), and its alpha as a weight.
+
+    The alpha is ``(1, 1, H, W)`` float32 in [0, 1] at the image's working size (resized as a mask is: bilinear,
+    antialiased when shrinking, so no transparent pixel gains weight by ringing), or None where the image is
+    fully opaque or has no alpha (tensors carry none): then the style counts every pixel, as it always did.
+
+    Raises:
+        ImageError: as ``load_image``; and a style that is transparent everywhere (nothing to take a style from).
+    """
+    return _load(source, size, device, alpha=True)
+
+
+def _load(source: ImageSource, size: int, device: torch.device | str, alpha: bool
+          ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``load_image``'s tensor, and with ``alpha`` the source's alpha as ``load_style`` gives it."""
     import torch
     import torch.nn.functional as F
 
@@ -326,15 +361,42 @@ def load_image(source: ImageSource, size: int, device: torch.device | str = "cpu
         if (new_width, new_height) != (width, height):
             tensor = F.interpolate(tensor, size=(new_height, new_width), mode="bilinear", antialias=True,
                                    align_corners=False).clamp(0, 1)
-        return tensor.to(device)
+        return tensor.to(device), None
     image = source_image(source)
-    check_min_size(image.width, image.height, shown(source) if isinstance(source, (str, os.PathLike)) else "image")
+    label = shown(source) if isinstance(source, (str, os.PathLike)) else "image"
+    check_min_size(image.width, image.height, label)
+    transparency = alpha_channel(image) if alpha else None
     with _quiet_pillow():  # e.g. "Palette images with Transparency ..." must not reach stderr
         image = pil_to_rgb(image)
         target = working_size(image.width, image.height, size)
         if target != image.size:  # big photos shrink here, before they become float tensors
             image = image.resize(target, Image.Resampling.LANCZOS)
-    return pil_to_tensor(image).to(device)
+    weights = None if transparency is None else _alpha_weights(transparency, target, label)
+    return pil_to_tensor(image).to(device), None if weights is None else weights.to(device)
+
+
+def _alpha_weights(alpha: Image.Image, target: tuple[int, int], label: str) -> torch.Tensor | None:
+    """An ``L`` alpha as ``(1, 1, h, w)`` weights in [0, 1] at ``target`` (width, height); None where all opaque.
+
+    Raises:
+        ImageError: every pixel transparent.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    low, high = alpha.getextrema()
+    if low == 255:
+        return None  # opaque: no weights, so the style's numbers are those of an RGB file exactly
+    if high == 0:
+        raise ImageError(f"{label}: is transparent everywhere (alpha 0): a style needs visible pixels, "
+                         "whose statistics it gives; transparent ones are left out")
+    data = torch.frombuffer(bytearray(alpha.tobytes()), dtype=torch.uint8)
+    weights = data.reshape(1, 1, alpha.height, alpha.width).float().div(255)
+    if (alpha.width, alpha.height) == target:
+        return weights
+    # as masks.resize_mask: a kernel without negative lobes (LANCZOS's would give transparent pixels weight)
+    return F.interpolate(weights, size=(target[1], target[0]), mode="bilinear", antialias=True,
+                         align_corners=False).clamp(0, 1)
 
 
 def source_image(source: ImageSource) -> Image.Image:

@@ -99,8 +99,9 @@ def input_entry(source: Any) -> dict[str, Any]:
 
     A path gives ``{"name": base name, "sha256": of the file's bytes}``. A Pillow image gives
     ``{"name": None, "sha256": ..., "size": [W, H], "pixels": "rgb8"}``, the hash of its 8-bit RGB
-    bytes as the run sees them (transparency over white); a ``(1, 3, H, W)`` or ``(3, H, W)``
-    tensor gives the hash of its float32 values, ``"pixels": "float32"``.
+    bytes as the run sees them (transparency over white), followed where it is not opaque by its
+    8-bit alpha's, which a style's targets weigh by (``"pixels": "rgba8"``); a ``(1, 3, H, W)`` or
+    ``(3, H, W)`` tensor gives the hash of its float32 values, ``"pixels": "float32"``.
 
     Raises:
         ImageError: a path that cannot be read. TypeError: another kind of source.
@@ -108,11 +109,14 @@ def input_entry(source: Any) -> dict[str, Any]:
     if isinstance(source, (str, bytes, os.PathLike)):
         return {"name": base_name(source), "sha256": sha256_file(source)}
     if isinstance(source, Image.Image):
-        from .images import pil_to_rgb  # images imports torch: only here, where a run has it loaded
+        from .images import alpha_channel, pil_to_rgb  # images imports torch: only here, where a run has it loaded
 
         rgb = pil_to_rgb(source)
-        return {"name": None, "sha256": hashlib.sha256(rgb.tobytes()).hexdigest(), "size": list(rgb.size),
-                "pixels": "rgb8"}
+        alpha = alpha_channel(source)
+        seen = alpha is not None and alpha.getextrema() != (255, 255)  # an opaque alpha changes nothing a run does
+        data = rgb.tobytes() + (alpha.tobytes() if alpha is not None and seen else b"")
+        digest = hashlib.sha256(data).hexdigest()
+        return {"name": None, "sha256": digest, "size": list(rgb.size), "pixels": "rgba8" if seen else "rgb8"}
     if hasattr(source, "detach") and hasattr(source, "shape"):  # a torch tensor, without importing torch
         values = source.detach().float().cpu().contiguous().numpy()
         height, width = (int(n) for n in source.shape[-2:])

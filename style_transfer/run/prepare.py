@@ -71,18 +71,22 @@ def style_size(size: int, style_scale: float) -> int:
 
 
 def prepare_colors(content_img: torch.Tensor, style_imgs: Sequence[torch.Tensor],
-                   preserve_colors: str = "none") -> tuple[torch.Tensor, list[torch.Tensor]]:
+                   preserve_colors: str = "none", style_alphas: Sequence[torch.Tensor | None] | None = None
+                   ) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """The content and style images the transfer sees under a colour preservation mode.
 
     ``none``: as they are. ``histogram``: each style recoloured to the content's colour mean
     and covariance. ``luminance``: gray images of the luminance, the styles' matched to the
     content's mean and std (the result gets the content's chroma back, ``keep_content_chroma``).
+    ``style_alphas``: each style's transparency or None (``io.images.load_style``), weighing its pixels
+    in its own colour statistics.
     """
+    alphas = list(style_alphas) if style_alphas is not None else [None] * len(style_imgs)
     if preserve_colors == "histogram":
-        return content_img, [colors.match_color_histogram(s, content_img) for s in style_imgs]
+        return content_img, [colors.match_color_histogram(s, content_img, alpha=a) for s, a in zip(style_imgs, alphas)]
     if preserve_colors == "luminance":
-        return colors.gray(colors.luminance(content_img)), [colors.match_luminance(s, content_img)
-                                                             for s in style_imgs]
+        return colors.gray(colors.luminance(content_img)), [colors.match_luminance(s, content_img, a)
+                                                             for s, a in zip(style_imgs, alphas)]
     if preserve_colors != "none":
         raise ValueError(f"preserve_colors must be none, luminance or histogram, got {preserve_colors!r}")
     return content_img, list(style_imgs)

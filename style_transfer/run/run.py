@@ -34,7 +34,7 @@ from ..errors import ImageError, Interrupted, NonFiniteLoss
 from ..speed.fast import accelerator, speed_from_config
 from ..core.stats import RunStats
 from ..speed.memory import SizeFn, out_of_memory
-from ..io.images import ImageSource, header_size, load_image, tensor_to_pil
+from ..io.images import ImageSource, header_size, load_image, load_style, tensor_to_pil
 from ..core.loss_terms import normalized_blend
 from ..core.vgg import DownloadProgress, IMAGENET_MEAN, IMAGENET_STD, Network, load_network
 from ..core.averaging import IterateAverage
@@ -401,8 +401,9 @@ class _Inputs:
                  device: torch.device, final_size: int | None = None) -> None:
         self.config = config
         self.content = load_image(content, size, device)
-        styles_at = [load_image(s, style_size(size, config.style_scale), device) for s in styles]
-        self.picture, self.styles = prepare_colors(self.content, styles_at, config.preserve_colors)
+        loaded = [load_style(s, style_size(size, config.style_scale), device) for s in styles]  # with their alpha
+        styles_at, alphas = [image for image, _ in loaded], [alpha for _, alpha in loaded]
+        self.picture, self.styles = prepare_colors(self.content, styles_at, config.preserve_colors, alphas)
         self.size = (self.content.shape[-1], self.content.shape[-2])
         self.margin = round(config.margin * size / (final_size or size))  # scaled at a coarser size
         if self.margin >= min(self.size):
@@ -415,6 +416,7 @@ class _Inputs:
         self.guides = guides if guides is None or not self.margin else masks.Guides(
             None if guides.styles is None else [self.pad(m) for m in guides.styles],
             None if guides.content is None else self.pad(guides.content))
+        self.guides = masks.with_style_alphas(self.guides, alphas)  # the styles' transparency, left out of targets
 
     def pad(self, image: torch.Tensor) -> torch.Tensor:
         """``image`` (the picture's size) inside its mirrored border."""

@@ -11,7 +11,8 @@ The W2 loss (``--style-loss wasserstein``) tiles the same way: its means and cov
 positions too (pass 1 adds up the first and second moments; pass 2 backpropagates the loss linearised in them).
 So do the masks (``--style-mask``, ``--content-mask``): followed through the layers at the whole image's size,
 each style's guided Gram matrix (or region mean and covariance) is a mask-weighted sum over positions, and the
-masked content loss a weighted sum (``Region``). The sliced loss does not tile: its sort spans the whole map.
+masked content loss a weighted sum (``Region``); a style's transparency weighs its targets' sums the same way. The
+sliced loss does not tile: its sort spans the whole map.
 
 Exactness rests on two conditions, both computed from the network (``crops.network_geometry``): a crop
 reaches beyond its core by the receptive-field reach of the deepest layer used (its halo), and its
@@ -32,9 +33,9 @@ from torch import nn
 
 from ..core.backward import weighted_scores
 from ..core.loss_terms import (PaperContentLoss, TotalVariationLoss, WeightedStyleLoss, normalized_blend,
-                               paper_style_loss)
+                               paper_style_loss, style_alphas)
 from ..core.losses import ContentLoss, StyleLoss
-from ..core.masks import Guides, GuidedStyleLoss, MaskedContentLoss, region_weight
+from ..core.masks import Guides, GuidedStyleLoss, MaskedContentLoss, check_alpha, follow, region_weight
 from ..core.statistics import GuidedWassersteinLoss, WassersteinStyleLoss, wasserstein_of, wasserstein_target_of
 # The planning's names were here before it had its own module (docs/api.md, "What moved").
 from .tile_plans import (ADVICE_TILE, TILE_STEP, TILED_HISTORY_SIZE, TILED_IMAGE_COPIES, advice_tile,  # noqa: F401
@@ -215,21 +216,48 @@ class TiledStyleModel:
             for index, features in self._features(x, last):
                 yield crop, index, features
 
-    def _plain_regions(self, image: torch.Tensor, moments: bool = False) -> dict[int, Region]:
-        """One unweighted region per style layer (at the W2 layers with ``moments``): a whole image's statistics."""
+    def _plain_regions(self, image: torch.Tensor, moments: bool = False, alpha: torch.Tensor | None = None,
+                       style: int = 0) -> dict[int, Region]:
+        """One region per style layer (at the W2 layers with ``moments``): a whole image's statistics, its positions
+        weighted by ``alpha`` (``(1, 1, H, W)`` at the image's size: a style's transparency, ``loss_terms.style_gram``;
+        None: unweighted). ``style``: which style image it is, for the message where its alpha vanishes."""
         layers = sorted({self.layer_of[id(m)] for m in self.style_losses})
-        return {index: Region(index, None, moments and index in self.moment_layers, self._channels(index),
-                              self._positions(index, image)) for index in layers}
+        maps = {} if alpha is None else self._followed(alpha, tuple(image.shape[-2:]), style)
+        regions = {}
+        for index in layers:
+            weighs_moments = moments and index in self.moment_layers
+            mask = maps.get(index)
+            total = (self._positions(index, image) if mask is None
+                     else mask.double().sum() if weighs_moments else region_weight(mask))
+            regions[index] = Region(index, mask, weighs_moments, self._channels(index), total)
+        return regions
 
-    def grams(self, image: torch.Tensor) -> dict[int, torch.Tensor]:
-        """Each style layer's ``gram_matrix`` of ``image``'s features, accumulated over crops."""
-        regions = self._plain_regions(image)
+    def _followed(self, alpha: torch.Tensor, hw: tuple[int, int], style: int) -> dict[int, torch.Tensor]:
+        """A style's alpha at each style layer's whole map (``masks.follow``, layer by layer, as the untiled model)."""
+        if tuple(alpha.shape[-2:]) != hw:
+            raise ValueError(f"style image {style + 1} is {hw}, its alpha {tuple(alpha.shape[-2:])}")
+        maps, at = {}, alpha
+        for index, layer in enumerate(self.layers[:self.deepest + 1]):
+            at = follow(at, layer, (self.geometry.map_size(hw[0], index), self.geometry.map_size(hw[1], index)))
+            if any(isinstance(m, StyleLoss) for m in self.taps.get(index, ())):
+                check_alpha(at, style, f"layer {index} of the model")
+                maps[index] = at
+        return maps
+
+    def grams(self, image: torch.Tensor, alpha: torch.Tensor | None = None, style: int = 0
+              ) -> dict[int, torch.Tensor]:
+        """Each style layer's ``gram_matrix`` of ``image``'s features (with ``alpha``: ``guided_gram``, the style's
+        visible pixels), accumulated over crops."""
+        regions = self._plain_regions(image, alpha=alpha, style=style)
         sums = self.region_sums(image, list(regions.values()))
         return {index: region.statistics(*sums[id(region)])[0] for index, region in regions.items()}
 
-    def moments(self, image: torch.Tensor) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
-        """Each W2 layer's mean and covariance (population, float64) of ``image``'s features, over crops."""
-        regions = {i: r for i, r in self._plain_regions(image, moments=True).items() if r.moments}
+    def moments(self, image: torch.Tensor, alpha: torch.Tensor | None = None, style: int = 0
+                ) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
+        """Each W2 layer's mean and covariance (population, float64) of ``image``'s features (with ``alpha``: its
+        positions weighted by it), over crops."""
+        regions = {i: r for i, r in self._plain_regions(image, moments=True, alpha=alpha, style=style).items()
+                   if r.moments}
         sums = self.region_sums(image, list(regions.values()))
         return {index: region.statistics(*sums[id(region)]) for index, region in regions.items()}  # type: ignore[misc]
 
@@ -281,7 +309,8 @@ class TiledStyleModel:
 
         ``guides``: the run's masks at the content's size (``masks.load_guides``), which the model was built with
         (at the stand-ins' size): followed through the layers to each loss's whole map, as the untiled model
-        follows them, and given to the guided and masked loss modules in place of the stand-ins' masks.
+        follows them, and given to the guided and masked loss modules in place of the stand-ins' masks; and its
+        ``style_alphas`` (each at its style's size), which weigh the styles' positions in their targets.
         """
         if guides is not None:
             self._set_masks(guides, tuple(content.shape[-2:]))
@@ -292,9 +321,11 @@ class TiledStyleModel:
         if self.style_losses:
             weights = normalized_blend(blend, len(styles))
             grams_used = any(self.layer_of[id(m)] not in self.moment_layers for m in self.style_losses)
-            per_style = [self.grams(style) if grams_used else {} for style in styles]
+            alphas = style_alphas(None if guides is None else guides.style_alphas, len(styles))
+            per_style = [self.grams(style, alpha, k) if grams_used else {}
+                         for k, (style, alpha) in enumerate(zip(styles, alphas))]
             if self.moment_layers:  # wasserstein_target's blend of the styles' Gaussian fits, from their sums
-                moments = [self.moments(style) for style in styles]
+                moments = [self.moments(style, alpha, k) for k, (style, alpha) in enumerate(zip(styles, alphas))]
             for module in self.style_losses:
                 index = self.layer_of[id(module)]
                 if isinstance(module, GuidedWassersteinLoss):  # one target per style (its whole image)

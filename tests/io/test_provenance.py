@@ -124,6 +124,21 @@ class TestRecord:
         assert input_entry(tensor) == {"name": None, "sha256": hashlib.sha256(tensor.numpy().tobytes()).hexdigest(),
                                        "size": [10, 8], "pixels": "float32"}
 
+    def test_a_pil_images_alpha_is_hashed_where_it_is_not_opaque(self) -> None:
+        """A style's alpha weighs its targets (batch caches them by this hash): two images alike over white but with
+        another alpha hash apart; an opaque alpha hashes as the RGB image it is to a run."""
+        image = noise_image(10, 8, seed=10)
+        opaque = image.convert("RGBA")
+        assert input_entry(opaque) == input_entry(image)
+        cut = opaque.copy()
+        cut.putpixel((0, 0), (255, 255, 255, 0))  # transparent: white to the network, like an opaque white pixel
+        white = opaque.copy()
+        white.putpixel((0, 0), (255, 255, 255, 255))
+        rgb = np.asarray(white.convert("RGB")).tobytes()
+        assert input_entry(cut) == {"name": None, "size": [10, 8], "pixels": "rgba8",
+                                    "sha256": hashlib.sha256(rgb + cut.getchannel("A").tobytes()).hexdigest()}
+        assert input_entry(white)["sha256"] == hashlib.sha256(rgb).hexdigest() != input_entry(cut)["sha256"]
+
     def test_missing_input_is_one_line(self, tmp_path: Path) -> None:
         with pytest.raises(ImageError, match=r"gone\.png: no such file$"):
             input_entry(tmp_path / "gone.png")
