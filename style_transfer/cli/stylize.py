@@ -205,6 +205,10 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
         click.echo(f"interrupted at step {result.evaluations}, saved {shown(output)}; "
                    f"{_resume_hint(run_options.checkpoint, content, styles, output, run.config)}", err=True)
         raise SystemExit(EXIT_CODES[result.stopped])
+    if result.ended_above_start:  # even with --quiet: the picture is not what was asked for
+        click.echo(f"warning: the loss ended at {result.losses['loss']:.4g}, above the {result.start_loss:.4g} it "
+                   "started at: LBFGS diverged and the picture is probably noise; try --fast (it recovers from a "
+                   "diverging run) or a lower --style-weight", err=True)
     if not quiet:
         if result.stopped == "converged":
             click.echo(f"LBFGS converged (gradient below its tolerance): stopped after {result.evaluations} of "

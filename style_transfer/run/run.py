@@ -63,6 +63,12 @@ class RunResult:
     seconds: float  # time spent optimising (resumed runs: the earlier part included)
     record: dict[str, Any] = field(repr=False)  # provenance.make_record: embed it in every file written
     kept: int | None = None  # the evaluation whose image was handed back, its lowest loss (Run's keep_best); None: the last
+    start_loss: float | None = None  # the loss of the last size's first evaluation (its start image)
+
+    @property
+    def ended_above_start(self) -> bool:
+        """The image handed back scores worse than the start did: LBFGS diverged, the picture is probably noise."""
+        return self.start_loss is not None and self.losses.get("loss", 0.0) > self.start_loss
 
 
 class Run:
@@ -194,6 +200,7 @@ class Run:
         stats.evaluations = done
         last: dict[str, float] = {}
         lowest: dict[str, float] = {}  # the terms of the size's lowest loss, for a run that hands back that image
+        first: dict[str, float] = {}  # the size's first evaluation (a resumed size: its first since the resume)
         plateau = keeper.plateau = _Plateau(config.min_improvement, config.patience)
         # the output is the average of the iterates, restarted at each size (see _restart_average).
         averager = keeper.averager = IterateAverage(config.average) if config.average is not None else None
@@ -223,6 +230,7 @@ class Run:
                 image = previous.moved_to(image, inputs)
             keeper.start_scale(scale, image, done, resume, clock)
             lowest.clear()
+            first.clear()
             targets = None
             if self.style_targets is not None:
                 key = style_targets_key(config, self.content, self.styles, inputs.styles, device)
@@ -250,6 +258,7 @@ class Run:
                 last.update(style=event.style_loss, content=event.content_loss, tv=event.tv_loss, loss=event.loss)
                 if not event.loss >= lowest.get("loss", float("inf")):
                     lowest.update(last)
+                first.setdefault("loss", event.loss)
                 if on_event is not None:
                     on_event(event)
                 if last_scale and plateau.stalled(event.loss):
@@ -286,12 +295,12 @@ class Run:
         stopped = "converged" if stats.converged else "done"
         kept = stats.handed_back
         return self._result(inputs.finish(image, alpha), stats.evaluations, stopped, last if kept is None else lowest,
-                            clock(), kept)
+                            clock(), kept, first.get("loss"))
 
     def _result(self, image: Image.Image, evaluations: int, stopped: str, losses: dict[str, float],
-                seconds: float, kept: int | None = None) -> RunResult:
+                seconds: float, kept: int | None = None, start_loss: float | None = None) -> RunResult:
         return RunResult(image, evaluations, stopped, dict(losses), seconds,
-                         self.record(evaluations, stopped, losses, seconds, kept), kept)
+                         self.record(evaluations, stopped, losses, seconds, kept), kept, start_loss)
 
 
 def stylize(

@@ -1,0 +1,102 @@
+"""A run that diverges (issue 44): --fast's Fourier path catches it and hands back its best evaluated image; the
+tutorial's path keeps its last image and the command warns. The divergence is made by hand, so no CPU's rounding
+decides the outcome: after a chosen evaluation one style loss is multiplied by 1e6 whatever the image, a loss that
+jumps and stays up (far above ``JUMP``, and above anything LBFGS can bring it down to in the evaluations left)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from style_transfer.core.losses import StyleLoss
+from style_transfer.core.parametrization import JUMP, RESTARTS_IN_A_ROW
+from style_transfer.core.stats import RunStats
+from style_transfer.core.transfer import get_style_model_and_losses, optimize
+from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD
+
+from ..helpers import invoke_stylize
+
+BLOW_UP = 1e6
+STEPS = 59  # three LBFGS steps of 20
+
+
+def blown_up(module: StyleLoss, after: int) -> None:
+    """From the ``after``-th forward on, ``module``'s loss is ``BLOW_UP`` times what it is."""
+    count = [0]
+    forward = module.forward
+
+    def forward_blown(x: torch.Tensor) -> torch.Tensor:
+        out = forward(x)
+        count[0] += 1
+        if count[0] >= after:
+            module.loss = module.loss * BLOW_UP
+        return out
+
+    module.forward = forward_blown  # type: ignore[method-assign]
+
+
+def fourier_run(cnn, content, style, after: int | None) -> tuple[torch.Tensor, RunStats, list[float], list[bool]]:
+    model, style_losses, content_losses = get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD, style, content)
+    if after is not None:
+        blown_up(style_losses[0], after)
+    losses: list[float] = []
+    gave_up: list[bool] = []
+    stats = RunStats()
+    out = optimize(model, style_losses, content_losses, content.clone(), STEPS, 1e9, 1e3,
+                   lambda info: losses.append(info.loss), stats=stats, parametrization="fourier",
+                   on_step_end=lambda optimizer, image, n: gave_up.append(
+                       bool(optimizer.param_groups[0].get("gave_up_basis"))))
+    return out, stats, losses, gave_up
+
+
+def clean_loss(cnn, content, style, image: torch.Tensor) -> float:
+    """The tutorial's loss of ``image`` (no blow-up), style weight 1e9, content weight 1e3 as the runs."""
+    model, style_losses, content_losses = get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD, style, content)
+    with torch.no_grad():
+        model(image)
+    return float(1e9 * sum(m.loss for m in style_losses) + 1e3 * sum(m.loss for m in content_losses))
+
+
+def test_a_diverging_fourier_run_gives_up_the_basis_and_hands_back_its_best_image(cnn, content_32, style_32) -> None:
+    after = 8  # inside the first LBFGS step
+    out, stats, losses, gave_up = fourier_run(cnn, content_32, style_32, after)
+    assert losses[after - 1] > JUMP * min(losses[:after - 1])  # the jump was made
+    assert min(losses[after - 1:]) > 10 * min(losses[:after - 1])  # ... and it stayed up: no restart could mend it
+    # RESTARTS_IN_A_ROW restarts, then the rest of the run on the pixels (a checkpoint's optimiser state says so)
+    assert gave_up[-1] and gave_up.index(True) <= RESTARTS_IN_A_ROW
+    assert stats.best_evaluation < after and stats.handed_back == stats.best_evaluation
+    assert stats.best_loss == pytest.approx(min(losses), rel=1e-6)  # float32 there, the terms summed in double here
+    best = stats.best_image()
+    assert best is not None and torch.equal(out, best.clamp(0, 1))  # the very image of the best evaluation
+    # Control, the same run without the blow-up: it hands back an image of its own, better than the diverged run's
+    # (so the diverged run's is its early best, not the end of a normal run); and that early best scores, without the
+    # blow-up, below the photo it started from.
+    control, *_ = fourier_run(cnn, content_32, style_32, None)
+    diverged_score = clean_loss(cnn, content_32, style_32, out)
+    assert clean_loss(cnn, content_32, style_32, control) < diverged_score
+    assert diverged_score <= clean_loss(cnn, content_32, style_32, content_32)
+
+
+def test_the_default_warns_when_its_loss_ends_above_its_start(tmp_path: Path, monkeypatch) -> None:
+    """The tutorial's path keeps its last image (not the best), and the command says in one line that the picture is
+    probably noise, naming what to try; the same run without the blow-up says nothing of the kind."""
+    args = ["images/chelsea.png", "images/ihc.png", "-o", str(tmp_path / "out.png"), "--weights", "random",
+            "--size", "32", "--steps", "20", "--style-weight", "1e9", "--content-weight", "1e3"]
+    plain = invoke_stylize(args)
+    assert "warning:" not in plain.stderr
+    original = StyleLoss.forward
+
+    def forward(self, x):  # every style loss blown up from the third evaluation on
+        out = original(self, x)
+        self._seen = getattr(self, "_seen", 0) + 1
+        if self._seen >= 3:
+            self.loss = self.loss * BLOW_UP
+        return out
+
+    monkeypatch.setattr(StyleLoss, "forward", forward)
+    diverged = invoke_stylize(args[:3] + [str(tmp_path / "noise.png")] + args[4:])
+    warning = [line for line in diverged.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warning) == 1 and "probably noise" in warning[0] and "--fast" in warning[0]
+    assert "--style-weight" in warning[0]
