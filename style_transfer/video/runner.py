@@ -82,6 +82,7 @@ class VideoResult:
     flow_seconds: list[float] = field(default_factory=list)
     evaluations: int = 0  # closure evaluations of the frames stylised by this run
     losses: dict[str, float] = field(default_factory=dict)  # the last frame's final loss terms
+    frame_losses: list[dict[str, float]] = field(default_factory=list)  # each frame stylised by this run, its image's
 
 
 class VideoRun:
@@ -272,6 +273,7 @@ class VideoRun:
             result.done = index + 1
             result.evaluations += frame_result.evaluations
             result.losses = dict(frame_result.losses)
+            result.frame_losses.append(dict(frame_result.losses))
             result.seconds.append(seconds)
             result.flow_seconds.append(flow_seconds)
             if on_frame is not None:

@@ -1,0 +1,116 @@
+"""Does --fast ever hand back noise? Every photo against every style, the default beside --fast (issue 44).
+
+    python -m benchmarks.robustness --network vgg19 --size 300 --size 400 --json benchmarks/results/robustness/X.json
+    python -m benchmarks.robustness --photos chelsea --styles starry_night --size 384   # one pair
+
+Photos: images/ chelsea, coffee, astronaut, rocket. Styles: the stain, the deep field, the three Van Gogh paintings,
+the three textures, and a style that is mostly flat (a disc of the stain on white, ``disc``). Sizes should not be
+multiples of 64. Each run goes through the run API in this process (the network loaded once). A row gives the first
+evaluation's loss, the loss of the picture handed back (each mode's own arithmetic: --fast's bf16 loss reads up to
+2.3 % low), its content loss, and, for --fast, the ratios to the default. A --fast run *diverged* when its picture's
+loss is above its first loss or above 2x the default's; the summary counts them, with the median and worst ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+IMAGES = os.path.join(HERE, "..", "images")
+PHOTOS = ("chelsea.png", "coffee.png", "astronaut.png", "rocket.jpg")
+STYLES = ("ihc.png", "hubble_deep_field.jpg", "starry_night.jpg", "night_cafe.jpg", "cafe_terrace.jpg", "brick.png",
+          "gravel.png", "grass.png", "disc")
+
+
+def disc_on_white(size: int = 512) -> object:
+    """The stain cut to a disc (radius 0.35 of the side) on a white ground: a style that is mostly flat."""
+    from PIL import Image
+
+    with Image.open(os.path.join(IMAGES, "ihc.png")) as image:
+        stain = np.asarray(image.convert("RGB").resize((size, size)), dtype=np.uint8)
+    ys, xs = np.mgrid[0:size, 0:size]
+    inside = (xs - size / 2) ** 2 + (ys - size / 2) ** 2 <= (0.35 * size) ** 2
+    out = np.full_like(stain, 255)
+    out[inside] = stain[inside]
+    return Image.fromarray(out)
+
+
+def pick(names: tuple[str, ...], chosen: list[str] | None) -> list[str]:
+    if not chosen:
+        return list(names)
+    return [n for n in names if os.path.splitext(n)[0] in chosen or n in chosen]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--network", choices=("vgg19", "vgg16"), default="vgg19")
+    parser.add_argument("--size", type=int, action="append", help="repeatable; default 300 and 400")
+    parser.add_argument("--photos", nargs="*", help="base names; default all")
+    parser.add_argument("--styles", nargs="*", help="base names (disc for the flat style); default all")
+    parser.add_argument("--fast-only", action="store_true", help="no default runs (divergence against the start only)")
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args(argv)
+
+    import torch
+
+    from style_transfer.config import StyleConfig
+    from style_transfer.core.vgg import load_network
+    from style_transfer.run.run import Run
+
+    sys.path.insert(0, HERE)
+    from machines import describe  # noqa: E402
+    from video_clips import networks  # noqa: E402
+
+    model, weights = dict(networks())[args.network], None
+    weights = model
+    cnn = load_network(args.network, weights)
+    rows = []
+    for size in args.size or [300, 400]:
+        for photo in pick(PHOTOS, args.photos):
+            for style_name in pick(STYLES, args.styles):
+                style = disc_on_white() if style_name == "disc" else os.path.join(IMAGES, style_name)
+                row: dict = {"photo": photo, "style": style_name, "size": size}
+                for mode in ("default", "fast"):
+                    if mode == "default" and args.fast_only:
+                        continue
+                    config = StyleConfig(size=size, model=args.network, weights=weights, device="cpu",
+                                         fast=mode == "fast")
+                    events: list = []
+                    began = time.perf_counter()
+                    result = Run(os.path.join(IMAGES, photo), style, config, cnn=cnn).execute(events.append)
+                    row[mode] = {"first": events[0].loss, "loss": result.losses["loss"],
+                                 "content": result.losses["content"], "kept": result.kept,
+                                 "evaluations": result.evaluations, "seconds": time.perf_counter() - began}
+                fast = row["fast"]
+                default = row.get("default")
+                fast["diverged"] = fast["loss"] > fast["first"] or (
+                    default is not None and fast["loss"] > 2 * default["loss"])
+                if default is not None:
+                    row["loss_ratio"] = fast["loss"] / default["loss"]
+                    row["content_ratio"] = fast["content"] / default["content"] if default["content"] else None
+                    default["diverged"] = default["loss"] > default["first"]
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    ratios = [r["loss_ratio"] for r in rows if "loss_ratio" in r]
+    summary = {"runs": len(rows), "fast_diverged": sum(r["fast"]["diverged"] for r in rows),
+               "default_diverged": sum(r["default"]["diverged"] for r in rows if "default" in r),
+               "median_loss_ratio": statistics.median(ratios) if ratios else None,
+               "worst_loss_ratio": max(ratios) if ratios else None}
+    print(json.dumps(summary))
+    if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        with open(args.json, "w") as handle:
+            json.dump({"machine": describe(torch.device("cpu")), "network": [args.network, os.path.basename(weights)],
+                       "args": vars(args), "rows": rows, "summary": summary}, handle, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
