@@ -245,7 +245,11 @@ class VideoRun:
             flow_seconds = 0.0
             if index == 0 or settings.independent or previous_out is None:
                 steps = config.steps if settings.independent else first_steps
-                run = Run(content, self.styles, dataclasses.replace(config, steps=steps), cnn=cnn)
+                # The consistent mode's first frame, which every later one starts from, hands back its best evaluated
+                # image: LBFGS on the pixels can diverge (a 48 px texture did at 600 evaluations), and noise would
+                # then be held by the temporal term for the whole clip. --independent frames are the tutorial's runs.
+                run = Run(content, self.styles, dataclasses.replace(config, steps=steps), cnn=cnn,
+                          keep_best=None if settings.independent else 0.0)
             else:
                 start = frame_start(previous_out, previous_in, content)
                 flow_seconds = start.flow_seconds
