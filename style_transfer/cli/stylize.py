@@ -17,11 +17,13 @@ from ..config.weights import WEIGHTS_WORDS, preprocess_assumed
 from ..speed.cpuinfo import cpu_flags, fast_precision_on_cpu
 from ..errors import Interrupted, RunStopped, StyleTransferError
 from ..io.files import check_not_an_input, check_writable, shown
-from ..io.images import INPUT_FORMATS_TEXT, MAX_PIXELS, MIN_INPUT_SIDE, check_output, open_image, save_image
+from ..io.images import (INPUT_FORMATS_TEXT, MAX_PIXELS, MIN_INPUT_SIDE, check_output, header_size, open_image,
+                         save_image)
 from .options import (MASK_FIELDS, OneLineCommand, RECORDED_FIELDS, SETTINGS_FIELDS, UsageFault, check_input_paths,
                       config_from_options, note, one_line_error, setting_inputs, settings_options,
                       show_traceback, unexpected_error)
-from ..run.plans import FAST_HISTORY_SIZE, LBFGS_MAX_ITER, checkpoint_bytes, default_size_of, fast_levers, plan_run
+from ..run.plans import (FAST_HISTORY_SIZE, FAST_STEPS_SHARE, LBFGS_MAX_ITER, checkpoint_bytes, default_size_of,
+                         fast_levers, plan_run)
 from ..io.provenance import check_replay_inputs, replay_config
 
 
@@ -220,7 +222,34 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
         if run_options.checkpoint is not None and _stamp(run_options.checkpoint) != checkpoint_before:
             also.append(f"checkpoint {_checkpoint_text(run_options.checkpoint)}")
         click.echo(f"wrote {shown(output)} ({result.image.width}x{result.image.height}, {result.evaluations} "
-                   f"evaluations)" + (f"; also {', '.join(also)}" if also else ""), err=True)
+                   f"evaluations{_why_evaluations(result, config)})" + (f"; also {', '.join(also)}" if also else ""),
+                   err=True)
+        smaller = _smaller_than_the_photo(content, result)
+        if smaller:
+            click.echo(smaller, err=True)
+
+
+def _why_evaluations(result: Any, config: StyleConfig) -> str:
+    """Why a finished run's count is not --steps (issue 47.7), as the summary's words after it; "" where it is."""
+    if result.stopped != "done" or result.evaluations == config.steps or config.optimizer != "lbfgs":
+        return ""
+    why = f": whole LBFGS steps of {LBFGS_MAX_ITER} past "
+    if config.fast:
+        return why + f"{round(FAST_STEPS_SHARE * 100)} % of --steps {config.steps} (--fast), jumps cutting some short"
+    return why + f"--steps {config.steps}"
+
+
+def _smaller_than_the_photo(content: str, result: Any) -> str:
+    """A line for a picture made smaller than its photo (issue 47.7: a 3000 px photo came back at 448 px unsaid)."""
+    try:
+        width, height = header_size(content, upright=True)
+    except (StyleTransferError, OSError):
+        return ""
+    side = max(result.image.size)
+    if max(width, height) <= side:
+        return ""
+    return (f"the photo is {width}x{height}; the picture's long side is --size {side}: a larger --size keeps more "
+            "detail and takes longer")
 
 
 for _key, _value in {"{formats}": INPUT_FORMATS_TEXT, "{min_side}": str(MIN_INPUT_SIDE),

@@ -169,7 +169,7 @@ def test_steps_says_whole_lbfgs_steps_and_the_bar_shows_what_runs_from_the_start
         result = invoke([*base, "-o", str(tmp_path / "out.png"), *extra], 0)
         totals = {int(n) for n in re.findall(r"\b\d+/(\d+) \[", result.stderr)}
         assert totals == {planned}, result.stderr  # every redraw of the bar, the first included
-        assert f"{planned} evaluations)" in result.stderr
+        assert f", {planned} evaluations" in result.stderr
 
 
 def test_print_config_shows_what_fast_resolves_to() -> None:
@@ -229,3 +229,25 @@ def test_an_output_that_is_an_input_is_refused_before_any_work(tmp_path: Path, m
     assert (photo.read_bytes(), style.read_bytes()) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["photo.png", "style.png"] +
                                                                  (["link.png"] if link.exists() else []))
+
+
+def test_the_summary_says_why_the_picture_is_smaller_and_why_the_count_is_not_steps(tmp_path) -> None:
+    """Issue 47.7: a photo larger than --size, and evaluations other than --steps, are explained in the summary; a
+    run at the photo's own size gets no size line."""
+    from PIL import Image
+
+    from style_transfer.run.plans import LBFGS_MAX_ITER
+
+    from ..helpers import invoke_stylize
+
+    small = tmp_path / "small.png"
+    with Image.open("images/chelsea.png") as photo:
+        photo.convert("RGB").resize((40, 27)).save(small)
+    told = invoke_stylize(["images/chelsea.png", "images/ihc.png", "-o", tmp_path / "a.png", "--weights", "random",
+                           "--size", "32", "--steps", "30"]).stderr
+    assert "the photo is 451x300; the picture's long side is --size 32" in told
+    expected = -(-31 // LBFGS_MAX_ITER) * LBFGS_MAX_ITER  # whole steps until more than 30 ran
+    assert f"{expected} evaluations: whole LBFGS steps of {LBFGS_MAX_ITER} past --steps 30)" in told
+    quiet = invoke_stylize([small, "images/ihc.png", "-o", tmp_path / "b.png", "--weights", "random", "--size", "40",
+                            "--steps", "10"]).stderr
+    assert "the photo is" not in quiet and "past --steps 10" in quiet

@@ -207,13 +207,16 @@ def test_the_summary_line_names_every_file_the_run_wrote(tmp_path: Path) -> None
                      "--save-dir", str(frames), "--animate", str(tmp_path / "run.webp"), "--plot",
                      str(tmp_path / "loss.png"), "--log", str(tmp_path / "run.jsonl"), "--checkpoint",
                      str(checkpoint), "--checkpoint-every", "20"])
-    last = result.stderr.strip().splitlines()[-1]
-    assert last == (f"wrote {out} (32x21, 40 evaluations); also {tmp_path / 'run.webp'}, {tmp_path / 'loss.png'}, "
+    wrote, smaller = result.stderr.strip().splitlines()[-2:]
+    assert smaller.startswith("the photo is 451x300; the picture's long side is --size 32")
+    assert wrote == (f"wrote {out} (32x21, 40 evaluations: whole LBFGS steps of 20 past --steps 30); also "
+                    f"{tmp_path / 'run.webp'}, {tmp_path / 'loss.png'}, "
                     f"{tmp_path / 'run.jsonl'}, 2 frames in {frames}/ (out.0015.png to out.0030.png), "
                     f"checkpoint {checkpoint} ({bytes_text(checkpoint.stat().st_size)})")
     assert sorted(p.name for p in frames.iterdir()) == ["out.0015.png", "out.0030.png"] and checkpoint.exists()
     plain = invoke([CONTENT, STYLE, "-o", str(out), *TINY[:-1], "--steps", "1", "--checkpoint", str(checkpoint)])
-    assert plain.stderr.strip().splitlines()[-1] == f"wrote {out} (32x21, 20 evaluations)"  # it wrote no checkpoint
+    assert plain.stderr.strip().splitlines()[-2] == (  # it wrote no checkpoint
+        f"wrote {out} (32x21, 20 evaluations: whole LBFGS steps of 20 past --steps 1)")
 
 
 def test_each_redraw_of_the_bar_shows_the_losses_of_the_evaluation_it_counts(tmp_path: Path,
