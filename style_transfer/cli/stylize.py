@@ -221,12 +221,12 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
         also = watch.written()
         if run_options.checkpoint is not None and _stamp(run_options.checkpoint) != checkpoint_before:
             also.append(f"checkpoint {_checkpoint_text(run_options.checkpoint)}")
+        smaller = _smaller_than_the_photo(content, result)
+        if smaller:  # before the summary, which stays the last line
+            click.echo(smaller, err=True)
         click.echo(f"wrote {shown(output)} ({result.image.width}x{result.image.height}, {result.evaluations} "
                    f"evaluations{_why_evaluations(result, config)})" + (f"; also {', '.join(also)}" if also else ""),
                    err=True)
-        smaller = _smaller_than_the_photo(content, result)
-        if smaller:
-            click.echo(smaller, err=True)
 
 
 def _why_evaluations(result: Any, config: StyleConfig) -> str:

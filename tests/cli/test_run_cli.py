@@ -207,7 +207,7 @@ def test_the_summary_line_names_every_file_the_run_wrote(tmp_path: Path) -> None
                      "--save-dir", str(frames), "--animate", str(tmp_path / "run.webp"), "--plot",
                      str(tmp_path / "loss.png"), "--log", str(tmp_path / "run.jsonl"), "--checkpoint",
                      str(checkpoint), "--checkpoint-every", "20"])
-    wrote, smaller = result.stderr.strip().splitlines()[-2:]
+    smaller, wrote = result.stderr.strip().splitlines()[-2:]
     assert smaller.startswith("the photo is 451x300; the picture's long side is --size 32")
     assert wrote == (f"wrote {out} (32x21, 40 evaluations: whole LBFGS steps of 20 past --steps 30); also "
                     f"{tmp_path / 'run.webp'}, {tmp_path / 'loss.png'}, "
@@ -215,7 +215,7 @@ def test_the_summary_line_names_every_file_the_run_wrote(tmp_path: Path) -> None
                     f"checkpoint {checkpoint} ({bytes_text(checkpoint.stat().st_size)})")
     assert sorted(p.name for p in frames.iterdir()) == ["out.0015.png", "out.0030.png"] and checkpoint.exists()
     plain = invoke([CONTENT, STYLE, "-o", str(out), *TINY[:-1], "--steps", "1", "--checkpoint", str(checkpoint)])
-    assert plain.stderr.strip().splitlines()[-2] == (  # it wrote no checkpoint
+    assert plain.stderr.strip().splitlines()[-1] == (  # it wrote no checkpoint
         f"wrote {out} (32x21, 20 evaluations: whole LBFGS steps of 20 past --steps 1)")
 
 
