@@ -34,6 +34,19 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("urllib.request.urlopen", refuse)
 
 
+@pytest.fixture
+def imagenet_cached(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """torchvision's VGG19 file in a temp hub cache (an empty stand-in: the tests that take it load no network):
+    what a front end shows of the default weights is then torchvision's, with no network asked."""
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path_factory.mktemp("torch")))
+    from style_transfer.io.provenance import imagenet_weights_path
+
+    path = imagenet_weights_path("vgg19")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch()
+    return path
+
+
 @pytest.fixture(autouse=True)
 def keep_thread_count():
     """The CLI sets torch's thread count for its process (the physical cores); CliRunner runs it in the

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from pathlib import Path
 
 import pytest
 import torch
@@ -149,7 +150,7 @@ def test_paper_preset_runs_and_lowers_the_loss(cnn, content_32, style_32) -> Non
     assert min(i.loss for i in infos) < 0.8 * infos[0].loss
 
 
-def test_print_config_shows_resolved_settings() -> None:
+def test_print_config_shows_resolved_settings(imagenet_cached: Path) -> None:
     result = CliRunner().invoke(main, ["--print-config", "--preset", "paper", "--pooling", "max",
                                        "--style-weight", "50"])
     assert result.exit_code == 0, result.output

@@ -65,7 +65,7 @@ def test_the_readme_has_cli_examples() -> None:
 
 
 @pytest.mark.parametrize("example", cli_examples())
-def test_cli_example_parses(example: str) -> None:
+def test_cli_example_parses(example: str, imagenet_cached: Path) -> None:
     """click's own parser accepts it against the command's options, and its values make a valid
     configuration (``--print-config`` builds the ``StyleConfig`` and exits; no file is read)."""
     args = shlex.split(example)[1:]

@@ -24,6 +24,7 @@ from .options import (MASK_FIELDS, OneLineCommand, RECORDED_FIELDS, SETTINGS_FIE
                       show_traceback, unexpected_error)
 from ..run.plans import (FAST_HISTORY_SIZE, FAST_STEPS_SHARE, LBFGS_MAX_ITER, checkpoint_bytes, default_size_of,
                          fast_levers, plan_run)
+from ..run.weights import planned_weights
 from ..io.provenance import check_replay_inputs, replay_config
 
 
@@ -142,8 +143,8 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
             config = dataclasses.replace(_replay_config(replay, config.weights, config.device), **masks)
         if resume is not None:
             config = dataclasses.replace(_resume_config(resume, config), **masks)
-        if print_config:
-            show_config(config)
+        if print_config:  # the weights that will run: offline, the original VGG19's settings (and a note)
+            show_config(planned_weights(config, on_notice=note))
             return
         if content is None or not styles:
             raise UsageFault(f"Missing argument '{'CONTENT' if content is None else 'STYLE...'}'")

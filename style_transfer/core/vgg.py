@@ -25,7 +25,8 @@ import torch
 from torch import nn
 
 from ..config import PREPROCESSINGS, preprocess_by_name
-from ..config.weights import ORIGINAL, ORIGINAL_EXTRA, ORIGINAL_PACKAGE, looks_onnx, original_weights_file
+from ..config.weights import (DOWNLOAD_TIMEOUT_S, ORIGINAL, ORIGINAL_EXTRA, ORIGINAL_PACKAGE, looks_onnx,
+                              original_weights_file)
 from ..errors import WeightsError, first_line
 from ..io.files import open_regular, shown
 from ..io.provenance import IMAGENET_WEIGHTS_OF
@@ -66,7 +67,6 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-DOWNLOAD_TIMEOUT_S = 30.0
 _HASH_RE = re.compile(r"-([a-f0-9]{6,})\.")
 
 DownloadProgress = Callable[[int, int], None]  # (bytes done, bytes in all or 0 if unknown)

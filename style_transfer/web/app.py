@@ -50,8 +50,9 @@ from ..layers import MODELS
 from ..run.plans import LBFGS_MAX_ITER, plan_run, planned_evaluations
 from ..presets import PRESET_NAMES, STYLE_LOSSES
 from ..io.metadata import read_record, save_options
+from ..run.weights import Notice
 from .form import (FORM_SETTINGS, WEIGHTS_CHOICES, Limits, Refused, ServerNetwork, _check_masks,  # noqa: F401
-                   _config, _form_settings, _preset_weights)
+                   _config, _form_settings, _preset_weights, server_network)
 from .gallery import Gallery, new_id
 from .guard import Guard
 from .jobs import FINAL_EVENTS, AlreadyFinished, JobLog, JobQueue, QueueFull, RunFactory
@@ -69,7 +70,8 @@ def create_app(data_dir: str | os.PathLike, *, weights: str = "imagenet", model:
                preprocess: str | None = None, devices: Sequence[str] = ("auto",), queue_limit: int = 8,
                preview_every: int = 5, token: str | None = None,
                allowed_hosts: Sequence[str] | None = None, limits: Limits = Limits(),
-               run_factory: RunFactory | None = None, on_log: JobLog | None = None) -> FastAPI:
+               run_factory: RunFactory | None = None, on_log: JobLog | None = None,
+               on_notice: Notice | None = None) -> FastAPI:
     """The web app, keeping its results under ``data_dir`` (created when missing).
 
     Args:
@@ -87,12 +89,14 @@ def create_app(data_dir: str | os.PathLike, *, weights: str = "imagenet", model:
         run_factory: makes each job's run (tests pass a gated one); ``run.Run`` by default.
         on_log: takes one line when a job is queued, starts, and ends (done, failed, cancelled), from any thread
             (stylize-serve writes it to stderr); None: the app says nothing.
+        on_notice: told, in one line, that torchvision's VGG19 cannot be had and the original VGG19 serves in its
+            place (``form.server_network``: asked once, here; the form and ``/api/options`` then show it).
 
     Raises:
         ValueError: a bad ``model`` or ``preprocess`` (the weights file itself is read by each job; stylize-serve
             loads it once at start).
     """
-    network = ServerNetwork(weights, model, preprocess)
+    network = server_network(weights, model, preprocess, on_notice)
     data = Path(data_dir)
     gallery = Gallery(data / "results")
     work = data / "jobs"
@@ -144,6 +148,9 @@ def _api(queue: JobQueue, gallery: Gallery, work: Path, network: ServerNetwork, 
             # server's weights (Caffe's 0-255 scale takes a style weight of 300 where torchvision's takes 1e6).
             "presets": _preset_weights("torchvision"),
             "server_presets": _preset_weights(server_preprocess, network.model) if network.is_file else None,
+            # Offline: the server's network (the original VGG19) also runs a job's imagenet VGG19; the page says why.
+            "fallback": None if network.fallback is None else {
+                "weights": "imagenet", "model": "vgg19", "note": _fallback_text(network.fallback)},
             "preserve_colors": list(PRESERVE_COLORS),
             "style_losses": list(STYLE_LOSSES),
             "parametrizations": list(PARAMETRIZATIONS),  # the form adds "" (auto: fourier with fast)
@@ -331,6 +338,12 @@ def _api(queue: JobQueue, gallery: Gallery, work: Path, network: ServerNetwork, 
         return Response(status_code=204)
 
     return router
+
+
+def _fallback_text(note: str) -> str:
+    """The page's line for the server's fallback: the library's note, and what the form's choices then run."""
+    return (f"Offline: {note}. The weights 'server' are that network, with its own loss weights; imagenet on vgg19 "
+            f"runs it too.")
 
 
 def _job(queue: JobQueue, job_id: str) -> Any:

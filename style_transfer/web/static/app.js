@@ -333,8 +333,14 @@ function styleWeight() {  // the preset's own value until the slider is moved (i
   return slider.dataset.exact ? Number(slider.dataset.exact) : Math.pow(10, Number(slider.value));
 }
 
+function serverRuns() {  // the server's network runs the job: "server", or imagenet's VGG19 where the server fell back
+  const fallback = state.options.fallback;
+  return $("weights").value === "server"
+    || Boolean(fallback && $("weights").value === fallback.weights && $("model").value === fallback.model);
+}
+
 function applyPreset(name) {  // the server's weights may take another scale (Caffe's): their own loss weights
-  const server = $("weights").value === "server" && state.options.server_presets;
+  const server = serverRuns() && state.options.server_presets;
   const preset = (server ? state.options.server_presets : state.options.presets)[name];
   if (!preset) return;
   const weight = (preset.style_weights || {})[$("style-loss").value] || preset.style_weight;  // each style loss its own
@@ -364,6 +370,8 @@ async function loadOptions() {
   fillSelect($("model"), options.models, options.defaults.model);
   fillSelect($("parametrization"), ["", ...options.parametrizations], "");  // auto: fourier with Fast, pixels without
   fitNetwork();
+  $("weights-note").textContent = options.fallback ? options.fallback.note : "";  // offline: what runs, and why
+  $("weights-note").hidden = !options.fallback;
   // Each number field's range, as StyleConfig declares it (size and steps: at most what this server allows).
   for (const [name, setting] of Object.entries(options.settings)) {
     const input = document.querySelector(`input[type=number][name="${name}"]`);
@@ -589,6 +597,9 @@ function init() {
   $("preset").addEventListener("change", (e) => applyPreset(e.target.value));
   $("style-loss").addEventListener("change", () => applyPreset($("preset").value));
   $("weights").addEventListener("change", () => { fitNetwork(); applyPreset($("preset").value); });
+  $("model").addEventListener("change", () => {  // offline, imagenet's VGG19 is the server's: its loss weights
+    if (state.options.fallback) applyPreset($("preset").value);
+  });
   $("options").addEventListener("submit", start);
   const brush = () => { $("brush-size-value").textContent = `${$("brush-size").value} %`; };
   $("brush-size").addEventListener("input", brush);
