@@ -183,7 +183,8 @@ def test_on_real_features_each_loss_lowers_its_value_and_paints_toward_the_style
 
     def shares(channels_last: bool) -> tuple[float, float]:
         """The picture's style value, and its mean colour's distance to the stain's, as shares of the photo's."""
-        result = Run(content, style, dataclasses.replace(config, channels_last=channels_last), cnn=vgg16).execute().image
+        ordered = dataclasses.replace(config, channels_last=channels_last)
+        result = Run(content, style, ordered, cnn=vgg16).execute().image
         out = torch.from_numpy(np.asarray(result, dtype=np.float32) / 255).permute(2, 0, 1)[None]
         colour = {name: image.mean((0, 2, 3)) for name, image in (("content", content), ("out", out), ("style", style))}
         return (style_value(out) / style_value(content),
