@@ -103,6 +103,11 @@ RUNS.update({  # VGG19's style-weight sweep around its preset's 1000, and --fast
     **{f"{VGG19}{photo}__brick-10-fast": (PHOTOS[photo], ["brick.png"], ["--style-weight", "10", "--fast"])
        for photo in PHOTOS},
 })
+# The README's first screen: the photos in The Starry Night, --fast on the original VGG19 at 384 px (at 256 px the
+# preset's weight paints the cat away in the painting's strokes; at 384 its face stays).
+PAINTINGS = {"starry": "starry_night.jpg"}
+RUNS.update({f"{VGG19}{photo}__{name}-fast": (PHOTOS[photo], [painting], ["--fast", "--size", "384"])
+             for name, painting in PAINTINGS.items() for photo in PHOTOS})
 # The run shown as an animation and loss curves in the README (docs/watch-and-resume.md).
 WATCHED = "cat__stain"
 

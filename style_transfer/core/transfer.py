@@ -370,7 +370,7 @@ class TransferSettings:
     history_size: int = TORCH_LBFGS_HISTORY
     backward: str = "combined"  # or per-module (optimize)
     parametrization: str = "pixels"  # or fourier (optimize; core/parametrization.py)
-    keep_best: float | None = None  # hand back the best evaluated image (optimize); None: the last, as the tutorial
+    keep_best: float | None = None  # hand back the best evaluated image (optimize); None: optimize's own choice
     # What the network and the images come with.
     normalization: nn.Module | None = None  # the preprocessing module, in place of Normalization(mean, std)
     guides: masks.Guides | None = None  # masks over the content (core/masks.py)
