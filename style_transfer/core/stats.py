@@ -36,6 +36,11 @@ class RunStats:
         self._keeping, self._best, self.best_loss, self.best_evaluation = True, None, float("inf"), 0
         self.handed_back = None
 
+    def keep_best_from(self, loss: float, evaluation: int, image: torch.Tensor) -> None:
+        """``keep_best``, with the best so far as a checkpoint kept it (a resumed run hands back what the whole would)."""
+        self.keep_best()
+        self._best, self.best_loss, self.best_evaluation = image, float(loss), int(evaluation)
+
     def best_image(self) -> torch.Tensor | None:
         """The image of the lowest loss since ``keep_best`` (the loop's own copy, as evaluated), or None."""
         return self._best

@@ -170,6 +170,10 @@ def optimize(
     if resume is not None:
         optimizer.load_state_dict(resume.optimizer_state)
         run[0] = resume.evaluations
+        kept = optimizer.param_groups[0].get("best_image")
+        if keep_best is not None and kept is not None:  # the best image so far, as the checkpoint kept it
+            group = optimizer.param_groups[0]
+            stats.keep_best_from(group["best_loss"], group["best_evaluation"], kept.to(input_img.device))
         if moved is not None:  # the jump guard's damped learning rate and restarts continue as the checkpoint left them
             moved.damping = optimizer.param_groups[0]["lr"] / base_lr
             moved.in_a_row = optimizer.param_groups[0].get("restarts_in_a_row", 0)
@@ -270,6 +274,9 @@ def optimize(
                 moved.rebase(LATE_EXPONENT, optimizer.state[variable])  # the rest of the run in the flat scale
             moved.settle(input_img)
             optimizer.param_groups[0]["exponent"] = moved.basis.exponent  # kept by a checkpoint's state_dict
+        if keep_best is not None and stats.best_image() is not None:  # kept by a checkpoint's state_dict
+            optimizer.param_groups[0].update(best_image=stats.best_image(), best_loss=stats.best_loss,
+                                             best_evaluation=stats.best_evaluation)
         if on_step_end is not None:
             on_step_end(optimizer, input_img, run[0])
         # Departure: once LBFGS returns at once (gradient below tolerance) the tutorial re-evaluates the same
