@@ -247,7 +247,7 @@ def _smaller_than_the_photo(content: str, result: Any) -> str:
     except (StyleTransferError, OSError):
         return ""
     side = max(result.image.size)
-    if max(width, height) <= side:
+    if max(width, height) < 1.5 * side:  # a few pixels' resize is no news
         return ""
     return (f"the photo is {width}x{height}; the picture's long side is --size {side}: a larger --size keeps more "
             "detail and takes longer")
