@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 import torch
 
-from style_transfer import StyleConfig
 from style_transfer.core import masks
 from style_transfer.core.statistics import (
     GuidedSlicedLoss,
@@ -23,10 +22,8 @@ from style_transfer.core.statistics import (
     make_statistics_loss,
 )
 from style_transfer.core.transfer import get_style_model_and_losses
-from style_transfer.run.run import Run
 
-from ..conftest import small_image
-from .test_masks import guided_backward_gradients, half_masks, textured, to_mask
+from .test_masks import assert_red_and_blue_halves, guided_backward_gradients, half_masks, to_mask
 
 
 def features(c: int, h: int, w: int, seed: int, shift: float = 0.0) -> torch.Tensor:
@@ -203,27 +200,7 @@ def test_red_left_and_blue_right_on_real_features(vgg16_onnx: Path, kind: str) -
     right half. After 20 evaluations (measured, mean RGB of the red and the blue half, either way round within
     3): wasserstein (189, 58, 89) and (114, 55, 185); sliced (192, 59, 86) and (128, 45, 178). The blue half is
     still turning (40 evaluations: (97, 58, 198) for sliced), hence its smaller margin."""
-    content = small_image("chelsea.png", (96, 64))
-    left, right = half_masks(96, 64)
-    styles = [textured((200, 40, 40), 0), textured((40, 40, 200), 1)]
-    for red_mask, blue_mask, red_side in ((left, right, "left"), (right, left, "right")):
-        leads = []  # per summation order: how far red leads blue in the red half, and blue red in the blue half
-        for channels_last in (False, True):  # the control: the same run in channels_last (another summation order)
-            config = StyleConfig(size=64, steps=STEPS, model="vgg16", weights=str(vgg16_onnx), device="cpu",
-                                 style_masks=(red_mask, blue_mask), style_loss=kind, channels_last=channels_last)
-            pixels = np.asarray(Run(content, styles, config).execute().image.convert("RGB"), dtype=np.float64)
-            half = pixels.shape[1] // 2
-            halves = {"left": pixels[:, :half].mean((0, 1)), "right": pixels[:, half:].mean((0, 1))}
-            red, blue = halves[red_side], halves["right" if red_side == "left" else "left"]
-            assert red[0] > red[2] and blue[2] > blue[0], (red_side, channels_last, halves)  # in either order
-            leads.append((red[0] - red[2], blue[2] - blue[0]))
-        (red_lead, blue_lead), (red_control, blue_control) = leads
-        print(f"red {red_side}: red leads by {red_lead:.0f} (channels_last {red_control:.0f}), "
-              f"blue by {blue_lead:.0f} (channels_last {blue_control:.0f})")
-        # The margins were measured on one machine after many evaluations: each is widened by 3x the two orders'
-        # difference (one pair's difference understates how far rounding can move a figure, as in test_fast.py).
-        assert red_lead > 60 - 3 * abs(red_lead - red_control), (red_side, leads)
-        assert blue_lead > 40 - 3 * abs(blue_lead - blue_control), (red_side, leads)
+    assert_red_and_blue_halves(vgg16_onnx, 40, steps=STEPS, style_loss=kind)
 
 
 STEPS = 10  # one LBFGS step: its 20 evaluations (the tutorial's loop stops once the count passes --steps)

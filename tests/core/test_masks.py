@@ -274,21 +274,19 @@ def textured(colour: tuple[int, int, int], seed: int) -> Image.Image:
     return Image.fromarray(np.clip(np.array(colour) + noise, 0, 255).astype(np.uint8))
 
 
-@pytest.mark.real_features
-@pytest.mark.slow
-def test_red_left_and_blue_right_on_real_features(vgg16_onnx: Path) -> None:
-    """The issue's acceptance test: a red and a blue style with left and right masks give a red left half and a
-    blue right half, and with the masks swapped a blue left half and a red right half. Both ways, because
-    without masks the blend of the two happens to put red left and blue right on this photo too (measured,
-    unmasked: (185, 45, 85) left, (55, 61, 206) right); masked: about (195, 48, 60) and (62, 57, 216)."""
+def assert_red_and_blue_halves(vgg16_onnx: Path, blue_margin: float, **fields) -> None:
+    """A red and a blue style with left and right masks (and swapped) give a red and a blue half, at 64 px on the
+    real VGG16: red leads blue by 60 in the red half, blue leads red by ``blue_margin`` in the blue half, each margin
+    widened by 3x the difference a second summation order (channels_last, the control) makes. ``fields``: the
+    run's settings beyond these (steps, style_loss)."""
     content = small_image("chelsea.png", (96, 64))
     left, right = half_masks(96, 64)
     styles = [textured((200, 40, 40), 0), textured((40, 40, 200), 1)]
     for red_mask, blue_mask, red_side in ((left, right, "left"), (right, left, "right")):
         leads = []  # per summation order: how far red leads blue in the red half, and blue red in the blue half
         for channels_last in (False, True):  # the control: the same run in channels_last (another summation order)
-            config = StyleConfig(size=64, steps=40, model="vgg16", weights=str(vgg16_onnx), device="cpu",
-                                 style_masks=(red_mask, blue_mask), channels_last=channels_last)
+            config = StyleConfig(size=64, model="vgg16", weights=str(vgg16_onnx), device="cpu",
+                                 style_masks=(red_mask, blue_mask), channels_last=channels_last, **fields)
             pixels = np.asarray(Run(content, styles, config).execute().image.convert("RGB"), dtype=np.float64)
             half = pixels.shape[1] // 2
             halves = {"left": pixels[:, :half].mean((0, 1)), "right": pixels[:, half:].mean((0, 1))}
@@ -301,4 +299,14 @@ def test_red_left_and_blue_right_on_real_features(vgg16_onnx: Path) -> None:
         # The margins were measured on one machine after many evaluations: each is widened by 3x the two orders'
         # difference (one pair's difference understates how far rounding can move a figure, as in test_fast.py).
         assert red_lead > 60 - 3 * abs(red_lead - red_control), (red_side, leads)
-        assert blue_lead > 60 - 3 * abs(blue_lead - blue_control), (red_side, leads)
+        assert blue_lead > blue_margin - 3 * abs(blue_lead - blue_control), (red_side, leads)
+
+
+@pytest.mark.real_features
+@pytest.mark.slow
+def test_red_left_and_blue_right_on_real_features(vgg16_onnx: Path) -> None:
+    """The issue's acceptance test: a red and a blue style with left and right masks give a red left half and a
+    blue right half, and with the masks swapped a blue left half and a red right half. Both ways, because
+    without masks the blend of the two happens to put red left and blue right on this photo too (measured,
+    unmasked: (185, 45, 85) left, (55, 61, 206) right); masked: about (195, 48, 60) and (62, 57, 216)."""
+    assert_red_and_blue_halves(vgg16_onnx, 60, steps=40)
