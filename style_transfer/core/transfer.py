@@ -150,11 +150,12 @@ def optimize(
     # The Fourier basis's scale: 1/f**0.5, flat from LATE_SHARE of the planned evaluations on (LBFGS only; a
     # checkpoint's optimiser state says which it had, older ones the first).
     exponent = FOURIER_EXPONENT
+    if keep_best is None and parametrization != "pixels":  # not the tutorial's path: its best within KEEP_WITHIN
+        keep_best = KEEP_WITHIN
     if resume is not None and resume.optimizer_state.get("param_groups"):
         exponent = resume.optimizer_state["param_groups"][0].get("exponent", FOURIER_EXPONENT)
         if resume.optimizer_state["param_groups"][0].get("gave_up_basis"):  # the run had fallen back to the pixels
             parametrization = "pixels"
-            keep_best = KEEP_WITHIN if keep_best is None else keep_best
     basis = make_basis(parametrization, input_img, exponent)
     moved = BasisImage(basis, input_img) if basis is not None else None
     variable = input_img if moved is None else moved.coefficients  # what the optimiser moves
@@ -163,8 +164,6 @@ def optimize(
     late_from = round(LATE_SHARE * planned) if moved is not None and optimizer_name == "lbfgs" else None
     run = [0]
     base_lr = OPTIMIZER_LR[optimizer_name] if lr is None else lr
-    if keep_best is None and moved is not None:
-        keep_best = KEEP_WITHIN
     if keep_best is not None:
         stats.keep_best()
     if resume is not None:
