@@ -55,6 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--photos", nargs="*", help="base names; default all")
     parser.add_argument("--styles", nargs="*", help="base names (disc for the flat style); default all")
     parser.add_argument("--fast-only", action="store_true", help="no default runs (divergence against the start only)")
+    parser.add_argument("--rotate", action="store_true",
+                        help="each pair at one of the sizes in turn, not at every size (the whole grid in a session)")
+    parser.add_argument("--rows", default=None,
+                        help="a JSON-lines file: each row appended when done, rows already there skipped (resumable)")
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
 
@@ -71,33 +75,46 @@ def main(argv: list[str] | None = None) -> int:
     model, weights = dict(networks())[args.network], None
     weights = model
     cnn = load_network(args.network, weights)
+    sizes = args.size or [300, 400]
+    pairs = [(p, s) for p in pick(PHOTOS, args.photos) for s in pick(STYLES, args.styles)]
+    if args.rotate:
+        grid = [(sizes[i % len(sizes)], photo, style) for i, (photo, style) in enumerate(pairs)]
+    else:
+        grid = [(size, photo, style) for size in sizes for photo, style in pairs]
     rows = []
-    for size in args.size or [300, 400]:
-        for photo in pick(PHOTOS, args.photos):
-            for style_name in pick(STYLES, args.styles):
-                style = disc_on_white() if style_name == "disc" else os.path.join(IMAGES, style_name)
-                row: dict = {"photo": photo, "style": style_name, "size": size}
-                for mode in ("default", "fast"):
-                    if mode == "default" and args.fast_only:
-                        continue
-                    config = StyleConfig(size=size, model=args.network, weights=weights, device="cpu",
-                                         fast=mode == "fast")
-                    events: list = []
-                    began = time.perf_counter()
-                    result = Run(os.path.join(IMAGES, photo), style, config, cnn=cnn).execute(events.append)
-                    row[mode] = {"first": events[0].loss, "loss": result.losses["loss"],
-                                 "content": result.losses["content"], "kept": result.kept,
-                                 "evaluations": result.evaluations, "seconds": time.perf_counter() - began}
-                fast = row["fast"]
-                default = row.get("default")
-                fast["diverged"] = fast["loss"] > fast["first"] or (
-                    default is not None and fast["loss"] > 2 * default["loss"])
-                if default is not None:
-                    row["loss_ratio"] = fast["loss"] / default["loss"]
-                    row["content_ratio"] = fast["content"] / default["content"] if default["content"] else None
-                    default["diverged"] = default["loss"] > default["first"]
-                rows.append(row)
-                print(json.dumps(row), flush=True)
+    if args.rows and os.path.exists(args.rows):
+        with open(args.rows) as handle:
+            rows = [json.loads(line) for line in handle if line.strip()]
+    done = {(r["size"], r["photo"], r["style"]) for r in rows}
+    for size, photo, style_name in grid:
+        if (size, photo, style_name) in done:
+            continue
+        style = disc_on_white() if style_name == "disc" else os.path.join(IMAGES, style_name)
+        row: dict = {"photo": photo, "style": style_name, "size": size}
+        for mode in ("default", "fast"):
+            if mode == "default" and args.fast_only:
+                continue
+            config = StyleConfig(size=size, model=args.network, weights=weights, device="cpu",
+                                 fast=mode == "fast")
+            events: list = []
+            began = time.perf_counter()
+            result = Run(os.path.join(IMAGES, photo), style, config, cnn=cnn).execute(events.append)
+            row[mode] = {"first": events[0].loss, "loss": result.losses["loss"],
+                         "content": result.losses["content"], "kept": result.kept,
+                         "evaluations": result.evaluations, "seconds": time.perf_counter() - began}
+        fast = row["fast"]
+        default = row.get("default")
+        fast["diverged"] = fast["loss"] > fast["first"] or (
+            default is not None and fast["loss"] > 2 * default["loss"])
+        if default is not None:
+            row["loss_ratio"] = fast["loss"] / default["loss"]
+            row["content_ratio"] = fast["content"] / default["content"] if default["content"] else None
+            default["diverged"] = default["loss"] > default["first"]
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        if args.rows:
+            with open(args.rows, "a") as handle:
+                handle.write(json.dumps(row) + "\n")
     ratios = [r["loss_ratio"] for r in rows if "loss_ratio" in r]
     summary = {"runs": len(rows), "fast_diverged": sum(r["fast"]["diverged"] for r in rows),
                "default_diverged": sum(r["default"]["diverged"] for r in rows if "default" in r),
