@@ -239,11 +239,9 @@ class StyleConfig:
         short='Fourier basis, 80 % of the steps, faster arithmetic (bf16 where it pays).',
         help=('Speed: LBFGS moves the Fourier coefficients (--parametrization fourier, unless given) for 80 % of '
               '--steps at --size, plus --channels-last, --fused-gram and bf16 on a CPU with AMX or AVX512-BF16 or a '
-              'GPU with native bf16 (--print-config says which this machine gets). Measured on the real VGG16 at '
-              '512 px over four pairs on a 2-core AVX512-BF16 EPYC: 0.27-0.35x the wall time at 0.05-0.93x the '
-              'loss, the content kept; at 256 px 0.35-0.37x at 1.02-1.04x (docs/speed.md); without bf16 about two '
-              'thirds of the time. Explicit --scales, --min-size or --scale-steps make it coarse-to-fine (which lost '
-              'the content on real features).'))
+              'GPU with native bf16 (--print-config says which this machine gets). Not the tutorial\'s numbers; what '
+              'it gains on each kind of machine: docs/speed.md. Explicit --scales, --min-size or --scale-steps make '
+              'it coarse-to-fine (which lost the content on real features).'))
     # fp32 | bf16: VGG layers autocast to bfloat16; losses, image, LBFGS stay float32
     precision: str = setting(
         "fp32", "choice", "Speed",
