@@ -55,19 +55,14 @@ PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
 PRESET_NAMES = tuple(PRESETS)
 
 # Loss weights for weights that take Caffe's 0-255 input (preprocess caffe, caffe256), where they differ from
-# the above. The tutorial's 1e6 was chosen for torchvision's normalised input; at Caffe's scale its features are
-# about 58x larger (255 x ImageNet's std), the style term (fourth power) outgrows the content term (square) by
-# about 58^2 = 3400x, and 1e6 paints the photo away. 1e6 / 3400 is about 300: the tutorial's balance carried to
-# Caffe's scale. Looked at on the real VGG16 at 256 px (chelsea in ihc): 10 a pale stain, 100 the stain's texture
-# over a whole cat, 1000 a painting in which the cat is still clear (docs/gallery.md has the sweep).
+# the above: features about 58x larger make the quartic style term outgrow the quadratic content term by about 3400x,
+# and 1e6 / 3400 is about 300, chosen by looking at the pictures (benchmarks/NOTEBOOK.md, "The preset's loss weights").
 # The paper's alpha/beta = 1e-3 was set on Caffe's VGG, so the paper preset keeps its own.
 CAFFE_WEIGHTS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
     "tutorial": MappingProxyType({"style_weight": CAFFE_TUTORIAL_STYLE_WEIGHT, "content_weight": 1.0}),
 })
-# The tutorial preset's Caffe-scale style weight per network. VGG19's (the original VGG19, --weights original) was
-# looked at on the cat at 100, 300, 1000 and 3000 and on the astronaut and the coffee at 300 and 1000, 256 px: at 300
-# it paints a wash (100 looks the same), at 1000 as VGG16 does at 300 (strands and nuclei everywhere, the face
-# clear), at 3000 the face starts to break (docs/gallery.md, "VGG19's style weight").
+# The tutorial preset's Caffe-scale style weight per network: the original VGG19 at 1000 paints as VGG16 does at 300
+# (docs/gallery.md, "VGG19's style weight").
 CAFFE_TUTORIAL_STYLE_WEIGHTS: Mapping[str, float] = MappingProxyType({
     "vgg16": CAFFE_TUTORIAL_STYLE_WEIGHT,
     "vgg19": 1000.0,
@@ -75,18 +70,8 @@ CAFFE_TUTORIAL_STYLE_WEIGHTS: Mapping[str, float] = MappingProxyType({
 
 
 # The style weights of the other style losses (core/statistics.py), per preset. Both are quadratic in the features,
-# as the content loss is (the Gram loss is quartic), so the balance does not move with the input's scale: one
-# weight serves torchvision's normalised input and Caffe's 0-255 alike (at Caffe's scale the content loss and
-# these both grow about 3400x). Looked at on the real VGG16 (chelsea in ihc, 100 steps at 128 px), against the
-# Gram loss at its preset's 300: from lightest to strongest sliced 10, wasserstein 10 (the cat clear), sliced 100,
-# wasserstein 100 (the cat fading), sliced 1000 and the Gram preset (the cat mostly gone at 128 px), wasserstein
-# 1000 (gone). At 256 px, the size the Gram preset was chosen at, wasserstein 100 looks like
-# the Gram preset's 300 there (the cat clear under the stain's strands and nuclei), a little lighter; sliced 300
-# there paints harder than the Gram preset (the nose and mouth break up), sliced 100 looks like wasserstein 100
-# (docs/gallery.md shows all of them at 256 px): wasserstein 100 and sliced 100. The
-# paper preset's content loss is 1/2 sum (F - P)^2, a sum over about 1.7e5 elements at conv4_2 at 256 px where
-# the tutorial's is a mean, and its layer weights are 1/5: 100 x 5 x 1.7e5 is about 1e8 -- computed, not judged
-# by pictures, and like every paper-form balance it moves with the size.
+# as the content loss is, so one weight serves every input scale; 100 looks like the Gram preset's 300, the paper's
+# 1e8 is computed, not judged by pictures (benchmarks/NOTEBOOK.md, "The preset's loss weights").
 STYLE_LOSS_WEIGHTS: Mapping[str, Mapping[str, float]] = MappingProxyType({
     "wasserstein": MappingProxyType({"tutorial": 100.0, "paper": 1e8}),
     "sliced": MappingProxyType({"tutorial": 100.0, "paper": 1e8}),

@@ -3,11 +3,12 @@
 The tutorial's LBFGS moves the image's pixels. ``FourierBasis`` lets it move the image's 2-D Fourier coefficients
 instead, each scaled by ``1 / f**exponent`` (``f`` the spatial frequency): a gradient step then moves coarse
 structure more than fine noise, which is the direction the style loss's minimum lies in, and LBFGS reaches a given
-loss in fewer evaluations (docs/speed.md, "Time to quality"). The loss as a function of the image is unchanged: the
-image is decoded from the coefficients, clamped to [0, 1] as the tutorial's loop clamps its pixels, and evaluated
-by the same model; the gradient is the pixels' gradient taken back through the decoding (``backward``), except
-where a pixel lies outside [0, 1] and the step would move it further out (``inward``). Halfway through an LBFGS run
-the scale goes flat (``LATE_EXPONENT``, ``BasisImage.rebase``): coarse first, then the fine detail as fast.
+loss in fewer evaluations (benchmarks/NOTEBOOK.md, 2026-12-02 "Time to quality"). The loss as a function of the
+image is unchanged: the image is decoded from the coefficients, clamped to [0, 1] as the tutorial's loop clamps its
+pixels, and evaluated by the same model; the gradient is the pixels' gradient taken back through the decoding
+(``backward``), except where a pixel lies outside [0, 1] and the step would move it further out (``inward``).
+Halfway through an LBFGS run the scale goes flat (``LATE_EXPONENT``, ``BasisImage.rebase``): coarse first, then the
+fine detail as fast.
 
 ``optimize`` (core/transfer.py) uses a basis only when a run asks for one (``StyleConfig.parametrization``); the
 default path moves the pixels, as the tutorial does.
@@ -22,26 +23,24 @@ import torch
 
 from ..config import PARAMETRIZATIONS
 
-FOURIER_EXPONENT = 0.5  # the scale 1/f**0.5: 1/f and a Laplacian pyramid measured worse (docs/speed.md)
+FOURIER_EXPONENT = 0.5  # the scale 1/f**0.5: 0.35, 0.75 and a Laplacian pyramid measured worse (benchmarks/NOTEBOOK.md)
 # An LBFGS run in the Fourier basis moves to a flat scale (exponent 0) after this share of its planned evaluations,
-# LBFGS's memory carried across (``BasisImage.rebase``). Late in a run the loss is mostly the content loss, whose
-# remainder lies in fine detail that 1/f**0.5 moves slowly. On the real VGG16 at 256 px (2-core AVX512-BF16 EPYC,
-# --fast's 240 evaluations) the four tuned pairs ended 1.3 to 2.3 % lower switching at 120 than never switching;
-# at 80 or 160 about the same; to 0.25 at 120 1.2 to 1.8 % lower (docs/speed.md).
+# LBFGS's memory carried across (``BasisImage.rebase``): late in a run the loss is mostly content, fine detail that
+# 1/f**0.5 moves slowly (benchmarks/NOTEBOOK.md, 2026-12-03 "Coarse first, then flat").
 LATE_EXPONENT = 0.0
 LATE_SHARE = 0.5
 # An evaluation whose loss is this many times the lowest of its LBFGS step ends the step: the run goes back to that
-# lowest image with a fresh LBFGS (``BasisImage.observe``). Without it LBFGS's steps in the Fourier basis jumped the
-# coffee in the deep field to 80x its loss in the first step and ended at 3.7x the default's (docs/speed.md).
+# lowest image with a fresh LBFGS (``BasisImage.observe``): without it LBFGS's first steps in this basis can jump the
+# loss by orders of magnitude (benchmarks/NOTEBOOK.md, 2026-12-02 "Time to quality").
 JUMP = 3.0
 DAMPING = 4.0  # each jump divides LBFGS's learning rate by this; each LBFGS step without one multiplies it by 2, up to 1
 # Restarts in a row (no step without a jump between them) after which the basis is given up: the rest of the run moves
-# the pixels from the best image seen (``optimize``). Running the next step unguarded instead (until 2026-12-04) left
-# the cat in The Starry Night at 384 px (original VGG19) between 3e9 and 5e10 for 216 evaluations, as noise.
+# the pixels from the best image seen (``optimize``): a step run unguarded instead could end in noise
+# (benchmarks/NOTEBOOK.md, 2026-12-04 "--fast never hands back noise").
 RESTARTS_IN_A_ROW = 3
 # A run in this basis is not the tutorial's path: it hands back its best evaluated image, unless its last evaluation
 # is within this share of it (``optimize``'s ``keep_best``). Not 0: bf16's loss of an image is up to 2.3 % below its
-# float32 loss, and a strict best would hand back a bf16 image over the float32 finish's (docs/speed.md).
+# float32 loss, and a strict best would hand back a bf16 image over the float32 finish's (benchmarks/NOTEBOOK.md).
 KEEP_WITHIN = 0.05
 
 
@@ -52,7 +51,7 @@ def inward(decoded: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
     The clamp's own gradient would stop every pixel outside: on the real VGG16 LBFGS's third evaluation put whole
     regions out, its gradient vanished there and the jump guard had to restart (the astronaut in the IHC stain at
     128 px: 3.5e10 at the third evaluation, 7.45e5 at the 180th; with this 8.2e8 and 7.07e5). On four pairs at 256 px
-    it ended 2 to 16 % lower than the clamp's own gradient at 180 evaluations (docs/speed.md).
+    it ended 2 to 16 % lower than the clamp's own gradient at 180 evaluations (benchmarks/NOTEBOOK.md, 2026-12-03).
     """
     return ((decoded >= 0) & (decoded <= 1)) | ((decoded > 1) & (grad > 0)) | ((decoded < 0) & (grad < 0))
 
@@ -106,15 +105,13 @@ class BasisImage:
     """``optimize``'s bridge between the coefficients LBFGS moves and the image the model evaluates.
 
     ``show`` does what the tutorial's loop does to its pixels before each evaluation: it decodes the coefficients
-    and clamps that image to [0, 1], writing it into the loop's image, a leaf the evaluation backpropagates into as on
-    the pixel path. ``backward`` takes that image's gradient back to the coefficients through the decoding, where
+    and clamps that image to [0, 1], writing it into the loop's image, a leaf the evaluation backpropagates into as
+    on the pixel path. ``backward`` takes that image's gradient back to the coefficients through the decoding, where
     ``inward`` lets it through: inside the box, and outside it only where the descent step leads back in. The
-    coefficients LBFGS holds are never changed behind its back: projecting them onto the box after each update
-    (clamp, re-encode; ``--fast`` until 2026-12-03) made LBFGS's curvature pairs describe steps it had not taken; on
-    the real VGG16 at 256 px the coffee in the deep field then stood at 1.20x the default's loss after 180
-    evaluations, and at 0.95x without the projection (an AVX2 EPYC, docs/speed.md). ``settle`` ends an optimiser
-    step: the coefficients are re-encoded from the (unclamped) image they decode to, which is what a checkpoint
-    keeps, so a resumed run continues from the very coefficients it stopped at.
+    coefficients LBFGS holds are never changed behind its back: projecting them onto the box after each update made
+    LBFGS's curvature pairs describe steps it had not taken (benchmarks/NOTEBOOK.md, 2026-12-03). ``settle`` ends an
+    optimiser step: the coefficients are re-encoded from the (unclamped) image they decode to, which is what a
+    checkpoint keeps, so a resumed run continues from the very coefficients it stopped at.
     """
 
     def __init__(self, basis: FourierBasis, image: torch.Tensor) -> None:

@@ -54,16 +54,12 @@ def speed_from_config(config: StyleConfig, device: torch.device) -> Speed:
 
 BF16_EXACT_START = LBFGS_MAX_ITER  # evaluations a bf16 model runs in float32 first: LBFGS's first step
 # In the Fourier basis (--fast): 4 evaluations in float32 first, and the run's last evaluations in float32 again
-# (FastStyleModel.step_starts; until the late 2026-12-03 its whole last LBFGS step). bf16's rounding moves the minimum it finds: on four pairs at 256 px (real VGG16, an
-# AVX512-BF16 EPYC) the float32 loss of --fast's picture stood 0.3 to 2.3 % above the bf16 loss it ended at; with
-# the float32 finish it ended 0.3 % higher to 3.2 % lower (1.1 % lower on the mean) than with the float32 start
-# alone, for 4 more float32 evaluations in all (docs/speed.md).
+# (FastStyleModel.step_starts), so the picture ends at the float32 loss's minimum, not bf16's (benchmarks/NOTEBOOK.md,
+# 2026-12-03 "A float32 finish").
 BF16_EXACT_START_FOURIER = 4
 # The finish is the last BF16_FINISH_EVALUATIONS of the last LBFGS step, run as an LBFGS step of their own after the
-# step's first 10 in bf16 (transfer.optimize): on the four tuned pairs at 256 px (same machine) the picture's float32
-# loss ended 0.02 % lower to 0.68 % higher (0.31 % higher on the mean) than with a whole last step in float32, for
-# 10 fewer float32 evaluations (about 4 % of --fast's time there); the last 5 alone 0.4 to 1.0 % higher (measured
-# with the split's first part started as the finish's is, t = 0; docs/speed.md).
+# step's first 10 in bf16 (transfer.optimize): 0.3 % more loss than a whole float32 step for about 4 % less time
+# (benchmarks/NOTEBOOK.md, 2026-12-03 (late)).
 BF16_FINISH_EVALUATIONS = 10
 
 
