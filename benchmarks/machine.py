@@ -1,7 +1,5 @@
-"""The machine a measurement ran on, as a JSON-ready block and a one-line summary (no hostnames).
-
-Used by ``benchmark.py`` and ``gpu_check.py``; importing it needs torch and the package on the path.
-"""
+"""The machine a measurement ran on, read one way: a JSON-ready block, a one-line summary (no hostnames) and its
+class for results file names (amx, avx512bf16, avx2, or the GPU's name)."""
 
 from __future__ import annotations
 
@@ -14,7 +12,7 @@ from typing import Any
 import torch
 import torchvision
 
-from style_transfer.speed.fast import bf16_supported, physical_cores
+from style_transfer.speed.hardware import bf16_supported, physical_cores
 
 # CPU flags (Linux /proc/cpuinfo names) that decide which kernels torch and oneDNN can use.
 CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
@@ -96,6 +94,17 @@ def describe(device: torch.device, label: str | None = None) -> dict[str, Any]:
         "python": platform.python_version(),
         "gpu": gpu_info(device) if device.type == "cuda" else None,
     }
+
+
+def machine_class(machine: dict[str, Any]) -> str:
+    """``amx``, ``avx512bf16``, ``avx2`` (or ``cpu``) from the CPU flags, or the GPU's name as a file name part."""
+    if machine.get("gpu"):
+        return "-".join(str(machine["gpu"]["name"]).lower().replace("nvidia", "").split())
+    flags = machine.get("cpu_flags") or {}
+    for flag, name in (("amx_bf16", "amx"), ("avx512_bf16", "avx512bf16"), ("avx2", "avx2")):
+        if flags.get(flag):
+            return name
+    return "cpu"
 
 
 def summary(machine: dict[str, Any]) -> str:

@@ -1,10 +1,9 @@
-"""Whole runs of the product measured for quality and time: shared by benchmark.py and fast_budgets.py.
+"""A candidate against the default, scored by the default's float32 loss: the one yardstick.
 
-A run goes through ``stylize()`` (the product's path, coarse-to-fine included) on the sample cat and
-stain, with a recording callback; an image is scored by the default path's fp32 loss at the final size
-(``Scorer``), so the default and ``--fast`` are compared with one yardstick whatever their own loss
-computes in (bf16 on ``--fast`` where the device has it). Importing it needs torch and the package on
-the path.
+``Scorer`` is the default path's float32 model at the final size with the default's loss weights; every picture
+(the default's, --fast's in bf16, a control's) is scored by it, so ratios compare pictures, not arithmetics.
+``timed_run`` runs ``stylize()`` with a recording callback; ``first_within`` finds when a run first came within
+a target, confirmed by the Scorer.
 """
 
 from __future__ import annotations
@@ -19,26 +18,26 @@ import torch
 
 from style_transfer import NonFiniteLoss, RunStats, StyleConfig, stylize
 from style_transfer.io.images import load_image, pil_to_tensor
-from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD, freeze, random_vgg_features
-from style_transfer.core.transfer import get_style_model_and_losses
 
-ROOT = Path(__file__).resolve().parent.parent
-CONTENT = ROOT / "images" / "chelsea.png"
-STYLE = ROOT / "images" / "ihc.png"
-WITHIN = 1.05  # "the default's quality": the best image's fp32 loss at most 5 % above the default's best
+from . import network as networks
+
+from . import ROOT
+IMAGES = ROOT / "images"
+CONTENT, STYLE = IMAGES / "chelsea.png", IMAGES / "ihc.png"
+WITHIN = 1.05  # "the default's quality": a loss at most 5 % above the default's
+# Photo and style pairs of images/: 0-3 are the ones --fast's Fourier scale was chosen on, 4 and 5 never tuned on.
+PAIRS = (("chelsea.png", "ihc.png"), ("coffee.png", "hubble_deep_field.jpg"), ("astronaut.png", "ihc.png"),
+         ("chelsea.png", "brick.png"), ("rocket.jpg", "gravel.png"), ("astronaut.png", "grass.png"))
 
 
 class Scorer:
-    """The default path's fp32 loss of an image at the final size (the benchmark's yardstick)."""
+    """The default path's float32 loss of a picture at the final size (``size``, ``device``)."""
 
-    def __init__(self, cnn: torch.nn.Sequential, size: int, weights: tuple[float, float],
-                 device: torch.device | str = "cpu", normalization: torch.nn.Module | None = None) -> None:
-        """``normalization``: the network's preprocessing module (``Network.normalization()``; None: the
-        tutorial's ImageNet mean and std)."""
-        self.content = load_image(CONTENT, size, device)
-        style = load_image(STYLE, size, device)
-        self.model, self.style_losses, self.content_losses = get_style_model_and_losses(
-            cnn, IMAGENET_MEAN, IMAGENET_STD, style, self.content, normalization=normalization)
+    def __init__(self, network: Any, size: int, weights: tuple[float, float], device: torch.device | str = "cpu",
+                 content: Path | str = CONTENT, style: Path | str = STYLE) -> None:
+        self.content = load_image(content, size, device)
+        self.model, self.style_losses, self.content_losses = networks.style_model(
+            network, load_image(style, size, device), self.content)
         self.style_weight, self.content_weight = weights
 
     @property
@@ -46,21 +45,18 @@ class Scorer:
         """(H, W) of the final size: the images a run's last size evaluates."""
         return tuple(self.content.shape[-2:])  # type: ignore[return-value]
 
-    def __call__(self, image: torch.Tensor) -> float:
+    def parts(self, image: torch.Tensor) -> dict[str, float]:
+        """The weighted style and content losses of ``image`` and their sum (``loss``)."""
+        if image.shape[-2:] != self.content.shape[-2:]:
+            raise ValueError(f"picture {tuple(image.shape)} is not the final size {tuple(self.content.shape)}")
         with torch.no_grad():
             self.model(image.to(self.content.device).clamp(0, 1))
-            return float(self.style_weight * sum(sl.loss for sl in self.style_losses)
-                         + self.content_weight * sum(cl.loss for cl in self.content_losses))
+        style = self.style_weight * float(sum(s.loss for s in self.style_losses))
+        content = self.content_weight * float(sum(c.loss for c in self.content_losses))
+        return {"loss": style + content, "style": style, "content": content}
 
-
-def random_network(seed: int, folder: Path, device: torch.device | str = "cpu",
-                   model: str = "vgg19") -> tuple[torch.nn.Sequential, Path]:
-    """VGG features (``model``) with seeded random weights, and a state dict file of them for
-    ``stylize(weights=FILE)`` (its own ``weights="random"`` is always seed 0)."""
-    cnn = freeze(random_vgg_features(model, seed))
-    path = folder / f"{model}-random-{seed}.pth"
-    torch.save(cnn.state_dict(), path)
-    return cnn.to(device), path
+    def __call__(self, image: torch.Tensor) -> float:
+        return self.parts(image)["loss"]
 
 
 def _seen(stats: RunStats) -> torch.Tensor:
@@ -72,18 +68,15 @@ def _seen(stats: RunStats) -> torch.Tensor:
 
 
 def timed_run(config: StyleConfig, final_shape: tuple[int, int], keep_below: float | None = None) -> dict[str, Any]:
-    """``stylize()`` with a recording callback, timed from the call to its return.
+    """``stylize()`` on the cat and stain with a recording callback, timed from the call to its return.
 
-    Evaluations whose image has ``final_shape`` (the last size of a coarse-to-fine run; every
-    evaluation of a single-size run) are recorded: ``trace`` holds ``(seconds from the start, step,
-    loss)`` of each (the path's own loss), ``best`` the row with the lowest loss plus a copy of its
-    image, and ``candidates`` the rows with a loss at most ``keep_below``, each with a copy of its
-    image (for ``first_within``). ``image`` is what the user gets (the returned picture, 8 bits
-    per channel; the last good image when the loss went non-finite).
+    At the final size it keeps ``trace`` (seconds, step, the run's own loss), ``best`` (the lowest-loss row and a
+    copy of its image) and ``candidates`` (rows with a loss at most ``keep_below``, with images, for
+    ``first_within``); ``image`` is what the user gets (8 bits a channel; the last good image after a non-finite
+    loss).
     """
     stats, trace, candidates = RunStats(), [], []
     best: dict[str, Any] = {"loss": math.inf, "step": None, "seconds": None, "image": None}
-    device = torch.device(config.device) if config.device != "auto" else None
 
     def on_step(info: Any) -> None:
         seconds = time.perf_counter() - start
@@ -102,16 +95,15 @@ def timed_run(config: StyleConfig, final_shape: tuple[int, int], keep_below: flo
         result = pil_to_tensor(stylize(CONTENT, STYLE, config, progress=on_step, stats=stats))
     except NonFiniteLoss as exc:  # the user keeps the last good image; so does this measurement
         stopped, result = exc.step, exc.image
-    if device is not None and device.type == "cuda":
-        torch.cuda.synchronize(device)
+    if config.device != "auto" and torch.device(config.device).type == "cuda":
+        torch.cuda.synchronize(config.device)
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     return {"wall_s": wall, "cpu_s": cpu, "evaluations": stats.evaluations, "final_size_evaluations": len(trace),
             "trace": trace, "best": best, "candidates": candidates, "image": result, "non_finite_after": stopped}
 
 
 def first_within(run: dict[str, Any], target: float, score: Scorer) -> dict[str, Any] | None:
-    """The first recorded evaluation whose loss was at most ``target``, confirmed by ``score`` (fp32) of
-    the image it evaluated: its time, step and fp32 loss, or None when none was."""
+    """The first kept evaluation whose image ``score`` puts at most ``target``: time, step, own and fp32 loss."""
     for seconds, step, loss, image in run["candidates"]:
         fp32 = score(image)
         if fp32 <= target:

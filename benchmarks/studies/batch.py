@@ -18,8 +18,8 @@ the model, the targets and writing. Ratios are within this one run only; on a sh
 times mean little. Prints one JSON object (``--json`` also writes it), the network (model, the weights' base
 name, preprocessing) beside the machine.
 
-    nice -n 19 python benchmarks/batch.py --sizes 64 --steps 20 --pictures 4
-    python benchmarks/batch.py --sizes 256,512 --steps 20 --pictures 4 --ray-nodes 1,2 --json out.json
+    nice -n 19 python -m benchmarks batch --sizes 64 --steps 20 --pictures 4
+    python -m benchmarks batch --sizes 256,512 --steps 20 --pictures 4 --ray-nodes 1,2 --json out.json
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shlex
 import shutil
 import subprocess
@@ -36,13 +35,10 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from style_transfer.io.metadata import read_record
 
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-import networks  # noqa: E402  (torch-free)
-from style_transfer.io.metadata import read_record  # noqa: E402  (torch-free)
+from .. import network as networks
+from .. import ROOT
 
 SOURCES = ["chelsea.png", "coffee.png", "brick.png", "hubble_deep_field.jpg"]
 
@@ -168,7 +164,7 @@ class LocalCluster:
 NAMESPACES = ["unshare", "--net", "--pid", "--fork", "--mount-proc"]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="64", help="long sides in px, comma-separated (default 64)")
     parser.add_argument("--steps", type=int, default=20)
@@ -181,34 +177,26 @@ def main() -> None:
     parser.add_argument("--json", default=None, help="also write the results to this file")
     networks.add_options(parser)
     parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     node_counts = [int(n) for n in args.ray_nodes.split(",") if n]
     if node_counts and not args.inside:  # again, in namespaces of its own: only loopback, and Ray dies with it
-        command = " ".join(["ip link set lo up && exec", sys.executable, *map(shlex.quote, sys.argv), "--inside"])
-        sys.exit(subprocess.run([*NAMESPACES, "bash", "-c", command], stdin=subprocess.DEVNULL).returncode)
+        again = [sys.executable, "-m", "benchmarks", "batch", *(sys.argv[1:] if argv is None else argv), "--inside"]
+        command = " ".join(["ip link set lo up && exec", *map(shlex.quote, again)])
+        sys.exit(subprocess.run([*NAMESPACES, "bash", "-c", command], stdin=subprocess.DEVNULL, cwd=ROOT).returncode)
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     rows, preprocessings = [], set()
     for size in (int(s) for s in args.sizes.split(",")):
         with tempfile.TemporaryDirectory(prefix="bench-batch-") as tmp:
             rows += _run_engines(Path(tmp), size, args, env, args.ray_address, node_counts, preprocessings)
     network = networks.block(args.model, args.weights, ", ".join(sorted(preprocessings)) or args.preprocess)
-    report = {"machine": {"platform": platform.platform(), "cpu_model": _cpu_model(), "cpus": os.cpu_count(),
-                          "load_average": os.getloadavg(), "python": platform.python_version()},
-              "network": network,
-              "settings": {**{k: v for k, v in vars(args).items() if k != "inside"}, "weights": network["weights"]},
-              "rows": rows}
+    from .. import report as reports  # imports torch: after the commands ran, not in the parent of their timing
+
+    report = reports.start({k: v for k, v in vars(args).items() if k != "inside"}, network,
+                           load_average=os.getloadavg(), rows=rows)
     text = json.dumps(report, indent=1)
     print(text)
     if args.json:
         Path(args.json).write_text(text + "\n")
-
-
-def _cpu_model() -> str | None:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), None)
-    except OSError:
-        return None
 
 
 if __name__ == "__main__":

@@ -1,46 +1,14 @@
-"""Benchmark of the default path against --fast, in one process, on the same inputs.
+"""The default path against --fast in one process, on the cat and stain (issue 12's target at 512 px).
 
-Run from the repository root::
+    python -m benchmarks benchmark                  # 128, 256 and 512 px on the CPU, ~1 h on 2 cores
+    python -m benchmarks benchmark --smoke          # one 32 px size, tiny runs: seconds (CI)
+    python -m benchmarks benchmark --markdown FILE  # the tables of a report
 
-    python benchmarks/benchmark.py                    # 128, 256 and 512 px on the CPU, ~1 h on 2 cores
-    python benchmarks/benchmark.py --sizes 512        # the size issue 12's target is stated at: ~40 min
-    python benchmarks/benchmark.py --seeds 1          # one network: a fifth of the quality runs' time
-    python benchmarks/benchmark.py --device cuda      # the same on a GPU
-    python benchmarks/benchmark.py --smoke            # one 32 px size, tiny runs: seconds (CI)
-    python benchmarks/benchmark.py --label avx2       # writes benchmarks/results-cpu-avx2.json
-
-The JSON's ``machine`` block names the machine (CPU model and flags, torch's CPU capability, native
-bf16, threads, versions, the GPU on CUDA; no hostname), and the printout and ``--markdown`` open with
-it ("Measured on: ..."). Commit one JSON per machine measured: ``benchmarks/measured-DEVICE-LABEL.json``.
-
-What it measures, per size (the network of ``--model``, ``--weights`` and ``--preprocess``, as the command's;
-by default VGG19 with seeded random weights; the sample cat and stain):
-
-* seconds per closure evaluation (clamp, forward, loss sum, backward, as in the loop) of the default
-  path and of each speed lever at that one size ("fast": --fast's levers without its coarse-to-fine
-  sizes), the median of evaluations interleaved across the paths after a warm-up, so every path sees
-  the same load;
-* FLOPs per evaluation (``torch.utils.flop_counter.FlopCounterMode``) and achieved FLOP/s;
-* peak memory of a whole ``stylize()`` run, the default's and --fast's (its coarse-to-fine run ending
-  at the size, where its peak is): on a CPU the peak RSS of a fresh child process, counted from after
-  the images are decoded (Linux's VmHWM reset); on CUDA ``torch.cuda.max_memory_allocated``;
-* quality and time of whole runs, the product's: the default and --fast through ``stylize()`` with the
-  same ``--steps`` (``--evals``), per network (``--seeds``; each seed's random weights saved to a file
-  both runs load; with real weights the one network; both loss weights, the tutorial preset's for the
-  network's input scale, times ``--loss-scale``). Per network: both wall times and their
-  ratio; the best image's loss ratio (the run's lowest-loss image at the final size, scored by the
-  default path's fp32 loss, --fast's against the default's); when --fast first came within 5 % of the
-  default's best (confirmed in fp32) as a fraction of the default's wall time; the final images' loss
-  ratio. The summary gives medians and ranges over the networks and a verdict against issue 12's target
-  (at 512 px: best-loss ratio median at most 1.05, wall ratio median at most 1/3, peak memory at most
-  the default's). With ``--control-seeds N`` the first N networks also run a control (channels_last
-  fp32 at one size through ``run_style_transfer``: the default's numbers in another summation order),
-  which shows how far chaos alone puts two runs apart;
-* how the cost grows with pixels: the exponent ``log(t2/t1) / log(pixels2/pixels1)``.
-
-It prints the tables and writes the same as JSON (the ``network`` block beside ``machine``: model, the
-weights' base name, preprocessing); ``--markdown FILE.json`` prints them as Markdown, under "Measured on:"
-and "Network:" lines.
+Per size: seconds per evaluation of the default and of each speed lever (interleaved, after a warm-up), FLOPs,
+peak memory of a whole ``stylize()`` run (a fresh child process on the CPU), and whole runs of the default and
+--fast per network (``--seeds``), scored by the default's float32 loss (``scoring.Scorer``): wall ratio, best and
+final loss ratios, and when --fast first came within 5 % of the default's best. ``--control-seeds`` adds a
+channels_last float32 control (how far chaos alone moves the ratios).
 """
 
 from __future__ import annotations
@@ -62,27 +30,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # run from a checkout without installing the package
-sys.path.insert(0, str(ROOT / "benchmarks"))  # machines.py and quality.py, also when this file is imported
+import torch
+from torch.utils.flop_counter import FlopCounterMode
 
-import torch  # noqa: E402
-from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
+from style_transfer import NonFiniteLoss, RunStats, StyleConfig, TransferSettings, stylize
+from style_transfer.errors import StyleTransferError
+from style_transfer.io.images import load_image, pil_to_tensor, save_image, tensor_to_pil
+from style_transfer.run.plans import FAST_STEPS_SHARE, RunPlan, plan_run, scale_sizes
+from style_transfer.core.transfer import planned_evaluations
+from style_transfer.speed.fast import Speed, accelerate, accelerator, bf16_supported, physical_cores, speed_from_config
 
-from style_transfer.config import StyleConfig  # noqa: E402
-from style_transfer.run.plans import FAST_STEPS_SHARE, scale_sizes  # noqa: E402
-from style_transfer.speed.fast import Speed, accelerate, accelerator, bf16_supported, physical_cores, speed_from_config  # noqa: E402
-from style_transfer.io.images import load_image, save_image  # noqa: E402
-from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD, Network  # noqa: E402
-from style_transfer.errors import NonFiniteLoss, StyleTransferError  # noqa: E402
-from style_transfer.core.stats import RunStats  # noqa: E402
-from style_transfer.io.images import pil_to_tensor, tensor_to_pil  # noqa: E402
-from style_transfer.run.plans import RunPlan, plan_run  # noqa: E402
-from style_transfer.core.transfer import TransferSettings, get_style_model_and_losses, planned_evaluations, run_style_transfer  # noqa: E402
-from style_transfer.run.run import stylize  # noqa: E402
-from machines import describe as describe_machine, summary as machine_summary  # noqa: E402
-import networks  # noqa: E402
-from quality import CONTENT, STYLE, WITHIN, Scorer, first_within, random_network, spread, timed_run  # noqa: E402
+from .. import memory, network as networks, report as reports, timing
+from ..machine import summary as machine_summary
+from ..scoring import CONTENT, STYLE, WITHIN, Scorer, first_within, spread, timed_run
 
 TARGET_SIZE, TARGET_WALL_RATIO = 512, 1 / 3  # issue 12: --fast to the default's quality in 1/3 of its time, 512 px
 STYLE_WEIGHT, CONTENT_WEIGHT = 1e6, 1.0  # the tutorial preset's for the network's input scale, times --loss-scale
@@ -133,10 +93,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "300 and 1 at Caffe's) times this (default 1000 with random weights: LBFGS then "
                              "stores curvature pairs as with pretrained ones; 1, the preset's weights, otherwise)")
     parser.add_argument("--label", metavar="NAME", default=None,
-                        help="a name for this machine (letters, digits, . _ -), kept in the JSON's machine block; "
-                             "the default output becomes benchmarks/results-DEVICE-NAME.json")
+                        help="a name for this machine (letters, digits, . _ -), kept in the JSON's machine block "
+                             "and the default output's name")
     parser.add_argument("--out", default=None,
-                        help="JSON output (default: benchmarks/results-DEVICE.json, or -DEVICE-LABEL.json)")
+                        help="JSON output (default: benchmarks/results/benchmark/DATE-CLASS-NETWORK-SIZESpx.json)")
     parser.add_argument("--smoke", action="store_true",
                         help="CI smoke mode: one 32 px size, two timed evaluations per path, one LBFGS step per "
                              "run and size, two networks with the control")
@@ -166,13 +126,11 @@ def path_speed(name: str, device: torch.device) -> Speed:
     return speed_from_config(StyleConfig(**PATHS[name]), device)
 
 
-def build(network: Network, inputs: Inputs, speed: Speed) -> tuple[Any, list, list]:
+def build(network: Any, inputs: Inputs, speed: Speed) -> tuple[Any, list, list]:
     """A path's model for timing: a bf16 model runs in bf16 from its first evaluation (the steady
     state; a run's first LBFGS step is float32, see fast.FastStyleModel, and the quality runs'
     wall times include them). Each model gets its own preprocessing module."""
-    model, style_losses, content_losses = get_style_model_and_losses(
-        network.features, IMAGENET_MEAN, IMAGENET_STD, inputs.style, inputs.content,
-        normalization=network.normalization())
+    model, style_losses, content_losses = networks.style_model(network, inputs.style, inputs.content)
     if speed.changes_model:
         model, style_losses, content_losses = accelerate(model, style_losses, content_losses, speed)
         model.exact_left = 0
@@ -191,12 +149,7 @@ def evaluate(built: tuple[Any, list, list], image: torch.Tensor) -> float:
     return float(loss.detach())
 
 
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def time_paths(network: Network, inputs: Inputs, names: list[str], device: torch.device,
+def time_paths(network: Any, inputs: Inputs, names: list[str], device: torch.device,
                rounds: int, warmup: int) -> dict[str, dict[str, float]]:
     """Median s/evaluation (interleaved), FLOPs and FLOP/s of each path at one size."""
     built = {name: build(network, inputs, path_speed(name, device)) for name in names}
@@ -211,11 +164,7 @@ def time_paths(network: Network, inputs: Inputs, names: list[str], device: torch
     times: dict[str, list[float]] = {name: [] for name in names}
     for _ in range(rounds):
         for name in names:  # interleaved: every path sees the same machine load
-            sync(device)
-            start = time.perf_counter()
-            evaluate(built[name], image)
-            sync(device)
-            times[name].append(time.perf_counter() - start)
+            times[name].append(timing.seconds(lambda: evaluate(built[name], image), device))
     for name in names:
         seconds = statistics.median(times[name])
         result[name].update(s_per_eval=seconds, gflops_per_s=result[name]["flops"] / seconds / 1e9)
@@ -229,38 +178,15 @@ def probe_memory(size: int, name: str, steps: int, device: torch.device, seed: i
     ``net``: the options' ``model``, ``weights`` and ``preprocess`` (the network the probe's run loads)."""
     if device.type == "cuda":
         return _probe(size, name, steps, device, seed, net)
-    command = [sys.executable, str(Path(__file__).resolve()), "--probe", str(size), name, str(steps),
+    command = [sys.executable, "-m", "benchmarks", "benchmark", "--probe", str(size), name, str(steps),
                "--threads", str(torch.get_num_threads()), "--loss-scale", str(LOSS_SCALE),
                "--model", net.model, "--weights", net.weights]
     if net.preprocess is not None:
         command += ["--preprocess", net.preprocess]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=reports.RESULTS.parent.parent)
     if done.returncode != 0:
         raise RuntimeError(f"memory probe {size} px {name} failed: {done.stderr.strip().splitlines()[-1:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def _status_mib(key: str) -> float:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(key):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return float("nan")
-
-
-def _reset_peak_rss() -> float:
-    """Return freed heap to the OS and restart the peak RSS count here (Linux), so the peak measures
-    the run itself, not the image decoding before it; returns the RSS now (MiB)."""
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")  # resets VmHWM to the current RSS
-    except OSError:
-        pass
-    return _status_mib("VmRSS:")
 
 
 def _probe(size: int, name: str, steps: int, device: torch.device, seed: int,
@@ -281,21 +207,9 @@ def _probe(size: int, name: str, steps: int, device: torch.device, seed: int,
     if config.scales > 1:
         final = planned_evaluations(steps)  # the default path's evaluations
         config = dataclasses.replace(config, scale_steps=(1,) * (config.scales - 1) + (final,))
-    if device.type == "cuda":
-        sync(device)
-        torch.cuda.reset_peak_memory_stats(device)
-        base = torch.cuda.memory_allocated(device) / 2**20
-    else:
-        base = _reset_peak_rss()
+    base = memory.reset_peak(device)
     stylize(content, style, config)
-    if device.type == "cuda":
-        sync(device)
-        peak = torch.cuda.max_memory_allocated(device) / 2**20
-    else:
-        peak = _status_mib("VmHWM:")
-        if math.isnan(peak):  # not Linux: the process's peak since it started
-            scale = 1 if sys.platform.startswith("linux") else 1 / 1024  # ru_maxrss: KiB on Linux, bytes on macOS
-            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 1024
+    peak = memory.peak_mib(device)
     return {"peak_mib": peak, "base_mib": base, "run_mib": peak - base,
             "sizes": scale_sizes(size, config.scales), "scale_steps": list(config.scale_steps) or [steps]}
 
@@ -314,13 +228,12 @@ def _mean_abs_levels(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a.clamp(0, 1) - b.clamp(0, 1).to(a.device)).abs().mean() * 255)
 
 
-def quality_seed(seed: int, network: Network, weights: str, inputs: Inputs, device: torch.device,
+def quality_seed(seed: int, network: Any, weights: str, inputs: Inputs, device: torch.device,
                  evals: int, control: bool, images: Path | None) -> dict[str, Any]:
     """One network: the default and --fast through ``stylize()`` (same weights file, network, preprocessing,
     loss weights and ``--steps``), and with ``control`` the channels_last fp32 control; each scored by the
     default path's fp32 loss at the final size."""
-    score = Scorer(network.features, inputs.size, (STYLE_WEIGHT, CONTENT_WEIGHT), device,
-                   normalization=network.normalization())
+    score = Scorer(network, inputs.size, (STYLE_WEIGHT, CONTENT_WEIGHT), device)
     common = {"size": inputs.size, "steps": evals, "style_weight": STYLE_WEIGHT, "content_weight": CONTENT_WEIGHT,
               "model": network.model, "weights": weights, "preprocess": network.preprocess, "device": str(device)}
     default = timed_run(StyleConfig(**common), score.shape)
@@ -375,7 +288,7 @@ def quality_seed(seed: int, network: Network, weights: str, inputs: Inputs, devi
     return result
 
 
-def control_run(network: Network, inputs: Inputs, device: torch.device, evals: int, score: Scorer,
+def control_run(network: Any, inputs: Inputs, device: torch.device, evals: int, score: Scorer,
                 default_best: float, default_final: float) -> tuple[dict[str, Any], torch.Tensor | None]:
     """The control: channels_last in fp32 (the default's numbers in another summation order), one size,
     through ``run_style_transfer`` from the content image for the same ``--steps``. Its distance from the
@@ -387,17 +300,17 @@ def control_run(network: Network, inputs: Inputs, device: torch.device, evals: i
         if info.loss < best["loss"]:  # stats holds a copy of the image this evaluation saw
             best.update(loss=info.loss, step=info.step, image=stats._last_good.clone())
 
-    sync(device)
+    timing.sync(device)
     start, stopped = time.perf_counter(), None
     try:
         speed = path_speed("channels_last", device)
         settings = TransferSettings(progress=keep_best, stats=stats, accelerate=accelerator(speed),
-                                    history_size=speed.history_size, normalization=network.normalization())
-        final = run_style_transfer(network.features, IMAGENET_MEAN, IMAGENET_STD, inputs.content, inputs.style,
-                                   inputs.content.clone(), evals, STYLE_WEIGHT, CONTENT_WEIGHT, settings)
+                                    history_size=speed.history_size)
+        final = networks.transfer(network, inputs.content, inputs.style, evals, (STYLE_WEIGHT, CONTENT_WEIGHT),
+                                  settings)
     except NonFiniteLoss as exc:  # an LBFGS update went non-finite: the user gets the last good image
         final, stopped = exc.image, exc.step
-    sync(device)
+    timing.sync(device)
     wall = time.perf_counter() - start
     if final is not None:  # what the user gets: 8 bits per channel, as stylize() returns it
         final = pil_to_tensor(tensor_to_pil(final.clamp(0, 1).cpu()))
@@ -423,7 +336,7 @@ def _summary(runs: list[dict[str, Any]], name: str) -> dict[str, Any]:
     return summary
 
 
-def quality_runs(network: Network, weights: str, inputs: Inputs, device: torch.device, evals: int,
+def quality_runs(network: Any, weights: str, inputs: Inputs, device: torch.device, evals: int,
                  seeds: int, control_seeds: int, images: Path | None = None) -> dict[str, Any]:
     """The default path and the product's --fast (coarse-to-fine) for the same ``--steps``, per network.
 
@@ -437,8 +350,11 @@ def quality_runs(network: Network, weights: str, inputs: Inputs, device: torch.d
     with tempfile.TemporaryDirectory() as folder:
         for seed in range(seeds):
             if weights == "random":
-                net, path = random_network(seed, Path(folder), device, network.model)
-                runs.append(quality_seed(seed, Network(net, network.model, network.preprocess), str(path), inputs,
+                features = networks.random_features(network.model, seed)
+                path = Path(folder) / f"{network.model}-random-{seed}.pth"  # stylize(weights=FILE) loads it
+                torch.save(features.state_dict(), path)
+                runs.append(quality_seed(seed, networks.wrap(features.to(device), network.model, network.preprocess),
+                                         str(path), inputs,
                                          device, evals, seed < control_seeds, images))
             else:
                 runs.append(quality_seed(seed, network, weights, inputs, device, evals, seed < control_seeds, images))
@@ -532,8 +448,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --label must be letters, digits, '.', '_' or '-' (a file name part), got {args.label!r}",
               file=sys.stderr)
         return 2
-    suffix = f"{device.type}-{args.label}" if args.label else device.type
-    out = Path(args.out) if args.out else ROOT / "benchmarks" / f"results-{suffix}.json"
     started = time.perf_counter()
     bf16 = bf16_supported(device)
     names = [n for n in PATHS if bf16 or n not in BF16_PATHS]
@@ -545,20 +459,18 @@ def main(argv: list[str] | None = None) -> int:
     network.features.to(device)
     if pretrained:
         args.seeds = 1  # one network: the given weights
-    report: dict[str, Any] = {
-        "machine": describe_machine(device, args.label),
-        "network": networks.block_of(network, args.weights),
-        "weights": os.path.basename(args.weights), "seeds": args.seeds,
+    report: dict[str, Any] = reports.start(
+        args, networks.block_of(network, args.weights), device, args.label,
+        weights=os.path.basename(args.weights), seeds=args.seeds, **{
         "control_seeds": min(args.seeds, args.control_seeds),
         "device": _device_name(device), "threads": threads, "torch": torch.__version__, "bf16_native": bf16,
         "paths": {n: PATHS[n] for n in names}, "fast_resolves_to": path_speed("fast", device).__dict__,
         "fast_runs": "stylize(fast=True): its share of the steps at one size, in the quality runs and memory probes",
         "fast_steps_share": FAST_STEPS_SHARE, "evals_budget": args.evals,
         "style_weight": STYLE_WEIGHT, "content_weight": CONTENT_WEIGHT,
-        "sizes": [], "notes": [],
-    }
-    print(f"Measured on: {machine_summary(report['machine'])}")
-    print(networks.summary(report["network"]))
+        "sizes": [], "notes": []})
+    out = Path(args.out) if args.out else reports.path("benchmark", report, reports.sizes(args.sizes),
+                                                       ("smoke-" if args.smoke else "") + (args.label or ""))
     if not bf16:
         report["notes"].append("no native bf16 on this device: bf16 paths skipped, --fast runs in fp32")
     for size in args.sizes:
@@ -586,14 +498,14 @@ def main(argv: list[str] | None = None) -> int:
             entry["verdict"] = verdict(entry)
         report["sizes"].append(entry)
         print_size(entry)
-        out.write_text(json.dumps(report, indent=1) + "\n")  # so far: a later failure keeps the sizes done
+        reports.write(report, out)  # so far: a later failure keeps the sizes done
     report["growth"] = {key: growth(report["sizes"], key) for key in
                         ("s_per_eval_default", "s_per_eval_fast", "peak_mib_default", "peak_mib_fast")}
     report["wall_s"] = time.perf_counter() - started
     at_target = [e["verdict"] for e in report["sizes"] if e["size"] == TARGET_SIZE and e.get("verdict")]
     report["verdict"] = at_target[0] if at_target else None
     print_summary(report)
-    out.write_text(json.dumps(report, indent=1) + "\n")
+    reports.write(report, out)
     print(f"wrote {out}")
     return 0
 
@@ -697,7 +609,8 @@ def markdown(report: dict[str, Any]) -> str:
         d, f = entry["paths"]["default"], entry["paths"]["fast"]
         lines.append(f"| {w}x{h} | {d['flops'] / 1e9:.1f}, {f['flops'] / 1e9:.1f} | {d['gflops_per_s']:.0f}, "
                      f"{f['gflops_per_s']:.0f} | {d['memory']['peak_mib']:.0f}, {f['memory']['peak_mib']:.0f} |")
-    lines += [""] + (_legacy_quality_lines(report) if legacy else _quality_table(report))
+    lines += [""] + (["Quality runs of an earlier benchmark (--fast's levers at one size): see the JSON."] if legacy
+                     else _quality_table(report))
     return "\n".join(lines)
 
 
@@ -736,37 +649,6 @@ def _quality_table(report: dict[str, Any]) -> list[str]:
                   *controls]
     if verdicts:
         lines += [""] + verdicts
-    return lines
-
-
-def _legacy_quality_rows(quality: dict[str, Any], control_label: str) -> Any:
-    """(path label, image label, summary, key prefix) for --fast, then the control; best image first."""
-    for name, label in (("fast", "fast"), ("control", control_label)):
-        if name in quality:
-            summary = quality if name == "fast" else quality["control"]
-            for kind, image in (("best_", "best"), ("", "final")):
-                yield label, image, summary, kind
-
-
-def _legacy_quality_lines(report: dict[str, Any]) -> list[str]:
-    """The quality table of a report from before the quality runs measured the product's --fast (single-size
-    --fast levers through run_style_transfer against the default)."""
-    lines = ["Quality runs of an earlier benchmark: --fast's levers at one size (no coarse-to-fine), the same "
-             "budget as the default.", "",
-             "| size | path / default | image | fp32 loss ratio: median (range) | seeds <= 1.05 "
-             "| mean abs pixel diff: median (range) |", "|---|---|---|---|---|---|"]
-    for entry in report["sizes"]:
-        h, w = entry["shape"]
-        q = entry.get("quality")
-        if not q:
-            lines.append(f"| {w}x{h} | | skipped | | | |")
-            continue
-        for label, image, row, kind in _legacy_quality_rows(q, "control: channels_last fp32"):
-            low, high = row[kind + "mean_abs_diff_levels_range"]
-            lines.append(f"| {w}x{h} | {label} | {image} | {row[kind + 'loss_ratio_median']:.3f} "
-                         f"({row[kind + 'loss_ratio_min']:.3f} to {row[kind + 'loss_ratio_max']:.3f}) | "
-                         f"{row[kind + 'not_worse_by_5pct']} of {row['count']} | "
-                         f"{row[kind + 'mean_abs_diff_levels_median']:.1f} ({low:.1f} to {high:.1f}) / 255 |")
     return lines
 
 

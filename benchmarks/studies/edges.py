@@ -6,21 +6,18 @@ between neighbouring rows (columns) over the 3 outermost pairs, divided by the s
 in: 1 is an edge like the band inside it, 1.5 a strip half again as busy. The content image's own ratios are
 printed beside them (a photo may be busy at an edge by itself). Writes a JSON naming the machine.
 
-    python benchmarks/edges.py --model vgg19 --weights original --size 128 --margins 0 12
+    python -m benchmarks edges --weights original --size 128 --margins 0 12
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-IMAGES = ROOT / "images"
-PAIRS = [("chelsea.png", "ihc.png"), ("coffee.png", "hubble_deep_field.jpg"), ("rocket.jpg", "gravel.png"),
-         ("astronaut.png", "grass.png")]
+from ..scoring import IMAGES, PAIRS as ALL_PAIRS
+
+PAIRS = [ALL_PAIRS[i] for i in (0, 1, 4, 5)]
 EDGES = ("top", "bottom", "left", "right")
 
 
@@ -36,32 +33,28 @@ def edge_ratios(image) -> dict[str, float]:
             "left": ratio(cols[:3], cols[5:15]), "right": ratio(cols[-3:], cols[-15:-5])}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    from .. import network as networks, report as reports
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="vgg19")
-    parser.add_argument("--weights", default="original")
+    networks.add_options(parser, weights="original")
     parser.add_argument("--size", type=int, default=128)
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--margins", type=int, nargs="+", default=[0, 12])
     parser.add_argument("--pairs", type=int, nargs="+", default=list(range(len(PAIRS))))
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--pictures", type=Path, help="folder for the pictures")
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "measured-edges.json")
-    args = parser.parse_args()
+    parser.add_argument("--out", type=Path, default=None,
+                        help="JSON output (default: benchmarks/results/edges/DATE-CLASS-NETWORK-SIZEpx.json)")
+    args = parser.parse_args(argv)
 
     import torch
 
-    sys.path.insert(0, str(ROOT))
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from machines import describe
-
-    from style_transfer.config import StyleConfig
-    from style_transfer.core.vgg import load_network
+    from style_transfer import Run, StyleConfig
     from style_transfer.io.images import load_image
-    from style_transfer.run.run import Run
 
     torch.set_num_threads(args.threads)
-    network = load_network(args.model, args.weights)
+    network = networks.load(args)
     rows = []
     for pair in args.pairs:
         content, style = (IMAGES / name for name in PAIRS[pair])
@@ -83,9 +76,10 @@ def main() -> None:
         for name in ["photo"] + [f"margin {m}" for m in args.margins]:
             print(f"  {name:10s} " + "  ".join(f"{e} {row[name][e]:.2f}" for e in EDGES)
                   + (f"  ({row[name]['seconds']} s)" if "seconds" in row[name] else ""))
-    report = {"machine": describe(torch.device("cpu")), "model": args.model, "weights": args.weights,
-              "size": args.size, "steps": args.steps, "pairs": rows}
-    args.out.write_text(json.dumps(report, indent=1) + "\n")
+    report = reports.start(args, networks.block_of(network, args.weights), model=args.model,
+                           weights=networks.block_of(network, args.weights)["weights"], size=args.size,
+                           steps=args.steps, pairs=rows)
+    reports.write(report, args.out or reports.path("edges", report, args.size))
 
 
 if __name__ == "__main__":

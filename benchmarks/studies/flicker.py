@@ -1,7 +1,7 @@
 """Flicker (Lai et al.'s warping error) of stylize-video's consistent mode against --independent, and its time.
 
-    nice -n 19 python -m benchmarks.flicker --size 48 --frames 5 --steps 20 --weights random
-    python -m benchmarks.flicker --size 256 --size 512 --weights imagenet --json out.json   # a GPU machine
+    nice -n 19 python -m benchmarks flicker --size 48 --frames 5 --steps 20 --weights random
+    python -m benchmarks flicker --size 256 --size 512 --weights imagenet --json out.json   # a GPU machine
 
 On a synthetic clip (a smooth random pattern moving by (3, 2) px per frame at the largest size, with a
 still square in front so that part of the background is disoccluded): seconds per frame in both modes,
@@ -18,7 +18,6 @@ import argparse
 import json
 import math
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -109,8 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--first-frame-steps", type=int, default=None)
     parser.add_argument("--temporal-weight", type=float, action="append", help="repeatable; default the tool's")
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # networks.py, beside this file
-    import networks
+    from .. import network as networks, report as reports
 
     networks.add_options(parser)
     parser.add_argument("--style-weight", type=float, default=None)
@@ -118,8 +116,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--json", default=None, help="also write the results here")
     args = parser.parse_args(argv)
-
-    import torch
 
     from style_transfer.config import StyleConfig
     from style_transfer.video.runner import VideoSettings
@@ -146,16 +142,9 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(row)
     for row in rows:
         print(json.dumps(row))
-    machine = {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-               "torch": torch.__version__, "threads": torch.get_num_threads(),
-               "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
-    network = networks.block(args.model, args.weights, config.preprocess)
+    report = reports.start(args, networks.block(args.model, args.weights, config.preprocess), rows=rows)
     if args.json:
-        with open(args.json, "w") as handle:
-            json.dump({"machine": machine, "network": network, "args": {**vars(args), "weights": network["weights"]},
-                       "rows": rows}, handle, indent=1)
-    print(json.dumps(machine), file=sys.stderr)
-    print(networks.summary(network), file=sys.stderr)
+        reports.write(report, args.json)
     return 0
 
 

@@ -1,37 +1,16 @@
 """A GPU check in one command: CUDA against the CPU, the default and --fast timed, the bf16 Gram's bound.
 
-Run from the repository root::
+    python -m benchmarks gpu_check                        # on a CUDA GPU: ~1-2 min on an H100/H200
+    python -m benchmarks gpu_check --device cpu --smoke   # the same code on the CPU in seconds (tests)
+    python -m benchmarks gpu_check --markdown FILE.json   # the tables of a report
 
-    python benchmarks/gpu_check.py                        # on a CUDA GPU: ~1-2 min on an H100/H200
-    python benchmarks/gpu_check.py --device cpu --smoke   # the same code on the CPU in seconds (tests)
-    python benchmarks/gpu_check.py --markdown FILE.json   # the tables of a report, for docs/speed.md
-
-It writes JSON (default ``benchmarks/results-gpu-check.json``; ``--out``) after each part, so a run
-cut short keeps what it measured, and exits 0 when every check passed or was skipped with a reason,
-1 when one failed, 2 without a GPU (unless ``--device cpu``) or on a bad option. The parts:
-
-1. ``first_evaluation``: the loss and the image gradient of the first closure evaluation at 128 px
-   (the network of ``--model``, ``--weights`` and ``--preprocess``, as the command's: by default VGG19
-   with random weights, seed 0, and both loss weights x1000, as the benchmark runs; real weights get the
-   tutorial preset's loss weights for their input scale, times ``--loss-scale``; the tutorial's layers;
-   the sample cat and stain) on the GPU in float32, TF32 off (restored after), against
-   the CPU's float32. Tolerances: relative loss difference ``LOSS_TOLERANCE`` and gradient max-abs
-   difference over the gradient's max-abs ``GRAD_TOLERANCE``, about 100x and 300x the CPU's own
-   float32-vs-float64 difference (1e-7 and 3e-7 on the 128 px case, measured on AVX2 and AVX-512 x86).
-   Recorded beside it, not judged: the CPU float32 against float64 (rounding alone) and the GPU with
-   TF32 on (what a TF32 leak into the comparison would look like). With ``--device cpu`` the CPU's
-   float32 is compared against its float64 with the same tolerances.
-2. ``timings``: the default path and ``--fast`` (``StyleConfig(fast=True)``, whatever it resolves
-   to) at 512 and 1024 px: seconds per evaluation (the median interval between the evaluations of
-   the second LBFGS step of a 40-evaluation run at that size, timestamps taken in the progress
-   callback after ``torch.cuda.synchronize``; a bf16 run's first step is float32), the whole run's
-   wall time through ``stylize()`` for ``--steps`` evaluations (a warm process: the timed run at the
-   same size came first), and ``torch.cuda.max_memory_allocated`` of each run (peak reset before).
-3. ``bf16_gram``: ``style_transfer.speed.kernels._gram_forward`` on bf16 feature maps against the float64 Gram
-   of the same bf16 values; every entry must lie within ``2^-8 * sum_m |F_im F_jm| / n`` (the bound
-   fast.py states); records the largest error/bound ratio. Skipped where the device has no native bf16.
-4. ``machine``: GPU name, compute capability, driver and CUDA versions, torch, the CPU; beside it
-   ``network``: the model, the weights' base name and the preprocessing.
+It writes its report after each part and exits 0 when every check passed or was skipped with a reason, 1 when one
+failed, 2 without a GPU (unless ``--device cpu``) or on a bad option. The parts: ``first_evaluation``, the loss and
+image gradient of the first evaluation at 128 px on the GPU in float32 (TF32 off) against the CPU's (on the CPU:
+float32 against float64), within ``LOSS_TOLERANCE`` and ``GRAD_TOLERANCE`` (about 100x and 300x the CPU's own
+float32-vs-float64 difference); ``timings``, seconds per evaluation (the second LBFGS step of a 40-evaluation run),
+a whole ``stylize()`` run and its peak memory, default and --fast, at 512 and 1024 px; ``bf16_gram``, the bf16
+Gram kernel within ``2^-8 * sum_m |F_im F_jm| / n`` of the float64 Gram, entry by entry.
 """
 
 from __future__ import annotations
@@ -43,32 +22,25 @@ import json
 import math
 import os
 import re
-import statistics
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # run from a checkout without installing the package
-sys.path.insert(0, str(ROOT / "benchmarks"))  # machines.py, also when this file is imported
+import torch
 
-import torch  # noqa: E402
+from style_transfer import StyleConfig, TransferSettings, stylize
+from style_transfer.errors import RunStopped, StyleTransferError
+from style_transfer.io.images import load_image
+from style_transfer.speed.fast import accelerator, bf16_supported, speed_from_config
+from style_transfer.speed.kernels import _gram_forward
 
-from style_transfer.config import StyleConfig  # noqa: E402
-from style_transfer.errors import RunStopped, StyleTransferError  # noqa: E402
-from style_transfer.speed.fast import accelerator, bf16_supported, speed_from_config  # noqa: E402
-from style_transfer.speed.kernels import _gram_forward  # noqa: E402
-from style_transfer.io.images import load_image  # noqa: E402
-from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD, Network  # noqa: E402
-from style_transfer.core.transfer import TransferSettings, get_style_model_and_losses, run_style_transfer  # noqa: E402
-from style_transfer.run.run import stylize  # noqa: E402
-from machines import describe as describe_machine, summary as machine_summary  # noqa: E402
-import networks  # noqa: E402
+from .. import memory, network as networks, report as reports
+from ..machine import summary as machine_summary
+from ..scoring import CONTENT, STYLE
+from ..timing import Clock, sync
 
-CONTENT = ROOT / "images" / "chelsea.png"
-STYLE = ROOT / "images" / "ihc.png"
 STYLE_WEIGHT, CONTENT_WEIGHT = 1e6 * 1000, 1.0 * 1000  # the tutorial's x1000: LBFGS stores curvature pairs
 # (random weights; real weights: the preset's for their input scale, times --loss-scale; set in main)
 LOSS_TOLERANCE = 1e-5  # |loss - reference| / |reference|
@@ -96,7 +68,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "(default 1000 with random weights: LBFGS stores curvature pairs; 1 with real ones)")
     parser.add_argument("--label", default=None, help="a name for this machine, kept in the JSON's machine block")
     parser.add_argument("--out", default=None,
-                        help="JSON output (default: benchmarks/results-gpu-check.json; -cpu.json with --device cpu)")
+                        help="JSON output (default: benchmarks/results/gpu_check/DATE-CLASS-NETWORK-SIZESpx.json)")
     parser.add_argument("--smoke", action="store_true",
                         help="tiny run: 32 and 64 px, one LBFGS step per run, 64 px check, small Gram cases")
     parser.add_argument("--markdown", metavar="JSON", default=None,
@@ -109,11 +81,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     except ValueError:
         parser.error(f"--sizes must be integers separated by commas, got {args.sizes!r}")
     return args
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 @contextlib.contextmanager
@@ -142,7 +109,7 @@ def cuda_flags() -> dict[str, Any]:
 
 # 1. The first evaluation, on two devices or in two precisions.
 
-def first_evaluation(network: Network, content: torch.Tensor, style: torch.Tensor,
+def first_evaluation(network: Any, content: torch.Tensor, style: torch.Tensor,
                      device: torch.device, dtype: torch.dtype) -> tuple[float, torch.Tensor]:
     """The loss and image gradient of one closure evaluation from the content image.
 
@@ -150,10 +117,10 @@ def first_evaluation(network: Network, content: torch.Tensor, style: torch.Tenso
     (its preprocessing module keeps float32 buffers, as the tutorial's); the gradient comes back on the CPU
     in float64.
     """
-    cnn = copy.deepcopy(network.features).to(device=device, dtype=dtype)
+    copied = networks.wrap(copy.deepcopy(network.features).to(device=device, dtype=dtype), network.model,
+                           network.preprocess)
     content, style = content.to(device, dtype), style.to(device, dtype)
-    model, style_losses, content_losses = get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD, style, content,
-                                                                      normalization=network.normalization())
+    model, style_losses, content_losses = networks.style_model(copied, style, content)
     image = content.clone().requires_grad_(True)
     model(image)
     loss = STYLE_WEIGHT * sum(s.loss for s in style_losses) + CONTENT_WEIGHT * sum(c.loss for c in content_losses)
@@ -175,7 +142,7 @@ def judge(diff: dict[str, float]) -> dict[str, Any]:
     return {**diff, "loss_tolerance": LOSS_TOLERANCE, "grad_tolerance": GRAD_TOLERANCE, "passed": passed}
 
 
-def check_first_evaluation(device: torch.device, size: int, network: Network) -> dict[str, Any]:
+def check_first_evaluation(device: torch.device, size: int, network: Any) -> dict[str, Any]:
     """Part 1: the device's float32 first evaluation against the CPU's (on the CPU: against float64)."""
     cpu = torch.device("cpu")
     content, style = load_image(CONTENT, size, cpu), load_image(STYLE, size, cpu)
@@ -211,34 +178,15 @@ def timed_config(size: int, steps: int, device: torch.device, fast: bool,
 
 
 def reset_peak(device: torch.device) -> float | None:
-    """Restart the device's peak count; returns what is allocated now (MiB; None on the CPU)."""
-    if device.type != "cuda":
-        return None
-    sync(device)
-    torch.cuda.reset_peak_memory_stats(device)
-    return torch.cuda.memory_allocated(device) / 2**20
+    """``memory.reset_peak`` on CUDA (None on the CPU, whose peak RSS is the benchmark study's job)."""
+    return memory.reset_peak(device) if device.type == "cuda" else None
 
 
 def peak_mib(device: torch.device) -> float | None:
-    if device.type != "cuda":
-        return None  # the CPU's peak RSS is benchmark.py's job (a fresh process per probe)
-    sync(device)
-    return torch.cuda.max_memory_allocated(device) / 2**20
+    return memory.peak_mib(device) if device.type == "cuda" else None
 
 
-class Clock:
-    """A progress callback that stamps each evaluation's end, after the device has finished it."""
-
-    def __init__(self, device: torch.device) -> None:
-        self.device = device
-        self.stamps: list[float] = []
-
-    def __call__(self, info: Any) -> None:
-        sync(self.device)
-        self.stamps.append(time.perf_counter())
-
-
-def seconds_per_evaluation(network: Network, config: StyleConfig, device: torch.device,
+def seconds_per_evaluation(network: Any, config: StyleConfig, device: torch.device,
                            smoke: bool) -> dict[str, Any]:
     """Median interval between evaluations at ``config.size`` in a run of two LBFGS steps (smoke: one).
 
@@ -252,41 +200,38 @@ def seconds_per_evaluation(network: Network, config: StyleConfig, device: torch.
     base = reset_peak(device)
     stopped = None
     try:
-        settings = TransferSettings(progress=clock, accelerate=accelerator(speed), history_size=speed.history_size,
-                                    normalization=network.normalization())
-        run_style_transfer(network.features, IMAGENET_MEAN, IMAGENET_STD, content, style, content.clone(), steps,
-                           config.style_weight, config.content_weight, settings)
+        settings = TransferSettings(progress=clock, accelerate=accelerator(speed), history_size=speed.history_size)
+        networks.transfer(network, content, style, steps, (config.style_weight, config.content_weight), settings)
     except RunStopped as exc:
         stopped = f"{type(exc).__name__} after {exc.step} evaluations"
-    intervals = [b - a for a, b in zip(clock.stamps, clock.stamps[1:])]
-    # intervals[k] is evaluation k + 2's time (from 1); an LBFGS that stopped early leaves what it ran.
-    timed = (intervals[1:] if smoke else intervals[LBFGS_STEP:]) or intervals[1:]
-    return {"s_per_eval": statistics.median(timed) if timed else None, "timed_intervals": len(timed),
-            "evaluations": len(clock.stamps), "shape": list(content.shape[-2:]), "speed": speed.__dict__,
+    # An LBFGS that stopped before the second step leaves what it ran, its first two evaluations left out.
+    skip = 2 if smoke or clock.evaluations <= LBFGS_STEP + 1 else LBFGS_STEP + 1
+    return {"s_per_eval": clock.per_evaluation(skip), "timed_intervals": max(clock.evaluations - skip, 0),
+            "evaluations": clock.evaluations, "shape": list(content.shape[-2:]), "speed": speed.__dict__,
             "peak_mib": peak_mib(device), "base_mib": base, "stopped": stopped}
 
 
 def whole_run(config: StyleConfig, device: torch.device) -> dict[str, Any]:
     """``stylize()`` from the files, as a user runs it: wall time, evaluations, peak memory."""
-    clock = Clock(device)
     base = reset_peak(device)
+    clock = Clock(device)
     stopped = None
-    start = time.perf_counter()
+    start = clock.stamps[0]
     try:
         stylize(CONTENT, STYLE, config, progress=clock)
     except RunStopped as exc:
         stopped = f"{type(exc).__name__} after {exc.step} evaluations"
     sync(device)
     wall = time.perf_counter() - start
-    return {"steps": config.steps, "evaluations": len(clock.stamps), "wall_s": wall,
-            "first_evaluation_s": clock.stamps[0] - start if clock.stamps else None,
+    return {"steps": config.steps, "evaluations": clock.evaluations, "wall_s": wall,
+            "first_evaluation_s": clock.stamps[1] - start if clock.evaluations else None,
             "peak_mib": peak_mib(device), "base_mib": base, "stopped": stopped,
             "scales": getattr(config, "scales", None), "min_size": getattr(config, "min_size", None),
             "scale_steps": list(getattr(config, "scale_steps", ()) or ())}
 
 
 def time_paths(device: torch.device, sizes: list[int], steps: int, smoke: bool, started: float,
-               budget_s: float, notes: list[str], write: Any, network: Network,
+               budget_s: float, notes: list[str], write: Any, network: Any,
                net: argparse.Namespace) -> list[dict[str, Any]]:
     """Part 2: per size, the default path then --fast: seconds per evaluation, then a whole run."""
     network.features.to(device)
@@ -371,26 +316,23 @@ def check_bf16_gram(device: torch.device, smoke: bool) -> dict[str, Any]:
 
 # The whole check.
 
-def run(args: argparse.Namespace, device: torch.device, out: Path, network: Network) -> int:
+def run(args: argparse.Namespace, device: torch.device, network: Any) -> int:
     started = time.perf_counter()
     random = networks.is_random(args)
-    report: dict[str, Any] = {
-        "machine": describe_machine(device, args.label),
-        "network": networks.block_of(network, args.weights),
+    report: dict[str, Any] = reports.start(args, networks.block_of(network, args.weights), device, args.label, **{
         "device": str(device), "smoke": args.smoke, "passed": None,
         "settings": {"style_weight": STYLE_WEIGHT, "content_weight": CONTENT_WEIGHT,
                      "weights": f"random, seed {SEED}" if random else os.path.basename(args.weights),
                      "sizes": args.sizes, "steps": args.steps, "check_size": args.check_size,
                      "flags": cuda_flags() if device.type == "cuda" else None},
-        "checks": {}, "timings": [], "notes": [],
-    }
+        "checks": {}, "timings": [], "notes": []})
+    out = Path(args.out) if args.out else reports.path("gpu_check", report, reports.sizes(args.sizes),
+                                                       ("smoke-" if args.smoke else "") + (args.label or ""))
 
     def write() -> None:
         report["wall_s"] = time.perf_counter() - started
-        out.write_text(json.dumps(report, indent=1) + "\n")
+        reports.write(report, out)
 
-    print(f"Measured on: {machine_summary(report['machine'])}")
-    print(networks.summary(report["network"]))
     first = report["checks"]["first_evaluation"] = check_first_evaluation(device, args.check_size, network)
     print_first(first)
     write()
@@ -512,9 +454,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args.loss_scale = networks.loss_scale(args, args.loss_scale)
     STYLE_WEIGHT, CONTENT_WEIGHT = preset[0] * args.loss_scale, preset[1] * args.loss_scale
-    name = "results-gpu-check" + ("-cpu" if device.type == "cpu" else "") + (f"-{args.label}" if args.label else "")
-    out = Path(args.out) if args.out else ROOT / "benchmarks" / f"{name}.json"
-    return run(args, device, out, network)
+    return run(args, device, network)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """Peak memory of a run against the estimate the size check uses (style_transfer.speed.memory).
 
-    python benchmarks/memory.py [SIZE ...]          # default: 64 128 256 384, one LBFGS step each
-    python benchmarks/memory.py --fast [SIZE ...]   # the same with --fast
-    python benchmarks/memory.py --model vgg16 --weights FILE.onnx 64 128   # another network, as the command's
+    python -m benchmarks memory [SIZE ...]          # default: 64 128 256 384, one LBFGS step each
+    python -m benchmarks memory --fast [SIZE ...]   # the same with --fast
+    python -m benchmarks memory --model vgg16 --weights FILE.onnx 64 128   # another network, as the command's
 
 Each size runs in a fresh process (by default seeded random VGG19 weights; ``--model``, ``--weights`` and
 ``--preprocess`` as the command's; the tutorial's layers, square noise images) and reports its peak RSS above
@@ -18,53 +18,46 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from .. import network as networks, report as reports
+from .. import ROOT
+
 CHILD = """
-import resource, sys, torch
+import sys, torch
+from benchmarks.memory import peak_mib, reset_peak
 from style_transfer import StyleConfig, stylize
 size, fast = int(sys.argv[1]), sys.argv[2] == "fast"
 images = [torch.rand(1, 3, size, size, generator=torch.Generator().manual_seed(i)) for i in (0, 1)]
-start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+start = reset_peak()
 stylize(*images, StyleConfig(size=size, steps=1, weights="random", device="cpu", fast=fast))
-print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - start) * 1024)
+print(int((peak_mib() - start) * 2**20))
 """
 # Real weights: the network is read first, then the peak restarts from the RSS before it plus the network
 # (Linux clear_refs), so reading a file (an ONNX graph, a zip) does not set the peak.
 CHILD_FILE = """
-import ctypes, resource, sys, torch
-from style_transfer import StyleConfig
-from style_transfer.core.vgg import load_network
-from style_transfer.run.run import Run
+import sys, torch
+from benchmarks.memory import peak_mib, reset_peak
+from benchmarks.network import load
+from style_transfer import Run, StyleConfig
 size, fast = int(sys.argv[1]), sys.argv[2] == "fast"
 model, weights, preprocess = sys.argv[3], sys.argv[4], sys.argv[5] or None
 images = [torch.rand(1, 3, size, size, generator=torch.Generator().manual_seed(i)) for i in (0, 1)]
-def rss():
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
-ctypes.CDLL("libc.so.6").malloc_trim(0)
-start = rss()
-network = load_network(model, weights, preprocess=preprocess)
-ctypes.CDLL("libc.so.6").malloc_trim(0)
-with open("/proc/self/clear_refs", "w") as f:
-    f.write("5")  # the peak restarts at the RSS now: the network, not the reading's transient
+start = reset_peak()
+network = load(model=model, weights=weights, preprocess=preprocess)
+reset_peak()  # the peak restarts at the RSS now: the network, not the reading's transient
 config = StyleConfig(size=size, steps=1, model=model, weights=weights, preprocess=network.preprocess, device="cpu",
                      fast=fast)
 Run(*images, config, cnn=network).execute()
-print(network.preprocess, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - start) * 1024)
+print(network.preprocess, int((peak_mib() - start) * 2**20))
 """
 
 
 def main(argv: list[str] | None = None) -> int:
-    sys.path.insert(0, str(ROOT))
-    sys.path.insert(0, str(ROOT / "benchmarks"))  # networks.py
-    import networks
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("sizes", type=int, nargs="*", help="square sizes in px (default: 64 128 256 384)")
     parser.add_argument("--fast", action="store_true", help="the --fast path")
     networks.add_options(parser)
+    parser.add_argument("--json", default=None, help="also write the report here")
     args = parser.parse_args(argv)
 
     import torch
@@ -100,6 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     for low, high in zip(sizes, sizes[1:]):
         slope = (peaks[high] - peaks[low]) / (high * high - low * low)
         print(f"{low}->{high} px: {slope:.0f} B per pixel (the estimate's {per_pixel}, ratio {per_pixel / slope:.2f})")
+    if args.json:
+        reports.write(reports.start(args, networks.block(args.model, args.weights, preprocess), peak_bytes=peaks),
+                      args.json)
     return 0
 
 

@@ -1,7 +1,7 @@
 """Does --fast ever hand back noise? Every photo against every style, the default beside --fast (issue 44).
 
-    python -m benchmarks.robustness --network vgg19 --size 300 --size 400 --json benchmarks/results/robustness/X.json
-    python -m benchmarks.robustness --photos chelsea --styles starry_night --size 384   # one pair
+    python -m benchmarks robustness --network vgg19 --size 300 --size 400 --json benchmarks/results/robustness/X.json
+    python -m benchmarks robustness --photos chelsea --styles starry_night --size 384   # one pair
 
 Photos: images/ chelsea, coffee, astronaut, rocket. Styles: the stain, the deep field, the three Van Gogh paintings,
 the three textures, and a style that is mostly flat (a disc of the stain on white, ``disc``). Sizes should not be
@@ -17,13 +17,11 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import time
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-IMAGES = os.path.join(HERE, "..", "images")
+IMAGES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "images")
 PHOTOS = ("chelsea.png", "coffee.png", "astronaut.png", "rocket.jpg")
 STYLES = ("ihc.png", "hubble_deep_field.jpg", "starry_night.jpg", "night_cafe.jpg", "cafe_terrace.jpg", "brick.png",
           "gravel.png", "grass.png", "disc")
@@ -62,19 +60,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
 
-    import torch
+    from style_transfer import Run, StyleConfig
 
-    from style_transfer.config import StyleConfig
-    from style_transfer.core.vgg import load_network
-    from style_transfer.run.run import Run
+    from .. import network as networks, report as reports
 
-    sys.path.insert(0, HERE)
-    from machines import describe  # noqa: E402
-    from video_clips import networks  # noqa: E402
-
-    model, weights = dict(networks())[args.network], None
-    weights = model
-    cnn = load_network(args.network, weights)
+    weights = dict(networks.installed())[args.network]
+    cnn = networks.load(model=args.network, weights=weights)
     sizes = args.size or [300, 400]
     pairs = [(p, s) for p in pick(PHOTOS, args.photos) for s in pick(STYLES, args.styles)]
     if args.rotate:
@@ -121,11 +112,9 @@ def main(argv: list[str] | None = None) -> int:
                "median_loss_ratio": statistics.median(ratios) if ratios else None,
                "worst_loss_ratio": max(ratios) if ratios else None}
     print(json.dumps(summary))
-    if args.json:
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, "w") as handle:
-            json.dump({"machine": describe(torch.device("cpu")), "network": [args.network, os.path.basename(weights)],
-                       "args": vars(args), "rows": rows, "summary": summary}, handle, indent=1)
+    if args.json:  # the network as [model, weights] (the committed reports' form)
+        report = reports.start(args, None, rows=rows, summary=summary)
+        reports.write({**report, "network": [args.network, os.path.basename(weights)]}, args.json)
     return 0
 
 

