@@ -19,12 +19,12 @@ from ..speed.levers import FAST_HISTORY_SIZE, fast_levers  # noqa: F401  (what -
 # basis (speed.levers). On the real VGG16 at 256 px (2-core AVX512-BF16 EPYC, bf16) the cat in the stain, a pair the
 # basis was tuned on, reached the default's loss at its 216th evaluation; the untuned rocket in gravel stood at 1.04x
 # and the astronaut in grass at 1.07x after 240, where 180 (the share 0.6 before 2026-12-03) left them at 1.07x and
-# 1.13x; with the basis flat from half the run, 1.02x and 1.03x after 240 (benchmarks/time_to_quality.py,
+# 1.13x; with the basis flat from half the run, 1.02x and 1.03x after 240 (benchmarks/studies/time_to_quality.py,
 # docs/speed.md). 3 coarse-to-fine sizes painted the photo away
-# (benchmarks/fast_pairs.py).
+# (retired fast_pairs study: benchmarks/NOTEBOOK.md, "Retired studies").
 FAST_STEPS_SHARE = 0.8
 # Evaluations per size as shares of --steps, smallest size first, for --fast with --scales 3 (the random-weight
-# split: 300 steps give 100, 60 and 100 evaluations at 128, 256 and 512 px; benchmarks/fast_budgets.py).
+# split: 300 steps give 100, 60 and 100 evaluations at 128, 256 and 512 px; retired fast_budgets study, benchmarks/NOTEBOOK.md).
 FAST_SCALE_SHARES = (1 / 3, 1 / 5, 1 / 3)
 
 

@@ -14,9 +14,9 @@ def bf16_pays_off(device: torch.device) -> bool:
     """Whether --fast runs bf16 on ``device``: a GPU with native bf16, or a CPU with bf16 instructions (AMX, or
     AVX512-BF16 without AMX).
 
-    On the real VGG16 (Sapphire Rapids with AMX, 256 px, benchmarks/levers_real.py) bf16 took --fast's levers from
+    On the real VGG16 (Sapphire Rapids with AMX, 256 px, the retired levers_real study, benchmarks/NOTEBOOK.md) bf16 took --fast's levers from
     0.74 to 0.42 of the default's CPU time at 1.5 % more loss after 100 evaluations; on a 2-core AMD EPYC with
-    AVX512-BF16 and no AMX (256 px, the Fourier basis, benchmarks/time_to_quality.py) an evaluation took 0.09 s in
+    AVX512-BF16 and no AMX (256 px, the Fourier basis, benchmarks/studies/time_to_quality.py) an evaluation took 0.09 s in
     bf16 against 0.16 s in float32 (the default's 0.20 to 0.23), for 3 to 5 % more loss at the same evaluation
     (docs/speed.md). A CPU with neither runs float32.
     """

@@ -6,7 +6,7 @@ from ..config import StyleConfig
 
 # --fast's LBFGS history when it moves the pixels (--fast --parametrization pixels): the old schedule was measured with
 # 20. In the Fourier basis --fast keeps torch's 100: on the real VGG16 at 256 px 20 pairs reached the default's loss
-# 45 evaluations later on the cat in the stain (benchmarks/time_to_quality.py, docs/speed.md).
+# 45 evaluations later on the cat in the stain (benchmarks/studies/time_to_quality.py, docs/speed.md).
 FAST_HISTORY_SIZE = 20
 # What --fast moves when --parametrization is not given: the image's scaled Fourier coefficients (core/parametrization.py).
 FAST_PARAMETRIZATION = "fourier"
