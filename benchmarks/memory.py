@@ -1,107 +1,68 @@
-"""Peak memory of a run against the estimate the size check uses (style_transfer.speed.memory).
-
-    python benchmarks/memory.py [SIZE ...]          # default: 64 128 256 384, one LBFGS step each
-    python benchmarks/memory.py --fast [SIZE ...]   # the same with --fast
-    python benchmarks/memory.py --model vgg16 --weights FILE.onnx 64 128   # another network, as the command's
-
-Each size runs in a fresh process (by default seeded random VGG19 weights; ``--model``, ``--weights`` and
-``--preprocess`` as the command's; the tutorial's layers, square noise images) and reports its peak RSS above
-the process's start; the slope between the sizes is the per-pixel cost that ``ACTIVATION_BYTES_PER_PIXEL``
-stands for (on both paths: see guards.py). Random weights store no LBFGS pairs, so the estimate's history term
-(2400 B/px, 480 with --fast's 20 pairs) is not in these measurements. A weights file is read before the span
-measured, which starts again after it (Linux), so the network's own size is in the peak but not the reading's
-transient; the printout names the network.
-"""
+"""Peak memory, one way: in this process from a reset point (CPU: Linux's VmHWM restarted by clear_refs, after
+freed heap is returned; CUDA: ``max_memory_allocated``), or a child command's peak RSS (``wait4``)."""
 
 from __future__ import annotations
 
-import argparse
+import ctypes
+import os
+import resource
 import subprocess
 import sys
-from pathlib import Path
+import time
 
-ROOT = Path(__file__).resolve().parent.parent
-CHILD = """
-import resource, sys, torch
-from style_transfer import StyleConfig, stylize
-size, fast = int(sys.argv[1]), sys.argv[2] == "fast"
-images = [torch.rand(1, 3, size, size, generator=torch.Generator().manual_seed(i)) for i in (0, 1)]
-start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-stylize(*images, StyleConfig(size=size, steps=1, weights="random", device="cpu", fast=fast))
-print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - start) * 1024)
-"""
-# Real weights: the network is read first, then the peak restarts from the RSS before it plus the network
-# (Linux clear_refs), so reading a file (an ONNX graph, a zip) does not set the peak.
-CHILD_FILE = """
-import ctypes, resource, sys, torch
-from style_transfer import StyleConfig
-from style_transfer.core.vgg import load_network
-from style_transfer.run.run import Run
-size, fast = int(sys.argv[1]), sys.argv[2] == "fast"
-model, weights, preprocess = sys.argv[3], sys.argv[4], sys.argv[5] or None
-images = [torch.rand(1, 3, size, size, generator=torch.Generator().manual_seed(i)) for i in (0, 1)]
-def rss():
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
-ctypes.CDLL("libc.so.6").malloc_trim(0)
-start = rss()
-network = load_network(model, weights, preprocess=preprocess)
-ctypes.CDLL("libc.so.6").malloc_trim(0)
-with open("/proc/self/clear_refs", "w") as f:
-    f.write("5")  # the peak restarts at the RSS now: the network, not the reading's transient
-config = StyleConfig(size=size, steps=1, model=model, weights=weights, preprocess=network.preprocess, device="cpu",
-                     fast=fast)
-Run(*images, config, cnn=network).execute()
-print(network.preprocess, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - start) * 1024)
-"""
+import torch
+
+from .timing import sync
 
 
-def main(argv: list[str] | None = None) -> int:
-    sys.path.insert(0, str(ROOT))
-    sys.path.insert(0, str(ROOT / "benchmarks"))  # networks.py
-    import networks
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("sizes", type=int, nargs="*", help="square sizes in px (default: 64 128 256 384)")
-    parser.add_argument("--fast", action="store_true", help="the --fast path")
-    networks.add_options(parser)
-    args = parser.parse_args(argv)
-
-    import torch
-
-    from style_transfer import StyleConfig
-    from style_transfer.speed import memory as guards
-    from style_transfer.speed.fast import speed_from_config
-
-    fast = args.fast
-    sizes = args.sizes or [64, 128, 256, 384]
-    speed = speed_from_config(StyleConfig(fast=fast), torch.device("cpu"))
-    per_pixel = guards.ACTIVATION_BYTES_PER_PIXEL
-    history = guards.LBFGS_HISTORY_BYTES_PER_PIXEL * speed.history_size // 100
-    print(f"{'--fast' if fast else 'default path'}: {speed}")
-    random_vgg19 = networks.is_random(args) and args.model == "vgg19" and args.preprocess in (None, "torchvision")
-    peaks = {}
-    for size in sizes:
-        mode = "fast" if fast else "default"
-        command = ([sys.executable, "-c", CHILD, str(size), mode] if random_vgg19 else
-                   [sys.executable, "-c", CHILD_FILE, str(size), mode, args.model, args.weights, args.preprocess or ""])
-        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
-        if done.returncode != 0:
-            last = (done.stderr.strip().splitlines() or ["the child failed"])[-1]
-            print(f"error: {size} px: {last}", file=sys.stderr)
-            return 1
-        peaks[size] = int(done.stdout.split()[-1])
-        if len(peaks) == 1:  # the preprocessing the child's network was loaded with (this process loads none)
-            preprocess = done.stdout.split()[-2] if not random_vgg19 else "torchvision"
-            print(networks.summary(networks.block(args.model, args.weights, preprocess)))
-        without_history = guards.estimate_bytes((size, size), (size, size), speed) - size * size * history
-        print(f"{size:5d} px: peak {peaks[size] / 2**20:7.1f} MiB above start; estimate without LBFGS history "
-              f"{without_history / 2**20:7.1f} MiB (ratio {without_history / peaks[size]:.2f})")
-    for low, high in zip(sizes, sizes[1:]):
-        slope = (peaks[high] - peaks[low]) / (high * high - low * low)
-        print(f"{low}->{high} px: {slope:.0f} B per pixel (the estimate's {per_pixel}, ratio {per_pixel / slope:.2f})")
-    return 0
+def _status_mib(key: str) -> float | None:
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) / 1024 for line in f if line.startswith(key))
+    except (OSError, StopIteration):
+        return None
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def reset_peak(device: torch.device | str = "cpu") -> float:
+    """Restart the peak count here; returns what is in use now (MiB), the base a run's own peak is above."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        sync(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        return torch.cuda.memory_allocated(device) / 2**20
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # VmHWM restarts at the RSS now
+    except OSError:
+        pass
+    return _status_mib("VmRSS:") or 0.0
+
+
+def peak_mib(device: torch.device | str = "cpu") -> float:
+    """The peak since ``reset_peak`` (off Linux on the CPU: the process's peak since it started)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        sync(device)
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    peak = _status_mib("VmHWM:")
+    if peak is None:  # ru_maxrss: KiB on Linux, bytes on macOS
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (1024 if sys.platform.startswith("linux") else 2**20)
+    return peak
+
+
+def run_child(command: list[str], **popen: object) -> tuple[float, int]:
+    """Run ``command`` to its end: its wall seconds and its own peak resident memory in bytes (Linux: KiB x 1024).
+
+    Raises:
+        subprocess.CalledProcessError: it failed (its last line of stderr in ``stderr``).
+    """
+    start = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **popen)  # type: ignore
+    _, status, usage = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - start
+    code = os.waitstatus_to_exitcode(status)
+    if code:
+        error = process.stderr.read().decode(errors="replace").strip().splitlines() if process.stderr else []
+        raise subprocess.CalledProcessError(code, command, stderr=error[-1] if error else "")
+    return wall, usage.ru_maxrss * 1024

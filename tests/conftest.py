@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -177,11 +178,9 @@ def real(request: pytest.FixtureRequest) -> RealNetwork:
 
 
 def load_benchmark(name: str):
-    """A script of benchmarks/ as a module (benchmark.py and gpu_check.py put benchmarks/ on sys.path)."""
-    import importlib.util
+    """A study of the benchmark harness as a module (``benchmarks/studies/NAME.py``)."""
+    import importlib
 
-    spec = importlib.util.spec_from_file_location(f"_bench_{name}", IMAGES.parent / "benchmarks" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    if str(IMAGES.parent) not in sys.path:
+        sys.path.insert(0, str(IMAGES.parent))
+    return importlib.import_module(f"benchmarks.studies.{name}")

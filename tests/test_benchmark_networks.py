@@ -15,17 +15,17 @@ import pytest
 from .conftest import load_benchmark
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPTS = ("benchmark", "flicker", "tiling", "batch", "memory", "run_overhead", "fast_budgets", "gpu_check",
-           "fast_pairs", "levers_real", "style_losses", "sliced_sort")
+SCRIPTS = ("benchmark", "flicker", "tiling", "batch", "memory", "gpu_check", "time_to_quality", "edges",
+           "style_losses")
 
 
-load = load_benchmark  # a script of benchmarks/ as a module (conftest.load_benchmark)
+load = load_benchmark  # a study of benchmarks/ as a module (conftest.load_benchmark)
 
 
 @pytest.fixture(scope="module")
 def networks() -> ModuleType:
     load("gpu_check")
-    return sys.modules["networks"]
+    return sys.modules["benchmarks.network"]
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
@@ -34,7 +34,7 @@ def test_each_script_takes_the_commands_network_options(script: str, monkeypatch
     module = load(script)
     monkeypatch.setattr(sys, "argv", [f"{script}.py", "--help"])
     with pytest.raises(SystemExit) as exited:
-        module.main()
+        module.main(["--help"])
     assert exited.value.code == 0
     shown = capsys.readouterr().out
     for option in ("--model {vgg19,vgg16}", "--weights", "--preprocess {torchvision,caffe,caffe256}"):
@@ -57,7 +57,7 @@ def test_loss_weights_scaled_for_random_weights_only(networks: ModuleType) -> No
 
 def test_a_report_from_before_the_network_block_says_so() -> None:
     benchmark = load("benchmark")
-    report = json.loads((ROOT / "benchmarks" / "measured-cpu-amx.json").read_text())
+    report = json.loads((ROOT / "benchmarks" / "results" / "benchmark" / "2026-12-01-amx-random-512px-fp32fast.json").read_text())
     lines = benchmark.markdown(report).splitlines()
     assert lines[0].startswith("Measured on: ")
     assert lines[1] == ("Network: VGG19, seeded random weights (no artistic result), torchvision preprocessing "
@@ -68,7 +68,7 @@ def test_gpu_check_smoke_on_the_real_vgg16(tmp_path: Path, vgg16_onnx: Path) -> 
     """The real VGG16 through load_network: its Caffe preprocessing, the preset's loss weights (not x1000), the
     network named in the report, the printout and the Markdown, the checks passing."""
     out = tmp_path / "check.json"
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_check.py"), "--device", "cpu", "--smoke",
+    done = subprocess.run([sys.executable, "-m", "benchmarks", "gpu_check", "--device", "cpu", "--smoke",
                            "--threads", "1", "--model", "vgg16", "--weights", str(vgg16_onnx), "--out", str(out)],
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -79,22 +79,3 @@ def test_gpu_check_smoke_on_the_real_vgg16(tmp_path: Path, vgg16_onnx: Path) -> 
     line = f"Network: VGG16, weights {vgg16_onnx.name}, caffe preprocessing"
     assert done.stdout.splitlines()[1] == line
     assert load("gpu_check").markdown(report).splitlines()[1] == line
-
-
-def test_sliced_sort_benchmark_reports_its_ratio_and_the_same_image(tmp_path: Path,
-                                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    """benchmarks/sliced_sort.py (the style's projections kept for the step against sorted at every evaluation) in
-    process, on random weights at 32 px: its ratio is its medians' and both paths made the same image."""
-    module = load("sliced_sort")
-    out = tmp_path / "report.json"
-    assert module.main(["--size", "32", "--steps", "4", "--repeats", "2", "--threads", "1", "--json", str(out)]) == 0
-    report = json.loads(out.read_text())
-    medians = report["median_s"]
-    assert len(medians["kept"]) == len(medians["sorted each time"]) == 2 and min(medians["kept"]) > 0
-    # the median of two runs is their mean: the ratio of the means
-    assert report["ratio"] == pytest.approx(sum(medians["sorted each time"]) / sum(medians["kept"]), rel=1e-12)
-    assert report["same_image"] is True and report["network"]["weights"] == "random"
-    assert f"ratio (sorted each time / kept): {report['ratio']:.3f}" in capsys.readouterr().out
-    with pytest.raises(SystemExit) as exited:
-        module.main(["--steps", "2"])
-    assert exited.value.code == 2

@@ -1,4 +1,4 @@
-"""benchmarks/edges.py: its edge measure against a picture made by hand, and a smoke run."""
+"""The edges study (benchmarks/studies/edges.py): its edge measure against a picture made by hand, and a smoke run."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def test_an_edge_twice_as_busy_as_its_inside_measures_2() -> None:
 @pytest.mark.slow
 def test_smoke(tmp_path: Path) -> None:
     out = tmp_path / "edges.json"
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "edges.py"), "--weights", "random",
+    done = subprocess.run([sys.executable, "-m", "benchmarks", "edges", "--weights", "random",
                            "--size", "32", "--steps", "2", "--pairs", "0", "--margins", "0", "3", "--threads", "1",
                            "--out", str(out)], capture_output=True, text=True, timeout=300, cwd=ROOT,
                           stdin=subprocess.DEVNULL)

@@ -1,4 +1,4 @@
-"""benchmarks/gpu_check.py on the CPU (its smoke run), its two judges, and the machine block it shares with
+"""The gpu_check study (benchmarks/studies/gpu_check.py) on the CPU (its smoke run), its two judges, and the machine block it shares with
 benchmark.py. Correctness only, never timing."""
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import torch
 from .conftest import load_benchmark
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "benchmarks" / "gpu_check.py"
+SCRIPT = ["-m", "benchmarks", "gpu_check"]
 
 
-load = load_benchmark  # a script of benchmarks/ as a module (conftest.load_benchmark)
+load = load_benchmark  # a study of benchmarks/ as a module (conftest.load_benchmark)
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +29,7 @@ def gpu_check() -> ModuleType:
 
 
 def run_script(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=300,
+    return subprocess.run([sys.executable, *SCRIPT, *args], capture_output=True, text=True, timeout=300,
                           cwd=ROOT)
 
 
@@ -128,7 +128,7 @@ def test_gram_ratio_against_the_bound_computed_by_hand(gpu_check: ModuleType, ro
 
 
 def test_machine_block_names_the_machine_without_its_hostname(gpu_check: ModuleType) -> None:
-    machines = sys.modules["machines"]  # loaded by gpu_check from benchmarks/
+    from benchmarks import machine as machines  # the machine block every study writes
     machine = machines.describe(torch.device("cpu"), "here")
     assert machine["label"] == "here" and machine["gpu"] is None
     assert machine["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
@@ -147,20 +147,20 @@ def test_the_committed_figures_say_which_machine(gpu_check: ModuleType) -> None:
     what was not recorded said as unknown, today's AMX files (float32 --fast, and bf16 --fast) and the
     (emulated) AVX2 file with torch's capability and the kernel caps they ran under."""
     benchmark = load("benchmark")
-    old = json.loads((ROOT / "benchmarks" / "measured-cpu-amx-2026-11-30.json").read_text())
+    old = json.loads((ROOT / "benchmarks" / "results" / "benchmark" / "2026-11-30-amx-random-128-512px.json").read_text())
     assert old["machine"]["label"] == "amx" and old["machine"]["cpu_flags"]["amx_bf16"] is True
     first = benchmark.markdown(old).splitlines()[0]
     assert first.startswith("Measured on: [amx] 2-core Sapphire Rapids VM")
     assert "torch capability unknown" in first  # not recorded when it ran: said, not guessed
     for name, label, capability, bf16 in (
-            ("amx-bf16-fast", "amx", "AVX512", "native bf16 yes"),
-            ("amx", "amx-fp32-fast", "AVX512", "native bf16 no"),  # bf16 capped off: --fast's float32 on AMX
-            ("avx2", "avx2", "AVX2", "native bf16 no")):
-        report = json.loads((ROOT / "benchmarks" / f"measured-cpu-{name}.json").read_text())
+            ("2026-12-01-amx-random-512px-bf16fast", "amx", "AVX512", "native bf16 yes"),
+            ("2026-12-01-amx-random-512px-fp32fast", "amx-fp32-fast", "AVX512", "native bf16 no"),  # bf16 capped off
+            ("2026-12-01-avx2-random-512px", "avx2", "AVX2", "native bf16 no")):
+        report = json.loads((ROOT / "benchmarks" / "results" / "benchmark" / f"{name}.json").read_text())
         first = benchmark.markdown(report).splitlines()[0]
         assert first.startswith(f"Measured on: [{label}] ") and f"torch capability {capability}" in first, first
         assert bf16 in first, first
     assert "ONEDNN_MAX_CPU_ISA=AVX512_CORE" in benchmark.markdown(
-        json.loads((ROOT / "benchmarks" / "measured-cpu-amx.json").read_text())).splitlines()[0]
+        json.loads((ROOT / "benchmarks" / "results" / "benchmark" / "2026-12-01-amx-random-512px-fp32fast.json").read_text())).splitlines()[0]
     assert "ONEDNN_MAX_CPU_ISA=AVX2" in benchmark.markdown(
-        json.loads((ROOT / "benchmarks" / "measured-cpu-avx2.json").read_text())).splitlines()[0]  # emulated
+        json.loads((ROOT / "benchmarks" / "results" / "benchmark" / "2026-12-01-avx2-random-512px.json").read_text())).splitlines()[0]  # emulated

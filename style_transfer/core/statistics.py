@@ -218,7 +218,7 @@ def _sorted(values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Each row of ``values`` sorted, and the order: ``values.sort(dim=1)``, the gradient through a gather.
 
     On the CPU the order comes from numpy's argsort, 4 to 20 times faster than torch's CPU sort on rows of
-    10^4 to 10^5 projections (benchmarks/style_losses.py; the sort is most of a sliced evaluation's time).
+    10^4 to 10^5 projections (benchmarks/studies/style_losses.py; the sort is most of a sliced evaluation's time).
     """
     if values.device.type != "cpu":
         return values.sort(dim=1)

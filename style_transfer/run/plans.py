@@ -20,7 +20,7 @@ from ..speed.levers import FAST_HISTORY_SIZE, fast_levers  # noqa: F401  (what -
 # 180 did not (benchmarks/NOTEBOOK.md, 2026-12-03 "--fast in bf16 on AVX512-BF16, 80 % of the steps").
 FAST_STEPS_SHARE = 0.8
 # Evaluations per size as shares of --steps, smallest size first, for --fast with --scales 3 (the random-weight
-# split: 300 steps give 100, 60 and 100 evaluations at 128, 256 and 512 px; benchmarks/fast_budgets.py).
+# split: 300 steps give 100, 60 and 100 evaluations at 128, 256 and 512 px; retired fast_budgets study, benchmarks/NOTEBOOK.md).
 FAST_SCALE_SHARES = (1 / 3, 1 / 5, 1 / 3)
 
 

@@ -15,7 +15,7 @@ SizeFn = Callable[[int], tuple[tuple[int, int], tuple[int, int]]]
 
 GIB = 2**30
 # What a run needs beyond the process it runs in, measured on the CPU with the tutorial's layers
-# (peak RSS at 64..384 px, see benchmarks/memory.py): the cut network, the targets, slack.
+# (peak RSS at 64..384 px, see benchmarks/studies/memory.py): the cut network, the targets, slack.
 BASE_BYTES = 256 * 2**20
 # Per pixel of the working content image: saved activations and gradients (measured 3072 B),
 # plus LBFGS's history of 100 (step, gradient-change) pairs of 3 floats each (2400 B).
@@ -23,7 +23,7 @@ ACTIVATION_BYTES_PER_PIXEL = 3072
 LBFGS_HISTORY_BYTES_PER_PIXEL = 100 * 2 * 3 * 4
 # The bf16 fast path keeps half the bytes for backward (1174 B/px against 1900, tests/run/test_faults.py), but
 # its first LBFGS step runs in float32 (the default's 1900 B/px: fast.FastStyleModel) and its peak RSS
-# grows nearly as fast (benchmarks/memory.py --fast: 3550 B/px from 128 to 384 px, the default 3706), so
+# grows nearly as fast (python -m benchmarks memory --fast: 3550 B/px from 128 to 384 px, the default 3706), so
 # the estimate keeps ACTIVATION_BYTES_PER_PIXEL for it; only the LBFGS history follows the speed.
 # Per pixel of the style image: its one no_grad pass keeps about two feature maps of 64 channels.
 STYLE_BYTES_PER_PIXEL = 2 * 64 * 4

@@ -25,7 +25,7 @@ def needs_tiles(height: int, width: int, tile: int | None) -> bool:
 
 # Image-sized float32 tensors a tiled run holds besides LBFGS's history and the content targets: the image
 # and its gradient, the content image (and its transfer copy), the start image, the last good image kept by
-# RunStats, and LBFGS's flat gradient, previous gradient, direction and update (benchmarks/tiling.py measures).
+# RunStats, and LBFGS's flat gradient, previous gradient, direction and update (benchmarks/studies/tiling.py measures).
 TILED_IMAGE_COPIES = 10
 TILE_STEP = 64  # automatic tiles are multiples of this (px)
 

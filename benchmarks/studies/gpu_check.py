@@ -1,0 +1,461 @@
+"""A GPU check in one command: CUDA against the CPU, the default and --fast timed, the bf16 Gram's bound.
+
+    python -m benchmarks gpu_check                        # on a CUDA GPU: ~1-2 min on an H100/H200
+    python -m benchmarks gpu_check --device cpu --smoke   # the same code on the CPU in seconds (tests)
+    python -m benchmarks gpu_check --markdown FILE.json   # the tables of a report
+
+It writes its report after each part and exits 0 when every check passed or was skipped with a reason, 1 when one
+failed, 2 without a GPU (unless ``--device cpu``) or on a bad option. The parts: ``first_evaluation``, the loss and
+image gradient of the first evaluation at 128 px on the GPU in float32 (TF32 off) against the CPU's (on the CPU:
+float32 against float64), within ``LOSS_TOLERANCE`` and ``GRAD_TOLERANCE`` (about 100x and 300x the CPU's own
+float32-vs-float64 difference); ``timings``, seconds per evaluation (the second LBFGS step of a 40-evaluation run),
+a whole ``stylize()`` run and its peak memory, default and --fast, at 512 and 1024 px; ``bf16_gram``, the bf16
+Gram kernel within ``2^-8 * sum_m |F_im F_jm| / n`` of the float64 Gram, entry by entry.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import json
+import math
+import os
+import re
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from style_transfer import StyleConfig, TransferSettings, stylize
+from style_transfer.errors import RunStopped, StyleTransferError
+from style_transfer.io.images import load_image
+from style_transfer.speed.fast import accelerator, bf16_supported, speed_from_config
+from style_transfer.speed.kernels import _gram_forward
+
+from .. import memory, network as networks, report as reports
+from ..machine import summary as machine_summary
+from ..scoring import CONTENT, STYLE
+from ..timing import Clock, sync
+
+STYLE_WEIGHT, CONTENT_WEIGHT = 1e6 * 1000, 1.0 * 1000  # the tutorial's x1000: LBFGS stores curvature pairs
+# (random weights; real weights: the preset's for their input scale, times --loss-scale; set in main)
+LOSS_TOLERANCE = 1e-5  # |loss - reference| / |reference|
+GRAD_TOLERANCE = 1e-4  # max |grad - reference| / max |reference|
+GRAM_BOUND_FACTOR = 2.0**-8  # fast._gram_forward: each entry within 2^-8 sum_m |F_im F_jm| / n
+TIMED_STEPS = 20  # the loop's steps for the per-evaluation timing: 40 evaluations, two LBFGS steps
+LBFGS_STEP = 20  # evaluations per LBFGS step (torch's max_iter)
+SEED = 0  # the network's weights
+LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--device", default="cuda", help="cuda[:N] (default) or cpu (with --smoke: the CI run)")
+    parser.add_argument("--sizes", default="512,1024", help="long sides of the timed runs in px, comma-separated")
+    parser.add_argument("--steps", type=int, default=300,
+                        help="evaluations of each whole run (the loop's --steps; default 300, the product's)")
+    parser.add_argument("--check-size", type=int, default=128, help="long side of the first-evaluation check")
+    parser.add_argument("--budget-s", type=float, default=270.0,
+                        help="skip a timed run whose estimated end passes this many seconds of the script")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
+    networks.add_options(parser)
+    parser.add_argument("--loss-scale", type=float, default=None,
+                        help="both loss weights (the tutorial preset's for the network's input scale) times this "
+                             "(default 1000 with random weights: LBFGS stores curvature pairs; 1 with real ones)")
+    parser.add_argument("--label", default=None, help="a name for this machine, kept in the JSON's machine block")
+    parser.add_argument("--out", default=None,
+                        help="JSON output (default: benchmarks/results/gpu_check/DATE-CLASS-NETWORK-SIZESpx.json)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="tiny run: 32 and 64 px, one LBFGS step per run, 64 px check, small Gram cases")
+    parser.add_argument("--markdown", metavar="JSON", default=None,
+                        help="print the tables of an earlier report as Markdown and exit")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.sizes, args.steps, args.check_size = "32,64", 1, 64
+    try:
+        args.sizes = [int(s) for s in str(args.sizes).split(",")]
+    except ValueError:
+        parser.error(f"--sizes must be integers separated by commas, got {args.sizes!r}")
+    return args
+
+
+@contextlib.contextmanager
+def tf32(enabled: bool) -> Iterator[None]:
+    """TF32 for CUDA matmuls and cuDNN convolutions on or off inside the block; restored after."""
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = enabled
+    torch.backends.cudnn.allow_tf32 = enabled
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+def cuda_flags() -> dict[str, Any]:
+    """The global flags that change CUDA float32 and bf16 arithmetic, as they stand."""
+    return {
+        "matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+        "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "matmul_allow_bf16_reduced_precision_reduction":
+            torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction,
+        "cudnn_benchmark": torch.backends.cudnn.benchmark,
+    }
+
+
+# 1. The first evaluation, on two devices or in two precisions.
+
+def first_evaluation(network: Any, content: torch.Tensor, style: torch.Tensor,
+                     device: torch.device, dtype: torch.dtype) -> tuple[float, torch.Tensor]:
+    """The loss and image gradient of one closure evaluation from the content image.
+
+    ``network``'s features, ``content`` and ``style`` (CPU, float32) are copied to ``device`` and ``dtype``
+    (its preprocessing module keeps float32 buffers, as the tutorial's); the gradient comes back on the CPU
+    in float64.
+    """
+    copied = networks.wrap(copy.deepcopy(network.features).to(device=device, dtype=dtype), network.model,
+                           network.preprocess)
+    content, style = content.to(device, dtype), style.to(device, dtype)
+    model, style_losses, content_losses = networks.style_model(copied, style, content)
+    image = content.clone().requires_grad_(True)
+    model(image)
+    loss = STYLE_WEIGHT * sum(s.loss for s in style_losses) + CONTENT_WEIGHT * sum(c.loss for c in content_losses)
+    loss.backward()
+    return float(loss.detach()), image.grad.detach().to("cpu", torch.float64)
+
+
+def differences(reference: tuple[float, torch.Tensor], other: tuple[float, torch.Tensor]) -> dict[str, float]:
+    """Relative loss difference and gradient max-abs difference over the reference gradient's max-abs."""
+    (loss0, grad0), (loss1, grad1) = reference, other
+    return {"loss": loss1, "reference_loss": loss0,
+            "loss_rel_diff": abs(loss1 - loss0) / abs(loss0),
+            "grad_max_abs_rel_diff": float((grad1 - grad0).abs().max() / grad0.abs().max())}
+
+
+def judge(diff: dict[str, float]) -> dict[str, Any]:
+    """``diff`` with the tolerances and whether both differences are within them."""
+    passed = diff["loss_rel_diff"] <= LOSS_TOLERANCE and diff["grad_max_abs_rel_diff"] <= GRAD_TOLERANCE
+    return {**diff, "loss_tolerance": LOSS_TOLERANCE, "grad_tolerance": GRAD_TOLERANCE, "passed": passed}
+
+
+def check_first_evaluation(device: torch.device, size: int, network: Any) -> dict[str, Any]:
+    """Part 1: the device's float32 first evaluation against the CPU's (on the CPU: against float64)."""
+    cpu = torch.device("cpu")
+    content, style = load_image(CONTENT, size, cpu), load_image(STYLE, size, cpu)
+    cpu32 = first_evaluation(network, content, style, cpu, torch.float32)
+    cpu64 = first_evaluation(network, content, style, cpu, torch.float64)
+    result: dict[str, Any] = {"size": size, "shape": list(content.shape[-2:]),
+                              "control_cpu_float32_vs_float64": differences(cpu64, cpu32)}
+    if device.type == "cuda":
+        with tf32(False):
+            flags = cuda_flags()
+            device32 = first_evaluation(network, content, style, device, torch.float32)
+        with tf32(True):
+            device32_tf32 = first_evaluation(network, content, style, device, torch.float32)
+        result.update(compared="cuda float32, TF32 off", reference="cpu float32", flags_during=flags,
+                      check=judge(differences(cpu32, device32)),
+                      cuda_vs_cpu_float64=differences(cpu64, device32),
+                      contrast_cuda_tf32_on_vs_cpu_float32=differences(cpu32, device32_tf32))
+    else:
+        result.update(compared="cpu float32", reference="cpu float64", check=judge(differences(cpu64, cpu32)))
+    result["passed"] = result["check"]["passed"]
+    return result
+
+
+# 2. Timings of the default path and --fast.
+
+def timed_config(size: int, steps: int, device: torch.device, fast: bool,
+                 net: argparse.Namespace | None = None) -> StyleConfig:
+    """A timed run's settings; ``net``: the options' ``model``, ``weights`` and ``preprocess`` (None: random
+    VGG19)."""
+    net = net or argparse.Namespace(model="vgg19", weights="random", preprocess=None)
+    return networks.config(net, size=size, steps=steps, device=str(device), fast=fast,
+                           style_weight=STYLE_WEIGHT, content_weight=CONTENT_WEIGHT)
+
+
+def reset_peak(device: torch.device) -> float | None:
+    """``memory.reset_peak`` on CUDA (None on the CPU, whose peak RSS is the benchmark study's job)."""
+    return memory.reset_peak(device) if device.type == "cuda" else None
+
+
+def peak_mib(device: torch.device) -> float | None:
+    return memory.peak_mib(device) if device.type == "cuda" else None
+
+
+def seconds_per_evaluation(network: Any, config: StyleConfig, device: torch.device,
+                           smoke: bool) -> dict[str, Any]:
+    """Median interval between evaluations at ``config.size`` in a run of two LBFGS steps (smoke: one).
+
+    The timed intervals are those of evaluations 22 to 40, in the second step (smoke: 3 to 20), so
+    start-up costs, a bf16 run's float32 first step and the first evaluation after it are left out.
+    """
+    speed = speed_from_config(config, device)
+    content, style = load_image(CONTENT, config.size, device), load_image(STYLE, config.size, device)
+    clock = Clock(device)
+    steps = 1 if smoke else TIMED_STEPS
+    base = reset_peak(device)
+    stopped = None
+    try:
+        settings = TransferSettings(progress=clock, accelerate=accelerator(speed), history_size=speed.history_size)
+        networks.transfer(network, content, style, steps, (config.style_weight, config.content_weight), settings)
+    except RunStopped as exc:
+        stopped = f"{type(exc).__name__} after {exc.step} evaluations"
+    # An LBFGS that stopped before the second step leaves what it ran, its first two evaluations left out.
+    skip = 2 if smoke or clock.evaluations <= LBFGS_STEP + 1 else LBFGS_STEP + 1
+    return {"s_per_eval": clock.per_evaluation(skip), "timed_intervals": max(clock.evaluations - skip, 0),
+            "evaluations": clock.evaluations, "shape": list(content.shape[-2:]), "speed": speed.__dict__,
+            "peak_mib": peak_mib(device), "base_mib": base, "stopped": stopped}
+
+
+def whole_run(config: StyleConfig, device: torch.device) -> dict[str, Any]:
+    """``stylize()`` from the files, as a user runs it: wall time, evaluations, peak memory."""
+    base = reset_peak(device)
+    clock = Clock(device)
+    stopped = None
+    start = clock.stamps[0]
+    try:
+        stylize(CONTENT, STYLE, config, progress=clock)
+    except RunStopped as exc:
+        stopped = f"{type(exc).__name__} after {exc.step} evaluations"
+    sync(device)
+    wall = time.perf_counter() - start
+    return {"steps": config.steps, "evaluations": clock.evaluations, "wall_s": wall,
+            "first_evaluation_s": clock.stamps[1] - start if clock.evaluations else None,
+            "peak_mib": peak_mib(device), "base_mib": base, "stopped": stopped,
+            "scales": getattr(config, "scales", None), "min_size": getattr(config, "min_size", None),
+            "scale_steps": list(getattr(config, "scale_steps", ()) or ())}
+
+
+def time_paths(device: torch.device, sizes: list[int], steps: int, smoke: bool, started: float,
+               budget_s: float, notes: list[str], write: Any, network: Any,
+               net: argparse.Namespace) -> list[dict[str, Any]]:
+    """Part 2: per size, the default path then --fast: seconds per evaluation, then a whole run."""
+    network.features.to(device)
+    rows: list[dict[str, Any]] = []
+    for size in sizes:
+        for name in ("default", "fast"):
+            config = timed_config(size, steps, device, fast=name == "fast", net=net)
+            row: dict[str, Any] = {"size": size, "path": name}
+            rows.append(row)
+            if time.perf_counter() - started > budget_s:
+                notes.append(f"{size} px {name}: skipped, the {budget_s:.0f} s budget is spent")
+                continue
+            try:
+                row["per_eval"] = seconds_per_evaluation(network, config, device, smoke)
+                per_eval = row["per_eval"]["s_per_eval"] or 0.0
+                # Coarse-to-fine sizes cost less per evaluation; up to three extra LBFGS steps of rounding.
+                estimate = 1.3 * per_eval * (steps + 3 * LBFGS_STEP) + 5.0
+                if time.perf_counter() - started + estimate > budget_s:
+                    notes.append(f"{size} px {name}: whole run skipped (estimated {estimate:.0f} s would pass "
+                                 f"the {budget_s:.0f} s budget)")
+                else:
+                    row["run"] = whole_run(config, device)
+            except (StyleTransferError, RuntimeError, ValueError) as exc:  # out of memory, a refused size
+                row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            write()
+    return rows
+
+
+# 3. The bf16 Gram's error bound.
+
+def gram_cases(smoke: bool) -> list[tuple[int, int, bool, bool]]:
+    """(channels, pixels, rows_last, signed) feature maps: 1 to 16 pixel chunks, a remainder, both layouts.
+
+    Signed maps stand for a convolution's output (the tutorial's style losses sit before the ReLU),
+    non-negative ones for a ReLU's.
+    """
+    if smoke:
+        return [(16, 1024, False, True), (32, 4096 + 3, True, True), (16, 2048, False, False)]
+    return [(64, 128 * 128, False, True), (64, 128 * 128 + 5, True, True), (128, 96 * 64, True, False),
+            (256, 64 * 128, False, True), (512, 32 * 64, True, True), (512, 1000, False, False)]
+
+
+def gram_error_ratio(features: torch.Tensor, gram: torch.Tensor, rows_last: bool, n: int) -> dict[str, float]:
+    """Largest ``|gram - exact| / bound`` over the entries, for ``exact`` the float64 Gram of ``features``.
+
+    ``bound = 2^-8 * sum_m |F_im F_jm| / n``. An entry whose bound is 0 (an all-zero channel) must be
+    exact: its ratio counts as infinite otherwise.
+    """
+    f = features.detach().to("cpu", torch.float64)
+    f = f.t() if rows_last else f  # (channels, pixels)
+    exact = f @ f.t() / n
+    bound = GRAM_BOUND_FACTOR * (f.abs() @ f.abs().t()) / n
+    error = (gram.detach().to("cpu", torch.float64) - exact).abs()
+    ratio = torch.where(bound > 0, error / bound.clamp_min(torch.finfo(torch.float64).tiny),
+                        torch.where(error > 0, math.inf, 0.0))
+    return {"max_ratio": float(ratio.max()), "max_rel_error": float(error.max() / exact.abs().max())}
+
+
+def check_bf16_gram(device: torch.device, smoke: bool) -> dict[str, Any]:
+    """Part 3: ``_gram_forward`` on bf16 features on ``device`` against the bound, over ``gram_cases``."""
+    if not bf16_supported(device):
+        what = "GPU" if device.type == "cuda" else "CPU"
+        return {"status": "skipped", "passed": None,
+                "reason": f"no native bf16 on this {what}: the bf16 path is refused there"}
+    generator = torch.Generator().manual_seed(SEED)
+    cases = []
+    for channels, pixels, rows_last, signed in gram_cases(smoke):
+        values = torch.randn(channels, pixels, generator=generator)  # drawn on the CPU: the same on every device
+        values = values if signed else values.relu()
+        features = (values.t().contiguous() if rows_last else values).to(torch.bfloat16).to(device)
+        n = channels * pixels  # the Gram's normalisation for a (1, C, H, W) map: its numel
+        gram = _gram_forward(features, rows_last, n)
+        sync(device)
+        cases.append({"channels": channels, "pixels": pixels, "rows_last": rows_last, "signed": signed,
+                      "gram_dtype": str(gram.dtype), **gram_error_ratio(features, gram, rows_last, n)})
+    worst = max(case["max_ratio"] for case in cases)
+    passed = worst <= 1.0
+    return {"status": "passed" if passed else "failed", "passed": passed, "max_ratio": worst,
+            "bound": "|G - G64| <= 2^-8 * sum_m |F_im F_jm| / n per entry", "cases": cases,
+            "flags": cuda_flags() if device.type == "cuda" else None}
+
+
+# The whole check.
+
+def run(args: argparse.Namespace, device: torch.device, network: Any) -> int:
+    started = time.perf_counter()
+    random = networks.is_random(args)
+    report: dict[str, Any] = reports.start(args, networks.block_of(network, args.weights), device, args.label, **{
+        "device": str(device), "smoke": args.smoke, "passed": None,
+        "settings": {"style_weight": STYLE_WEIGHT, "content_weight": CONTENT_WEIGHT,
+                     "weights": f"random, seed {SEED}" if random else os.path.basename(args.weights),
+                     "sizes": args.sizes, "steps": args.steps, "check_size": args.check_size,
+                     "flags": cuda_flags() if device.type == "cuda" else None},
+        "checks": {}, "timings": [], "notes": []})
+    out = Path(args.out) if args.out else reports.path("gpu_check", report, reports.sizes(args.sizes),
+                                                       ("smoke-" if args.smoke else "") + (args.label or ""))
+
+    def write() -> None:
+        report["wall_s"] = time.perf_counter() - started
+        reports.write(report, out)
+
+    first = report["checks"]["first_evaluation"] = check_first_evaluation(device, args.check_size, network)
+    print_first(first)
+    write()
+    gram = report["checks"]["bf16_gram"] = check_bf16_gram(device, args.smoke)
+    print_gram(gram)
+    write()
+    report["timings"] = time_paths(device, args.sizes, args.steps, args.smoke, started, args.budget_s,
+                                   report["notes"], write, network, args)
+    print_timings(report["timings"])
+    failed = [name for name, check in report["checks"].items() if check["passed"] is False]
+    failed += [f"{row['size']} px {row['path']}" for row in report["timings"] if "error" in row]
+    report["passed"] = not failed
+    write()
+    for note in report["notes"]:
+        print(f"note: {note}")
+    print(f"{'passed' if not failed else 'FAILED: ' + ', '.join(failed)}; total {report['wall_s']:.0f} s; "
+          f"wrote {out}")
+    return 0 if not failed else 1
+
+
+def print_first(first: dict[str, Any]) -> None:
+    check = first["check"]
+    h, w = first["shape"]
+    print(f"first evaluation at {w}x{h}, {first['compared']} against {first['reference']}: loss relative "
+          f"difference {check['loss_rel_diff']:.2e} (tolerance {check['loss_tolerance']:.0e}), gradient "
+          f"{check['grad_max_abs_rel_diff']:.2e} of its max (tolerance {check['grad_tolerance']:.0e}): "
+          f"{'passed' if check['passed'] else 'FAILED'}")
+    sys.stdout.flush()
+
+
+def print_gram(gram: dict[str, Any]) -> None:
+    if gram["status"] == "skipped":
+        print(f"bf16 Gram: skipped ({gram['reason']})")
+    else:
+        print(f"bf16 Gram: largest error / bound {gram['max_ratio']:.3f} over {len(gram['cases'])} feature maps: "
+              f"{gram['status']}")
+    sys.stdout.flush()
+
+
+def print_timings(rows: list[dict[str, Any]]) -> None:
+    for row in rows:
+        per_eval, whole = row.get("per_eval") or {}, row.get("run") or {}
+        text = f"{row['size']} px {row['path']}: "
+        if per_eval.get("s_per_eval") is not None:
+            text += f"{per_eval['s_per_eval']:.4f} s per evaluation"
+        if whole:
+            text += f"; {whole['evaluations']} evaluations in {whole['wall_s']:.1f} s"
+            if whole["peak_mib"] is not None:
+                text += f", peak {whole['peak_mib']:.0f} MiB allocated"
+        if row.get("error"):
+            text += f" error: {row['error']}"
+        print(text)
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """The checks and the timings of a report as Markdown."""
+    first, gram = report["checks"]["first_evaluation"], report["checks"]["bf16_gram"]
+    check = first["check"]
+    h, w = first["shape"]
+    lines = [f"Measured on: {machine_summary(report['machine'])}",
+             networks.summary(report.get("network"), "random"), "",
+             "| check | result | tolerance | passed |", "|---|---|---|---|",
+             f"| first evaluation {w}x{h}, {first['compared']} vs {first['reference']}: loss | "
+             f"{check['loss_rel_diff']:.2e} relative | {check['loss_tolerance']:.0e} | {check['passed']} |",
+             f"| same: gradient max-abs difference / max-abs | {check['grad_max_abs_rel_diff']:.2e} | "
+             f"{check['grad_tolerance']:.0e} | {check['passed']} |"]
+    if gram["status"] == "skipped":
+        lines.append(f"| bf16 Gram within 2^-8 sum\\|F F\\| / n | skipped: {gram['reason']} | | |")
+    else:
+        lines.append(f"| bf16 Gram within 2^-8 sum\\|F F\\| / n | largest error/bound {gram['max_ratio']:.3f} | "
+                     f"1 | {gram['passed']} |")
+    lines += ["", "| size | path | s/evaluation | whole run: evaluations, wall time | peak allocated (MiB) |",
+              "|---|---|---|---|---|"]
+    for row in report["timings"]:
+        per_eval, whole = row.get("per_eval") or {}, row.get("run") or {}
+        shape = per_eval.get("shape")
+        size = f"{shape[1]}x{shape[0]}" if shape else str(row["size"])
+        seconds = per_eval.get("s_per_eval")
+        peak = whole.get("peak_mib")
+        lines.append(f"| {size} | {row['path']} | {'' if seconds is None else f'{seconds:.4f} s'} | "
+                     + (f"{whole['evaluations']}, {whole['wall_s']:.1f} s" if whole else row.get("error", "skipped"))
+                     + f" | {'' if peak is None else f'{peak:.0f}'} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.markdown:
+        print(markdown(json.loads(Path(args.markdown).read_text())))
+        return 0
+    if args.label is not None and not LABEL_RE.match(args.label):
+        print(f"error: --label must be letters, digits, '.', '_' or '-' (a file name part), got {args.label!r}",
+              file=sys.stderr)
+        return 2
+    try:
+        device = torch.device(args.device)
+    except RuntimeError:
+        device = None
+    if device is None or device.type not in ("cuda", "cpu"):
+        print(f"error: --device must be cuda, cuda:N or cpu, got {args.device!r}", file=sys.stderr)
+        return 2
+    if device.type == "cuda" and not torch.cuda.is_available():
+        print("error: no CUDA GPU is available here (the CPU smoke run is --device cpu --smoke)", file=sys.stderr)
+        return 2
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        print(f"error: {args.device} does not exist: {torch.cuda.device_count()} CUDA GPU(s)", file=sys.stderr)
+        return 2
+    if args.steps < 1 or min(args.sizes) < 16 or args.check_size < 16:
+        print("error: --steps must be >= 1 and sizes >= 16 px", file=sys.stderr)
+        return 2
+    if args.threads:
+        torch.set_num_threads(args.threads)  # a script owns its process; the library never does this
+    global STYLE_WEIGHT, CONTENT_WEIGHT
+    try:
+        network = networks.load(args)  # random: load_network(model, "random"), seed 0 (SEED)
+        preset = networks.preset_weights(args)
+    except (StyleTransferError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    args.loss_scale = networks.loss_scale(args, args.loss_scale)
+    STYLE_WEIGHT, CONTENT_WEIGHT = preset[0] * args.loss_scale, preset[1] * args.loss_scale
+    return run(args, device, network)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

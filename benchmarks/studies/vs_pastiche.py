@@ -1,0 +1,139 @@
+"""This tool beside pastiche, the peer that ships the original VGG19: seconds per evaluation, peak memory, pictures.
+
+    python -m benchmarks vs_pastiche [--size 256] [--steps 20,300] [--threads 2] [--rounds 2] \\
+        [--pictures DIR] [--json OUT]
+
+Both run the same network with the same weights (pastiche's quantised VGG19: ``--weights original`` here), the same
+photo and style (images/chelsea.png in images/ihc.png), the same size (the long side, ``--size`` in both) and the
+same layers (content relu4_2, style relu1_1 .. relu5_1: pastiche's defaults, given to ``stylize`` as
+``--content-layers`` and ``--style-layers``), each with its own loss weights, optimiser settings and defaults
+otherwise. Each is its own command in a fresh process (``stylize``, ``pastiche``), one after the other, alternating,
+``--rounds`` times, on whatever threads ``--threads`` gives both (OMP_NUM_THREADS, and stylize's --threads).
+
+Per evaluation: each tool runs a short and a long job (``--steps``: stylize's steps; pastiche is given as many
+evaluations as stylize ran, which its records tell: pastiche's LBFGS takes one evaluation a step), and the seconds
+per evaluation are the difference of the two wall times over the difference of their evaluations, so start-up
+(imports, loading the weights, the targets) cancels. Start-up is reported apart: the short job's time less its
+evaluations at that rate. Peak memory is the long job's maximum resident set (``wait4``'s ru_maxrss). The median
+over rounds is printed, with the ratios pastiche / ours. The long jobs' pictures go to ``--pictures``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ..scoring import CONTENT, ROOT, STYLE
+
+CONTENT_LAYERS = ("relu4_2",)  # pastiche's block4_relu2
+STYLE_LAYERS = ("relu1_1", "relu2_1", "relu3_1", "relu4_1", "relu5_1")  # its block1_relu1 .. block5_relu1
+
+
+def timed(command: list[str], env: dict[str, str]) -> tuple[float, int]:
+    """Run ``command``; its wall seconds and peak resident memory in bytes (this child's alone)."""
+    from ..memory import run_child
+
+    try:
+        return run_child(command, cwd=ROOT, env=env)
+    except subprocess.CalledProcessError as exc:
+        sys.exit(f"vs_pastiche: {command[0]} failed (exit {exc.returncode}): {exc.stderr}")
+
+
+def ours(out: Path, size: int, steps: int, threads: int) -> list[str]:
+    return [shutil.which("stylize") or "stylize", str(CONTENT), str(STYLE), "-o", str(out), "--size", str(size),
+            "--steps", str(steps), "--weights", "original", "--content-layers", ",".join(CONTENT_LAYERS),
+            "--style-layers", ",".join(STYLE_LAYERS), "--seed", "0", "--threads", str(threads), "--device", "cpu",
+            "-q"]
+
+
+def theirs(out: Path, size: int, evaluations: int) -> list[str]:
+    return [shutil.which("pastiche") or "pastiche", "--content", str(CONTENT), "--styles", str(STYLE), "--output",
+            str(out), "--size", str(size), "--num-steps", str(evaluations), "--device", "cpu", "--seed", "0",
+            "--no-verbose"]
+
+
+def evaluations_of(path: Path) -> int:
+    from style_transfer.io.metadata import read_record
+
+    return int(read_record(path)["evaluations"])
+
+
+def measure(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
+    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads)}
+    short, long = args.steps
+    rounds: list[dict[str, Any]] = []
+    for round_ in range(args.rounds):
+        row: dict[str, Any] = {}
+        for name in ("ours", "pastiche"):
+            runs = []
+            for steps in (short, long):
+                out = folder / f"{name}-{steps}.png"
+                if name == "ours":
+                    seconds, peak = timed(ours(out, args.size, steps, args.threads), env)
+                    count = evaluations_of(out)
+                else:
+                    count = row["ours"]["evaluations"][len(runs)]  # as many evaluations as stylize ran
+                    seconds, peak = timed(theirs(out, args.size, count), env)
+                runs.append((count, seconds, peak))
+            (e0, t0, _), (e1, t1, peak) = runs
+            per = (t1 - t0) / (e1 - e0)
+            row[name] = {"evaluations": [e0, e1], "seconds": [round(t0, 2), round(t1, 2)],
+                         "seconds_per_evaluation": per, "startup_seconds": t0 - e0 * per, "peak_rss_bytes": peak}
+            print(f"round {round_ + 1} {name}: {per:.4f} s/evaluation, start-up {t0 - e0 * per:.1f} s, "
+                  f"peak {peak / 2**20:.0f} MiB ({e0} and {e1} evaluations in {t0:.1f} and {t1:.1f} s)", flush=True)
+        rounds.append(row)
+    if args.pictures is not None:
+        args.pictures.mkdir(parents=True, exist_ok=True)
+        for name in ("ours", "pastiche"):
+            shutil.copyfile(folder / f"{name}-{long}.png", args.pictures / f"vs-pastiche-{name}.png")
+    median = {name: {key: statistics.median(r[name][key] for r in rounds)
+                     for key in ("seconds_per_evaluation", "startup_seconds", "peak_rss_bytes")}
+              for name in ("ours", "pastiche")}
+    return {"rounds": rounds, "median": median,
+            "ratios": {key: median["pastiche"][key] / median["ours"][key]
+                       for key in ("seconds_per_evaluation", "startup_seconds", "peak_rss_bytes")}}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size", type=int, default=256)
+    parser.add_argument("--steps", default="20,300", help="stylize's steps of the short and the long job")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--pictures", type=Path, default=None, help="folder for the long jobs' pictures")
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args(argv)
+    args.steps = tuple(int(s) for s in args.steps.split(","))
+    if len(args.steps) != 2 or not 0 < args.steps[0] < args.steps[1]:
+        parser.error("--steps takes two step counts, the short job's first: 20,300")
+    if shutil.which("pastiche") is None:
+        sys.exit("vs_pastiche: needs pastiche: pip install '.[original]'")
+    from .. import report as reports
+
+    with tempfile.TemporaryDirectory() as folder:
+        found = measure(args, Path(folder))
+    from importlib.metadata import version
+
+    report = {**reports.start(args, {"model": "vgg19", "weights": "original", "preprocess": "caffe"}), "size": args.size, "steps": list(args.steps), "threads": args.threads,
+              "content": CONTENT.name, "style": STYLE.name, "layers": {"content": CONTENT_LAYERS, "style": STYLE_LAYERS},
+              "versions": {"pastiche": version("pastiche")}, **found}
+    ratios = found["ratios"]
+    print(f"{args.size} px, {args.threads} threads, median of {args.rounds} rounds:")
+    for name in ("ours", "pastiche"):
+        m = found["median"][name]
+        print(f"  {name:9s} {m['seconds_per_evaluation']:.4f} s/evaluation, start-up {m['startup_seconds']:.1f} s, "
+              f"peak {m['peak_rss_bytes'] / 2**20:.0f} MiB")
+    print(f"  pastiche / ours: {ratios['seconds_per_evaluation']:.2f}x the time per evaluation, "
+          f"{ratios['startup_seconds']:.2f}x the start-up, {ratios['peak_rss_bytes']:.2f}x the peak memory")
+    reports.write(report, args.json or reports.path("vs_pastiche", report, args.size))
+
+
+if __name__ == "__main__":
+    main()
