@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import StyleConfig
+from ..config.style import StyleConfig
 from ..config.text import SETTINGS, config_from_text, setting_of
 from ..io.files import file_identity, shown
 

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from ..layers import MODELS, POOLINGS  # noqa: F401  (re-exported: the settings' choices in one place)
-from ..presets import LOSS_FORMS, PRESET_NAMES, STYLE_LOSSES  # noqa: F401
-
 # Long side of the working image when `size` is None. The tutorial uses 512 on a GPU and
 # 128 on a CPU; on a 2-core CPU 448 px runs the default 300 steps in 2.5 to 3.5 minutes.
 GPU_DEFAULT_SIZE = 512
@@ -16,7 +13,7 @@ OPTIMIZERS = ("lbfgs", "adam")
 # How the losses are backpropagated: one backward of their sum (today's tutorial), or one
 # backward per loss module with the graph retained (the 2017 tutorial); see docs/retain_graph.md.
 BACKWARDS = ("combined", "per-module")
-# What the weights expect of an image in [0, 1] (core.vgg.make_normalization; named here so config needs no torch).
+# What the weights expect of an image in [0, 1] (networks.vgg.make_normalization; named here so config needs no torch).
 PREPROCESSINGS = ("torchvision", "caffe", "caffe256")
 PRECISIONS = ("fp32", "bf16")
 # What the optimiser moves: the image's pixels (the tutorial's) or its scaled Fourier coefficients (core/parametrization.py).

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from ..config import PARAMETRIZATIONS
+from ..config.choices import PARAMETRIZATIONS
 
 FOURIER_EXPONENT = 0.5  # the scale 1/f**0.5: 1/f and a Laplacian pyramid measured worse (docs/speed.md)
 # An LBFGS run in the Fourier basis moves to a flat scale (exponent 0) after this share of its planned evaluations,

@@ -11,12 +11,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..config import CPU_DEFAULT_SIZE, GPU_DEFAULT_SIZE, StyleConfig
-from ..core.steps import LBFGS_MAX_ITER, planned_evaluations  # noqa: F401  (the plan's counts are the loop's)
-from ..speed.levers import FAST_HISTORY_SIZE, fast_levers  # noqa: F401  (what --fast turns on; shown by --print-config)
+from ..config.choices import CPU_DEFAULT_SIZE, GPU_DEFAULT_SIZE
+from ..config.style import StyleConfig
+from ..core.steps import planned_evaluations  # the plan's counts are the loop's
 
 # --fast runs one size (config.FAST_SCALES) for this share of --steps (300 steps: 240 evaluations), in the Fourier
-# basis (speed.levers). On the real VGG16 at 256 px (2-core AVX512-BF16 EPYC, bf16) the cat in the stain, a pair the
+# basis (fast.levers). On the real VGG16 at 256 px (2-core AVX512-BF16 EPYC, bf16) the cat in the stain, a pair the
 # basis was tuned on, reached the default's loss at its 216th evaluation; the untuned rocket in gravel stood at 1.04x
 # and the astronaut in grass at 1.07x after 240, where 180 (the share 0.6 before 2026-12-03) left them at 1.07x and
 # 1.13x; with the basis flat from half the run, 1.02x and 1.03x after 240 (benchmarks/time_to_quality.py,

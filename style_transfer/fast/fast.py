@@ -2,7 +2,7 @@
 
 Nothing here runs on the default path: ``StyleConfig()`` computes exactly what the tutorial
 computes. Each option trades something, stated on its ``StyleConfig`` field and in docs/speed.md. The Gram
-kernels are ``speed.kernels``, what the device can do ``speed.hardware``, what --fast turns on ``speed.levers``.
+kernels are ``fast.kernels``, what the device can do ``fast.hardware``, what --fast turns on ``fast.levers``.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..config import StyleConfig
-from ..core.losses import ContentLoss, StyleLoss
-from ..core.steps import LBFGS_MAX_ITER, TORCH_LBFGS_HISTORY  # noqa: F401  (TORCH_LBFGS_HISTORY: its old home)
-from .hardware import bf16_pays_off, bf16_supported, check_bf16, physical_cores  # noqa: F401  (their old home)
-from .kernels import FastContentLoss, FusedStyleLoss, _ReluGram, fused_gram_matrix  # noqa: F401
+from ..config.style import StyleConfig
+from ..losses.tutorial import ContentLoss, StyleLoss
+from ..core.steps import LBFGS_MAX_ITER, TORCH_LBFGS_HISTORY
+from .hardware import bf16_pays_off, check_bf16
+from .kernels import FastContentLoss, FusedStyleLoss, _ReluGram
 from .levers import fast_levers  # what --fast turns on, worked out without torch
 
 

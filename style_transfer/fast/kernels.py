@@ -1,12 +1,12 @@
 """The Gram matrix's cheaper backward (``--fused-gram``): one matmul added into the next ReLU's gradient, and a
-bf16 Gram over chunks of pixels added in float32; the loss modules that use it (``speed.fast.accelerate``)."""
+bf16 Gram over chunks of pixels added in float32; the loss modules that use it (``fast.fast.accelerate``)."""
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
-from ..core.losses import ContentLoss, StyleLoss
+from ..losses.tutorial import ContentLoss, StyleLoss
 
 
 class _Gram(torch.autograd.Function):

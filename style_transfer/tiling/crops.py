@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from ..core.vgg import VGG_LAYOUTS, Normalization
+from ..layers import VGG_LAYOUTS
+from ..networks.vgg import Normalization
 
 # (kernel, stride, padding) of a layer along one axis.
 Spec = tuple[int, int, int]

@@ -1,6 +1,6 @@
 """Which tile each working size of a run uses, and what a tiled run costs in memory (docs/print-size.md):
 chosen from the free memory where a size does not fit untiled, refused in one line where nothing fits. The
-evaluation over crops itself is ``speed.tiling``."""
+evaluation over crops itself is ``tiling.tiling``."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from collections.abc import Sequence
 import torch
 
 from . import memory as guards
-from ..config import StyleConfig
+from ..config.style import StyleConfig
 from ..core.steps import TORCH_LBFGS_HISTORY
 from ..errors import ResourceError
 from ..layers import model_layer_names, resolve_layers
 from .crops import check_tile, vgg19_geometry, vgg19_mask_bytes, vgg19_target_bytes
-from .fast import Speed
+from ..fast.fast import Speed
 
 
 def needs_tiles(height: int, width: int, tile: int | None) -> bool:
@@ -71,7 +71,7 @@ def plan_tiles(sizes: Sequence[int], size_fn: guards.SizeFn, config: StyleConfig
     content_layers, style_layers = resolve_layers(config.content_layers, names), resolve_layers(config.style_layers,
                                                                                                 names)
     geometry = vgg19_geometry(tuple(content_layers) + tuple(style_layers), config.model)
-    guided = styles if config.style_masks else 0  # masks followed to each loss's whole map (speed.tiling)
+    guided = styles if config.style_masks else 0  # masks followed to each loss's whole map (tiling.tiling)
     targets = vgg19_target_bytes(content_layers, config.model) + vgg19_mask_bytes(
         style_layers, content_layers, guided, config.content_mask is not None, config.model)
     losses = guards.StyleLossPlan.of(config, styles)

@@ -1,5 +1,5 @@
 """Tiled evaluation: the untiled loss and image gradient from overlapping crops, so memory stays flat (which
-tile each size takes, and its memory: ``speed.tile_plans``).
+tile each size takes, and its memory: ``tiling.plans``).
 
 After Galerne, Raad, Lezama and Morel, "Scaling Painting Style Transfer" (EGSR 2024). A
 style loss depends on the features only through Gram matrices, sums over positions, so they can be
@@ -32,14 +32,12 @@ import torch
 from torch import nn
 
 from ..core.backward import weighted_scores
-from ..core.loss_terms import (PaperContentLoss, TotalVariationLoss, WeightedStyleLoss, normalized_blend,
-                               paper_style_loss, style_alphas)
-from ..core.losses import ContentLoss, StyleLoss
-from ..core.masks import Guides, GuidedStyleLoss, MaskedContentLoss, check_alpha, follow, region_weight
-from ..core.statistics import GuidedWassersteinLoss, WassersteinStyleLoss, wasserstein_of, wasserstein_target_of
-# The planning's names were here before it had its own module (docs/api.md, "What moved").
-from .tile_plans import (ADVICE_TILE, TILE_STEP, TILED_HISTORY_SIZE, TILED_IMAGE_COPIES, advice_tile,  # noqa: F401
-                         largest_tiled_size, needs_tiles, plan_tiles, tiled_estimate_bytes, tiled_speed)
+from ..losses.terms import (PaperContentLoss, TotalVariationLoss, WeightedStyleLoss, normalized_blend, paper_style_loss,
+                            region_weight, style_alphas)
+from ..losses.tutorial import ContentLoss, StyleLoss
+from ..losses.masks import Guides, GuidedStyleLoss, MaskedContentLoss, check_alpha, follow
+from ..losses.statistics import GuidedWassersteinLoss, WassersteinStyleLoss, wasserstein_of, wasserstein_target_of
+from .plans import needs_tiles
 from .crops import Crop, check_tile, layer_spec, network_geometry, plan_crops
 
 STAND_IN_SIDE = 32  # VGG19's deepest layer (after its 5th pool) still has a position at this side
@@ -490,7 +488,7 @@ def _check_image(image: torch.Tensor) -> None:
 
 def _check_loss_module(module: nn.Module) -> None:
     """Only the loss classes whose formulas ``_style_loss_of_gram`` and ``_content_terms`` know."""
-    from .fast import FastContentLoss, FusedStyleLoss  # the fast forms of the same formulas
+    from ..fast.kernels import FastContentLoss, FusedStyleLoss  # the fast forms of the same formulas
 
     if type(module) not in (StyleLoss, WeightedStyleLoss, FusedStyleLoss, WassersteinStyleLoss, GuidedStyleLoss,
                             GuidedWassersteinLoss, ContentLoss, PaperContentLoss, FastContentLoss, MaskedContentLoss):

