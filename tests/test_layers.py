@@ -8,8 +8,8 @@ from torch import nn
 
 from style_transfer import StyleConfig, get_style_model_and_losses
 from style_transfer.layers import VGG19_LAYER_NAMES, replace_pooling, resolve_layer, resolve_layers
-from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD
-from style_transfer.core.transfer import layer_names
+from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD
+from style_transfer.core.style_model import layer_names
 
 
 def paper_module(cnn: nn.Sequential, name: str) -> nn.Module:

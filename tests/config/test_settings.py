@@ -10,7 +10,8 @@ from pathlib import Path
 import click
 import pytest
 
-from style_transfer.config import SECTIONS, StyleConfig
+from style_transfer.config.fields import SECTIONS
+from style_transfer.config.style import StyleConfig
 from style_transfer.config.fields import KINDS
 from style_transfer.config.text import SETTINGS, config_from_text, parse_settings, parse_value, setting_of
 
@@ -133,7 +134,8 @@ def test_the_web_form_gets_each_fields_declared_limits(tmp_path: Path) -> None:
     pytest.importorskip("httpx", reason="FastAPI's TestClient needs httpx")
     from fastapi.testclient import TestClient
 
-    from style_transfer.web.app import FORM_SETTINGS, Limits, create_app
+    from style_transfer.web.form import FORM_SETTINGS, Limits
+    from style_transfer.web.app import create_app
 
     with TestClient(create_app(tmp_path, weights="random", limits=Limits(max_size=96))) as client:
         settings = client.get("/api/options").json()["settings"]
@@ -156,8 +158,8 @@ def test_library_messages_name_settings_as_the_api_and_the_commands_show_flags(t
     from style_transfer.cli.stylize import main
     from style_transfer.config.text import as_options
     from style_transfer.io.provenance import check_replay_inputs, replay_config
-    from style_transfer.speed import hardware
-    from style_transfer.speed.memory import fitting_advice, out_of_memory
+    from style_transfer.fast import hardware
+    from style_transfer.tiling.memory import fitting_advice, out_of_memory
 
     from ..conftest import IMAGES
     from ..helpers import one_error_line, run_command

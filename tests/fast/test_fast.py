@@ -14,17 +14,21 @@ from click.testing import CliRunner
 
 from style_transfer import StyleConfig, stylize
 from style_transfer.cli.stylize import main
-from style_transfer.speed import hardware
-from style_transfer.speed.kernels import _ReluGram
-from style_transfer.speed.fast import (BF16_EXACT_START, BF16_EXACT_START_FOURIER, BF16_FINISH_EVALUATIONS,
-                                       FastContentLoss, FusedStyleLoss, Speed, accelerate, accelerator, bf16_supported,
-                                       fused_gram_matrix, speed_from_config)
-from style_transfer.run.plans import FAST_HISTORY_SIZE, FAST_STEPS_SHARE, LBFGS_MAX_ITER, plan_run, scale_budgets, scale_sizes
+from style_transfer.fast import hardware
+from style_transfer.fast.kernels import _ReluGram
+from style_transfer.fast.fast import (BF16_EXACT_START, BF16_EXACT_START_FOURIER, BF16_FINISH_EVALUATIONS, Speed,
+                                      accelerate, accelerator, speed_from_config)
+from style_transfer.fast.kernels import FastContentLoss, FusedStyleLoss, fused_gram_matrix
+from style_transfer.fast.hardware import bf16_supported
+from style_transfer.fast.levers import FAST_HISTORY_SIZE
+from style_transfer.run.plans import FAST_STEPS_SHARE, plan_run, scale_budgets, scale_sizes
+from style_transfer.core.steps import LBFGS_MAX_ITER
 from style_transfer.io.images import load_image, pil_to_tensor
-from style_transfer.core.losses import gram_matrix
-from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD
-from style_transfer.core.stats import RunStats
-from style_transfer.core.transfer import get_style_model_and_losses, optimize
+from style_transfer.losses.tutorial import gram_matrix
+from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD
+from style_transfer.core.run_stats import RunStats
+from style_transfer.core.style_model import get_style_model_and_losses
+from style_transfer.core.transfer import optimize
 
 from ..helpers import transfer
 
@@ -454,10 +458,10 @@ class TestConfig:
         about the loss of float32) and on a GPU that has it natively, float32 elsewhere ("avx512": AVX-512 without
         bf16 instructions, where oneDNN would convert); an explicit --precision bf16 still runs bf16 on a CPU that has
         it."""
-        monkeypatch.setattr("style_transfer.speed.hardware.bf16_supported", lambda device: native_bf16)
+        monkeypatch.setattr("style_transfer.fast.hardware.bf16_supported", lambda device: native_bf16)
         flags = {"avx512f"} | {"amx": {"avx512_bf16", "amx_bf16", "amx_tile"}, "avx512_bf16": {"avx512_bf16"},
                                "avx512": set()}[cpu]
-        monkeypatch.setattr("style_transfer.speed.hardware._cpu_flags", lambda: flags)
+        monkeypatch.setattr("style_transfer.fast.hardware._cpu_flags", lambda: flags)
         speed = speed_from_config(StyleConfig(fast=True), torch.device(device))
         assert speed == Speed(precision, True, True, 100, "fourier")
         pixels = speed_from_config(StyleConfig(fast=True, parametrization="pixels"), torch.device(device))
@@ -467,7 +471,7 @@ class TestConfig:
         assert speed_from_config(StyleConfig(), CPU) == Speed("fp32", False, False, 100)  # the tutorial's
 
     def test_bf16_refused_where_unsupported(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        monkeypatch.setattr("style_transfer.speed.hardware.bf16_supported", lambda device: False)
+        monkeypatch.setattr("style_transfer.fast.hardware.bf16_supported", lambda device: False)
         with pytest.raises(ValueError, match="bf16.*not available"):
             speed_from_config(StyleConfig(precision="bf16"), CPU)
         assert speed_from_config(StyleConfig(fast=True), CPU).precision == "fp32"  # --fast falls back
@@ -508,7 +512,7 @@ def test_native_bf16_asks_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 
 def test_cli_refuses_bf16_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("style_transfer.speed.hardware.bf16_supported", lambda device: False)
+    monkeypatch.setattr("style_transfer.fast.hardware.bf16_supported", lambda device: False)
     out = tmp_path / "o.png"
     result = CliRunner().invoke(main, [str(IMAGES / "chelsea.png"), str(IMAGES / "ihc.png"), "-o", str(out),
                                        "--weights", "random", "--size", "32", "--steps", "1", "--device", "cpu",

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from style_transfer.config import StyleConfig
+from style_transfer.config.style import StyleConfig
 from style_transfer.io.images import pil_to_tensor
-from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD
+from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD
 from style_transfer.run.run import Run
-from style_transfer.core.transfer import get_style_model_and_losses
+from style_transfer.core.style_model import get_style_model_and_losses
 
 from ..conftest import small_image
 

@@ -1,4 +1,4 @@
-"""Style masks with the W2 and sliced losses (issue 26.1 and 26.2, core/statistics.py's guided losses).
+"""Style masks with the W2 and sliced losses (issue 26.1 and 26.2, losses/statistics.py's guided losses).
 
 Each guided loss's value and gradient against a plain second computation in float64 (numpy: the W2 gradient
 from its closed form, the sliced one direction at a time), an all-white mask giving the unmasked loss exactly,
@@ -13,15 +13,10 @@ import numpy as np
 import pytest
 import torch
 
-from style_transfer.core import masks
-from style_transfer.core.statistics import (
-    GuidedSlicedLoss,
-    GuidedWassersteinLoss,
-    SlicedStyleLoss,
-    WassersteinStyleLoss,
-    make_statistics_loss,
-)
-from style_transfer.core.transfer import get_style_model_and_losses
+from style_transfer.losses import masks
+from style_transfer.losses.statistics import (GuidedSlicedLoss, GuidedWassersteinLoss, SlicedStyleLoss,
+                                              WassersteinStyleLoss, make_statistics_loss)
+from style_transfer.core.style_model import get_style_model_and_losses
 
 from .test_masks import assert_red_and_blue_halves, guided_backward_gradients, half_masks, to_mask
 

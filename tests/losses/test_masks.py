@@ -1,4 +1,4 @@
-"""Spatial control (issue 26.1, core/masks.py): guided Gram matrices, masks through the layers, the fill rule,
+"""Spatial control (issue 26.1, losses/masks.py): guided Gram matrices, masks through the layers, the fill rule,
 the masked content loss, one-line errors, and the acceptance test on the real VGG16 (red left, blue right)."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from PIL import Image
 from torch import nn
 
 from style_transfer import StyleConfig
-from style_transfer.core import masks
-from style_transfer.core.losses import ContentLoss, gram_matrix
+from style_transfer.losses import masks
+from style_transfer.losses.tutorial import ContentLoss, gram_matrix
 from style_transfer.run.run import Run
-from style_transfer.core.transfer import get_style_model_and_losses
+from style_transfer.core.style_model import get_style_model_and_losses
 
 from ..conftest import IMAGES, small_image
 from ..helpers import FAST, one_error_line, invoke_stylize as invoke
@@ -228,7 +228,7 @@ class TestErrors:
 
     @pytest.mark.parametrize("loss", ["wasserstein", "sliced"])
     def test_masks_take_the_other_style_losses_too(self, files, tmp_path: Path, loss: str) -> None:
-        """Refused before the guided W2 and sliced losses (tests/core/test_guided_statistics.py) were built."""
+        """Refused before the guided W2 and sliced losses (tests/losses/test_guided_statistics.py) were built."""
         out = tmp_path / "o.png"
         invoke([CAT, STYLE, str(IMAGES / "brick.png"), "-o", str(out), *FAST, "--style-mask", files["left"],
                 "--style-loss", loss], 0)

@@ -65,7 +65,8 @@ def test_replay_takes_the_masks_again_and_checks_them(tmp_path: Path) -> None:
 def test_resume_takes_the_masks_again(tmp_path: Path) -> None:
     """The checkpoint holds the masks' hashes: resuming with another mask is refused in one line."""
     from style_transfer import StyleConfig
-    from style_transfer.run.run import Run, RunOptions
+    from style_transfer.run.run import Run
+    from style_transfer.config.run_options import RunOptions
 
     mask, other = tmp_path / "left.png", tmp_path / "right.png"
     left_mask(451, 300).save(mask)

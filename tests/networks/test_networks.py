@@ -12,11 +12,11 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from style_transfer.config import StyleConfig
+from style_transfer.config.style import StyleConfig
 from style_transfer.errors import WeightsError
 from style_transfer.layers import VGG16_LAYER_NAMES, paper_names
-from style_transfer.core.vgg import (CaffeNormalization, Normalization, load_network, make_normalization,
-                                     random_vgg_features)
+from style_transfer.networks.vgg import (CaffeNormalization, Normalization, load_network, make_normalization,
+                                         random_vgg_features)
 from style_transfer.presets import preset_values
 
 from ..conftest import small_image
@@ -51,8 +51,8 @@ def test_caffe_normalization_is_the_formula_written_out() -> None:
 
 def test_the_default_path_is_unchanged_by_the_preprocessing_module(cnn, content_32, style_32) -> None:
     """The tutorial's Normalization(mean, std) and the module torchvision's weights get give the same model."""
-    from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD
-    from style_transfer.core.transfer import get_style_model_and_losses
+    from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD
+    from style_transfer.core.style_model import get_style_model_and_losses
 
     image = content_32.clone()
     losses = []

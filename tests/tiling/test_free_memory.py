@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from style_transfer.speed import memory as guards
+from style_transfer.tiling import memory as guards
 
 CPU = torch.device("cpu")
 GIB = 2**30

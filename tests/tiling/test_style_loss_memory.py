@@ -1,4 +1,4 @@
-"""The memory estimate counts what the W2 and sliced losses keep (speed/memory.py ``StyleLossPlan``), checked
+"""The memory estimate counts what the W2 and sliced losses keep (tiling/memory.py ``StyleLossPlan``), checked
 against the sizes of the tensors the loss modules really hold and save for backward."""
 
 from __future__ import annotations
@@ -7,12 +7,12 @@ import pytest
 import torch
 
 from style_transfer import StyleConfig
-from style_transfer.core import masks
-from style_transfer.core.transfer import get_style_model_and_losses
+from style_transfer.losses import masks
+from style_transfer.core.style_model import get_style_model_and_losses
 from style_transfer.errors import ResourceError
-from style_transfer.speed import memory as guards
-from style_transfer.speed import tiling
-from style_transfer.speed.fast import Speed
+from style_transfer.tiling import memory as guards
+from style_transfer.tiling import plans as tile_plans
+from style_transfer.fast.fast import Speed
 
 LAYERS = ("conv_1", "conv_2", "conv_3", "conv_4", "conv_5")  # the tutorial's (two pools' worth of sizes)
 CONTENT_HW, STYLE_HW = (41, 58), (37, 45)  # odd sizes: the pools round down
@@ -107,8 +107,8 @@ def test_a_size_that_fits_the_gram_loss_is_refused_for_the_sliced_one() -> None:
     plan = guards.StyleLossPlan.of(sliced)
     assert plan.bytes((512, 512), (512, 512)) > 0.3 * 2**30
     available = gram_need + 2**20
-    assert tiling.plan_tiles([512], squares, StyleConfig(size=512, device="cpu"), Speed(), torch.device("cpu"),
+    assert tile_plans.plan_tiles([512], squares, StyleConfig(size=512, device="cpu"), Speed(), torch.device("cpu"),
                              available) == [None]
     with pytest.raises(ResourceError, match="size 512 px needs about") as info:
-        tiling.plan_tiles([512], squares, sliced, Speed(), torch.device("cpu"), available)
+        tile_plans.plan_tiles([512], squares, sliced, Speed(), torch.device("cpu"), available)
     assert "the largest size that fits is about" in str(info.value)

@@ -10,10 +10,10 @@ import torch
 from PIL import Image
 
 from style_transfer import StyleConfig
-from style_transfer.core import masks
-from style_transfer.core.masks import GuidedStyleLoss
-from style_transfer.core.statistics import GuidedWassersteinLoss, WassersteinStyleLoss
-from style_transfer.speed import tiling
+from style_transfer.losses import masks
+from style_transfer.losses.masks import GuidedStyleLoss
+from style_transfer.losses.statistics import GuidedWassersteinLoss, WassersteinStyleLoss
+from style_transfer.tiling import tiling
 
 from .test_tiling import build, cnn64, rand, relative, run_images, tiled, untiled  # noqa: F401  (cnn64: a fixture)
 

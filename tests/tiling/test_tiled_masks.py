@@ -15,11 +15,11 @@ from PIL import Image
 
 from style_transfer import StyleConfig
 from style_transfer.cli.stylize import main
-from style_transfer.core import masks
-from style_transfer.core.masks import GuidedStyleLoss, MaskedContentLoss
-from style_transfer.core.statistics import GuidedWassersteinLoss
+from style_transfer.losses import masks
+from style_transfer.losses.masks import GuidedStyleLoss, MaskedContentLoss
+from style_transfer.losses.statistics import GuidedWassersteinLoss
 from style_transfer.layers import model_layer_names, resolve_layers
-from style_transfer.speed import crops, tiling
+from style_transfer.tiling import crops, tiling
 
 from .test_tiling import build, cnn64, rand, relative, run_images, tiled, untiled  # noqa: F401  (cnn64: a fixture)
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from style_transfer import StyleConfig
-from style_transfer.core.statistics import WassersteinStyleLoss
-from style_transfer.speed import tiling
+from style_transfer.losses.statistics import WassersteinStyleLoss
+from style_transfer.tiling import tiling
 
 from .test_tiling import build, cnn64, rand, relative, run_images, tiled, untiled  # noqa: F401  (cnn64: a fixture)
 

@@ -15,17 +15,17 @@ import pytest
 import torch
 from torch import nn
 
-from style_transfer.speed import crops, memory as guards, tiling
+from style_transfer.tiling import crops, memory as guards, plans as tile_plans, tiling
 from style_transfer.core.backward import weighted_scores
-from style_transfer.config import StyleConfig
+from style_transfer.config.style import StyleConfig
 from style_transfer.errors import ResourceError
-from style_transfer.speed.fast import Speed, accelerator
-from style_transfer.core.loss_terms import TotalVariationLoss
-from style_transfer.core.losses import gram_matrix
-from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD, VGG19_LAYOUT
+from style_transfer.fast.fast import Speed, accelerator
+from style_transfer.losses.terms import TotalVariationLoss
+from style_transfer.losses.tutorial import gram_matrix
+from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD, VGG19_LAYOUT
 from style_transfer.presets import preset_values
 from style_transfer.run.run import Run
-from style_transfer.core.transfer import get_style_model_and_losses
+from style_transfer.core.style_model import get_style_model_and_losses
 from style_transfer.run.prepare import working_sizes
 
 from ..helpers import transfer
@@ -330,7 +330,7 @@ def test_a_size_that_does_not_fit_runs_tiled(monkeypatch: pytest.MonkeyPatch) ->
     content, style = rand(1, 3, 85, 128, seed=12, dtype=torch.float32), rand(1, 3, 128, 128, seed=13,
                                                                            dtype=torch.float32)
     speed = Speed()
-    free = tiling.tiled_estimate_bytes((85, 128), (128, 128), 64, speed, crops.vgg19_target_bytes(["conv_4"]))
+    free = tile_plans.tiled_estimate_bytes((85, 128), (128, 128), 64, speed, crops.vgg19_target_bytes(["conv_4"]))
     assert free < guards.estimate_bytes((85, 128), (128, 128), speed)
     monkeypatch.setattr(guards, "available_bytes", lambda device: free)
     evaluate, sizes = tiling.TiledStyleModel.evaluate, []
@@ -390,21 +390,21 @@ def test_tiles_are_chosen_only_where_a_size_does_not_fit() -> None:
     config = StyleConfig(size=128, scales=2)
     speed = Speed()
     untiled_need = guards.estimate_bytes((85, 128), (128, 128), speed)
-    tiled_need = tiling.tiled_estimate_bytes((85, 128), (128, 128), 64, tiling.tiled_speed(speed),
+    tiled_need = tile_plans.tiled_estimate_bytes((85, 128), (128, 128), 64, tile_plans.tiled_speed(speed),
                                              crops.vgg19_target_bytes(["conv_4"]))  # 10 LBFGS pairs there
     assert tiled_need < untiled_need
     cpu = torch.device("cpu")
-    assert tiling.plan_tiles([64, 128], sizes_of(), config, speed, cpu, available=untiled_need) == [None, None]
-    assert tiling.plan_tiles([64, 128], sizes_of(), config, speed, cpu, available=tiled_need) == [None, 64]
+    assert tile_plans.plan_tiles([64, 128], sizes_of(), config, speed, cpu, available=untiled_need) == [None, None]
+    assert tile_plans.plan_tiles([64, 128], sizes_of(), config, speed, cpu, available=tiled_need) == [None, 64]
     with pytest.raises(ResourceError, match="size 128 px needs about"):
-        tiling.plan_tiles([128], sizes_of(), config, speed, cpu, available=tiled_need - 1)
+        tile_plans.plan_tiles([128], sizes_of(), config, speed, cpu, available=tiled_need - 1)
     per_module = StyleConfig(size=128, backward="per-module")
     with pytest.raises(ResourceError, match="tiles of 64 px would fit, but tiling cannot run with backward"):
-        tiling.plan_tiles([128], sizes_of(), per_module, speed, cpu, available=tiled_need)
+        tile_plans.plan_tiles([128], sizes_of(), per_module, speed, cpu, available=tiled_need)
     explicit = StyleConfig(size=128, tile=40)
-    assert tiling.plan_tiles([64, 128], sizes_of(), explicit, speed, cpu, available=None) == [40, 40]
+    assert tile_plans.plan_tiles([64, 128], sizes_of(), explicit, speed, cpu, available=None) == [40, 40]
     with pytest.raises(ValueError, match="give at least 26 px"):
-        tiling.plan_tiles([128], sizes_of(), StyleConfig(size=128, tile=20), speed, cpu, available=None)
+        tile_plans.plan_tiles([128], sizes_of(), StyleConfig(size=128, tile=20), speed, cpu, available=None)
 
 
 def test_tiled_estimate_by_hand() -> None:
@@ -412,7 +412,7 @@ def test_tiled_estimate_by_hand() -> None:
     content, style, crop = 1000 * 2000, 500 * 600, 256 * 256
     targets = crops.vgg19_target_bytes(["conv_4"])
     assert targets == 128 * 4 / 4  # conv_4: 128 channels at half the side
-    assert tiling.tiled_estimate_bytes((1000, 2000), (500, 600), 256, Speed(history_size=20), targets) == (
+    assert tile_plans.tiled_estimate_bytes((1000, 2000), (500, 600), 256, Speed(history_size=20), targets) == (
         guards.BASE_BYTES + crop * 3072 + content * (480 + 120 + 128) + style * 12)
 
 
