@@ -69,16 +69,19 @@ sys.path.insert(0, str(ROOT / "benchmarks"))  # machines.py and quality.py, also
 import torch  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
-from style_transfer.config import StyleConfig  # noqa: E402
+from style_transfer.config.style import StyleConfig  # noqa: E402
 from style_transfer.run.plans import FAST_STEPS_SHARE, scale_sizes  # noqa: E402
-from style_transfer.speed.fast import Speed, accelerate, accelerator, bf16_supported, physical_cores, speed_from_config  # noqa: E402
+from style_transfer.fast.fast import Speed, accelerate, accelerator, speed_from_config
+from style_transfer.fast.hardware import bf16_supported, physical_cores
 from style_transfer.io.images import load_image, save_image  # noqa: E402
-from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD, Network  # noqa: E402
+from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD, Network  # noqa: E402
 from style_transfer.errors import NonFiniteLoss, StyleTransferError  # noqa: E402
-from style_transfer.core.stats import RunStats  # noqa: E402
+from style_transfer.core.run_stats import RunStats  # noqa: E402
 from style_transfer.io.images import pil_to_tensor, tensor_to_pil  # noqa: E402
 from style_transfer.run.plans import RunPlan, plan_run  # noqa: E402
-from style_transfer.core.transfer import TransferSettings, get_style_model_and_losses, planned_evaluations, run_style_transfer  # noqa: E402
+from style_transfer.core.transfer import TransferSettings, run_style_transfer
+from style_transfer.core.style_model import get_style_model_and_losses
+from style_transfer.core.steps import planned_evaluations
 from style_transfer.run.run import stylize  # noqa: E402
 from machines import describe as describe_machine, summary as machine_summary  # noqa: E402
 import networks  # noqa: E402

@@ -55,8 +55,8 @@ def main() -> None:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from machines import describe
 
-    from style_transfer.config import StyleConfig
-    from style_transfer.core.vgg import load_network
+    from style_transfer.config.style import StyleConfig
+    from style_transfer.networks.vgg import load_network
     from style_transfer.io.images import load_image
     from style_transfer.run.run import Run
 

@@ -43,10 +43,10 @@ import torch  # noqa: E402
 
 import networks  # noqa: E402
 from quality import WITHIN, Scorer, first_within, random_network, timed_run  # noqa: E402
-from style_transfer.config import StyleConfig  # noqa: E402
+from style_transfer.config.style import StyleConfig  # noqa: E402
 from style_transfer.errors import StyleTransferError  # noqa: E402
 from style_transfer.run.plans import FAST_SCALE_SHARES, scale_budgets  # noqa: E402
-from style_transfer.speed.fast import physical_cores  # noqa: E402
+from style_transfer.fast.hardware import physical_cores  # noqa: E402
 
 CANDIDATES = "shares;60,40,60;100,40,60;60,60,100;100,60,100;100,100,100"
 

@@ -37,11 +37,11 @@ sys.path.insert(0, str(ROOT / "benchmarks"))  # networks.py
 import networks  # noqa: E402
 import torch  # noqa: E402
 
-from style_transfer.config import StyleConfig  # noqa: E402
-from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD, Network, load_network  # noqa: E402
+from style_transfer.config.style import StyleConfig  # noqa: E402
+from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD, Network, load_network  # noqa: E402
 from style_transfer.run.run import Run  # noqa: E402
 from style_transfer.io.images import load_image, pil_to_tensor  # noqa: E402
-from style_transfer.core.transfer import get_style_model_and_losses  # noqa: E402
+from style_transfer.core.style_model import get_style_model_and_losses  # noqa: E402
 
 PAIRS = (("chelsea.png", "ihc.png"), ("coffee.png", "hubble_deep_field.jpg"), ("astronaut.png", "ihc.png"),
          ("chelsea.png", "brick.png"))

@@ -27,7 +27,7 @@ cut short keeps what it measured, and exits 0 when every check passed or was ski
    callback after ``torch.cuda.synchronize``; a bf16 run's first step is float32), the whole run's
    wall time through ``stylize()`` for ``--steps`` evaluations (a warm process: the timed run at the
    same size came first), and ``torch.cuda.max_memory_allocated`` of each run (peak reset before).
-3. ``bf16_gram``: ``style_transfer.speed.kernels._gram_forward`` on bf16 feature maps against the float64 Gram
+3. ``bf16_gram``: ``style_transfer.fast.kernels._gram_forward`` on bf16 feature maps against the float64 Gram
    of the same bf16 values; every entry must lie within ``2^-8 * sum_m |F_im F_jm| / n`` (the bound
    fast.py states); records the largest error/bound ratio. Skipped where the device has no native bf16.
 4. ``machine``: GPU name, compute capability, driver and CUDA versions, torch, the CPU; beside it
@@ -56,13 +56,15 @@ sys.path.insert(0, str(ROOT / "benchmarks"))  # machines.py, also when this file
 
 import torch  # noqa: E402
 
-from style_transfer.config import StyleConfig  # noqa: E402
+from style_transfer.config.style import StyleConfig  # noqa: E402
 from style_transfer.errors import RunStopped, StyleTransferError  # noqa: E402
-from style_transfer.speed.fast import accelerator, bf16_supported, speed_from_config  # noqa: E402
-from style_transfer.speed.kernels import _gram_forward  # noqa: E402
+from style_transfer.fast.fast import accelerator, speed_from_config
+from style_transfer.fast.hardware import bf16_supported
+from style_transfer.fast.kernels import _gram_forward  # noqa: E402
 from style_transfer.io.images import load_image  # noqa: E402
-from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD, Network  # noqa: E402
-from style_transfer.core.transfer import TransferSettings, get_style_model_and_losses, run_style_transfer  # noqa: E402
+from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD, Network  # noqa: E402
+from style_transfer.core.transfer import TransferSettings, run_style_transfer
+from style_transfer.core.style_model import get_style_model_and_losses
 from style_transfer.run.run import stylize  # noqa: E402
 from machines import describe as describe_machine, summary as machine_summary  # noqa: E402
 import networks  # noqa: E402

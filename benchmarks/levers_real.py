@@ -23,8 +23,8 @@ import torch  # noqa: E402
 
 import networks  # noqa: E402
 from fast_pairs import Scorer, cpu_model, timed  # noqa: E402
-from style_transfer.config import StyleConfig  # noqa: E402
-from style_transfer.core.vgg import load_network  # noqa: E402
+from style_transfer.config.style import StyleConfig  # noqa: E402
+from style_transfer.networks.vgg import load_network  # noqa: E402
 
 PATHS = {"default": {}, "bf16+channels_last": {"precision": "bf16", "channels_last": True},
          "fused_gram": {"fused_gram": True}, "channels_last+fused_gram": {"channels_last": True, "fused_gram": True},

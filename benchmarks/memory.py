@@ -1,4 +1,4 @@
-"""Peak memory of a run against the estimate the size check uses (style_transfer.speed.memory).
+"""Peak memory of a run against the estimate the size check uses (style_transfer.tiling.memory).
 
     python benchmarks/memory.py [SIZE ...]          # default: 64 128 256 384, one LBFGS step each
     python benchmarks/memory.py --fast [SIZE ...]   # the same with --fast
@@ -35,7 +35,7 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - start) * 1024)
 CHILD_FILE = """
 import ctypes, resource, sys, torch
 from style_transfer import StyleConfig
-from style_transfer.core.vgg import load_network
+from style_transfer.networks.vgg import load_network
 from style_transfer.run.run import Run
 size, fast = int(sys.argv[1]), sys.argv[2] == "fast"
 model, weights, preprocess = sys.argv[3], sys.argv[4], sys.argv[5] or None
@@ -70,8 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from style_transfer import StyleConfig
-    from style_transfer.speed import memory as guards
-    from style_transfer.speed.fast import speed_from_config
+    from style_transfer.tiling import memory as guards
+    from style_transfer.fast.fast import speed_from_config
 
     fast = args.fast
     sizes = args.sizes or [64, 128, 256, 384]

@@ -14,7 +14,8 @@ import argparse
 import os
 from typing import Any
 
-from style_transfer.config import PREPROCESSINGS, StyleConfig
+from style_transfer.config.choices import PREPROCESSINGS
+from style_transfer.config.style import StyleConfig
 from style_transfer.layers import MODELS
 
 RANDOM_LOSS_SCALE = 1000.0  # both loss weights times this with random weights, in the scripts that scale them
@@ -63,7 +64,7 @@ def load(args: argparse.Namespace) -> Any:
     Raises:
         WeightsError: the weights cannot be read or do not fit; ValueError: a bad model or preprocessing.
     """
-    from style_transfer.core.vgg import load_network
+    from style_transfer.networks.vgg import load_network
 
     return load_network(args.model, args.weights, preprocess=args.preprocess)
 

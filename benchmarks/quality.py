@@ -19,8 +19,8 @@ import torch
 
 from style_transfer import NonFiniteLoss, RunStats, StyleConfig, stylize
 from style_transfer.io.images import load_image, pil_to_tensor
-from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD, freeze, random_vgg_features
-from style_transfer.core.transfer import get_style_model_and_losses
+from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD, freeze, random_vgg_features
+from style_transfer.core.style_model import get_style_model_and_losses
 
 ROOT = Path(__file__).resolve().parent.parent
 CONTENT = ROOT / "images" / "chelsea.png"

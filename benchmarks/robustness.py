@@ -64,8 +64,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from style_transfer.config import StyleConfig
-    from style_transfer.core.vgg import load_network
+    from style_transfer.config.style import StyleConfig
+    from style_transfer.networks.vgg import load_network
     from style_transfer.run.run import Run
 
     sys.path.insert(0, HERE)

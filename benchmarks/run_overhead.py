@@ -42,11 +42,12 @@ import torch  # noqa: E402
 
 import machines  # noqa: E402
 import networks  # noqa: E402
-from style_transfer.config import RunOptions, StyleConfig  # noqa: E402
-from style_transfer.speed.fast import physical_cores  # noqa: E402
+from style_transfer.config.run_options import RunOptions
+from style_transfer.config.style import StyleConfig
+from style_transfer.fast.hardware import physical_cores  # noqa: E402
 from style_transfer.errors import StyleTransferError  # noqa: E402
 from style_transfer.io.images import load_image  # noqa: E402
-from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD, load_network  # noqa: E402
+from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD, load_network  # noqa: E402
 from style_transfer.run.run import Run  # noqa: E402
 from style_transfer.core.transfer import TransferSettings, run_style_transfer  # noqa: E402
 

@@ -28,7 +28,7 @@ import machines  # noqa: E402
 import networks  # noqa: E402
 import torch  # noqa: E402
 
-from style_transfer.core.statistics import SlicedStyleLoss  # noqa: E402
+from style_transfer.losses.statistics import SlicedStyleLoss  # noqa: E402
 from style_transfer.run.run import Run  # noqa: E402
 
 KEPT = SlicedStyleLoss.sorted_targets

@@ -11,7 +11,7 @@ distance is printed as a ratio to the photo's own distance to the style (1: no c
 style's statistics exactly), so the figures of different statistics can stand side by side; the loss a run
 optimised is marked. Also measured: the matrix square root behind the W2 loss, eigendecomposition against
 Newton-Schulz, on the photo's real covariances (time and error), the reason for the choice in
-``core/statistics.py``. ``--pictures DIR`` writes each run's image as ``DIR/style-loss-KIND.jpg``
+``losses/statistics.py``. ``--pictures DIR`` writes each run's image as ``DIR/style-loss-KIND.jpg``
 (docs/make_style_loss_gallery.py). The machine (CPU model from /proc/cpuinfo) and network are named.
 
 ``--grid`` runs every loss four ways, in one process: unmasked and masked (``--style-mask``: the style on the
@@ -37,12 +37,12 @@ import networks  # noqa: E402  (benchmarks/networks.py)
 import torch  # noqa: E402
 
 from style_transfer import StyleConfig  # noqa: E402
-from style_transfer.core import masks as guided  # noqa: E402
-from style_transfer.core.statistics import SlicedStyleLoss, gaussian_statistics  # noqa: E402
+from style_transfer.losses import masks as guided  # noqa: E402
+from style_transfer.losses.statistics import SlicedStyleLoss, gaussian_statistics  # noqa: E402
 from style_transfer.io.images import load_image  # noqa: E402
 from style_transfer.presets import STYLE_LOSSES  # noqa: E402
 from style_transfer.run.run import Run  # noqa: E402
-from style_transfer.core.transfer import get_style_model_and_losses  # noqa: E402
+from style_transfer.core.style_model import get_style_model_and_losses  # noqa: E402
 
 HELD_OUT = ("conv3_3", "conv4_1", "conv5_1")  # Gram layers no run optimises (the tutorial's end at conv3_1 on VGG16)
 METER_DIRECTIONS = 4  # per channel, fixed (seed 12345): the sliced distance as a measurement, not as a loss

