@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # torch is imported where a module is built: StyleConfig vali
     from torch import nn
 
 # torchvision's VGG feature layouts, the tutorial's network first (StyleConfig.model): channels per conv, "M" for
-# a 2x2 max pool (models builds them; onnx_weights matches a graph's convolutions against them).
+# a 2x2 max pool (``networks.vgg`` builds them; ``networks.onnx`` matches a graph's convolutions against them).
 VGG_LAYOUTS: dict[str, tuple[int | str, ...]] = {
     "vgg19": (64, 64, "M", 128, 128, "M", 256, 256, 256, 256, "M", 512, 512, 512, 512, "M", 512, 512, 512, 512, "M"),
     "vgg16": (64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M"),

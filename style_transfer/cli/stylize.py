@@ -338,7 +338,7 @@ def _resume_config(path: str, config: StyleConfig) -> StyleConfig:
         raise UsageFault(f"--resume {shown(path)}: no such checkpoint file")
     from ..errors import CheckpointError
     from ..io.provenance import setting_text, weights_entry
-    from ..run.checkpoints import checkpoint_settings  # imports torch: only a resumed run reads a file with it before its run
+    from ..run.checkpoints import checkpoint_settings  # imports torch: only a resumed run reads one before its run
 
     try:
         saved = checkpoint_settings(path)

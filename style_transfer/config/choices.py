@@ -25,7 +25,7 @@ MIN_SIZE = 16  # px, of size, min_size and the working sizes
 MIN_TILE = 16  # px; the layers used may need more (crops.Geometry.minimum_tile: 26 px for the tutorial's)
 
 # Why tiling (docs/print-size.md) cannot run a style loss (the Gram's and W2's tile; config and
-# tile_plans.plan_tiles say it).
+# tiling.plans.plan_tiles say it).
 TILING_REFUSAL = {
     "sliced": "the sliced loss sorts the projections of every position of a feature map at once, which crops "
               "cannot split (use style_loss gram, or a size that fits)",

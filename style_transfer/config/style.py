@@ -235,7 +235,7 @@ class StyleConfig:
         help=("combined: one backward of the summed loss (the tutorial's). per-module: each loss module backpropagates "
               "its own loss, retaining the graph (the 2017 tutorial's; same objective, about twice the time, more "
               'memory). See docs/retain_graph.md; stylize-compare-backward measures both.'))
-    # a share of steps at FAST_SCALES size(s) plus the device's levers (fast.py; docs/speed.md)
+    # a share of steps at FAST_SCALES size(s) plus the device's levers (fast/fast.py; docs/speed.md)
     fast: bool = setting(
         False, "flag", "Speed",
         short='Fourier basis, 80 % of the steps, faster arithmetic (bf16 where it pays).',

@@ -229,7 +229,7 @@ class GuidedStyleLoss(StyleLoss):
         masks: each style's mask at this layer's resolution, ``(1, 1, H, W)``.
         blend: the styles' weights (normalised; equal when None).
         weight: the layer's weight. form: ``"tutorial"`` or ``"paper"``.
-        alphas: each style's transparency at this layer, or None (``loss_terms.style_gram``: its visible pixels).
+        alphas: each style's transparency at this layer, or None (``terms.style_gram``: its visible pixels).
 
     Buffers: ``target`` ``(K, C, C)``, ``masks`` ``(K, 1, H, W)``, ``blend`` ``(K,)``.
     """

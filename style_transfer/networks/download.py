@@ -9,8 +9,8 @@ weights for it), so the record, the checkpoint and a replay all name the weights
 Weights named explicitly are never swapped.
 
 ``download_imagenet_weights`` fetches the file (torch-free: the URL is ``imagenet_weights_url``);
-``resolve_weights`` settles the weights for a run (it downloads); ``planned_weights`` says the same before one, without the
-download and without torch (a HEAD request asks whether the file can be had), for what a front end shows.
+``resolve_weights`` settles the weights for a run (it downloads); ``planned_weights`` says the same before one,
+without the download (a HEAD request asks whether the file can be had), for what a front end shows.
 """
 
 from __future__ import annotations

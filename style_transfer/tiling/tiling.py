@@ -217,7 +217,7 @@ class TiledStyleModel:
     def _plain_regions(self, image: torch.Tensor, moments: bool = False, alpha: torch.Tensor | None = None,
                        style: int = 0) -> dict[int, Region]:
         """One region per style layer (at the W2 layers with ``moments``): a whole image's statistics, its positions
-        weighted by ``alpha`` (``(1, 1, H, W)`` at the image's size: a style's transparency, ``loss_terms.style_gram``;
+        weighted by ``alpha`` (``(1, 1, H, W)`` at the image's size: a style's transparency, ``terms.style_gram``;
         None: unweighted). ``style``: which style image it is, for the message where its alpha vanishes."""
         layers = sorted({self.layer_of[id(m)] for m in self.style_losses})
         maps = {} if alpha is None else self._followed(alpha, tuple(image.shape[-2:]), style)
