@@ -153,16 +153,3 @@ def swap_pooling(layer: nn.Module, pooling: str) -> nn.Module:
         # Departure from the tutorial (option): the paper found average pooling gives smoother images.
         return nn.AvgPool2d(layer.kernel_size, layer.stride, layer.padding, ceil_mode=layer.ceil_mode)
     return layer
-
-
-def replace_pooling(cnn: nn.Sequential, pooling: str) -> nn.Sequential:
-    """A new ``nn.Sequential`` with every max pool swapped as ``swap_pooling`` does.
-
-    The other modules (the convs and their weights) are shared with ``cnn``, not copied;
-    ``cnn`` itself is left as it was.
-    """
-    if pooling not in POOLINGS:
-        raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
-    from torch import nn
-
-    return nn.Sequential(*(swap_pooling(layer, pooling) for layer in cnn.children()))

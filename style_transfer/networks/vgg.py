@@ -111,11 +111,6 @@ def vgg_features(model: str = "vgg19") -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
-def vgg19_features() -> nn.Sequential:
-    """An untrained VGG19 ``features`` block (``vgg_features("vgg19")``)."""
-    return vgg_features("vgg19")
-
-
 def random_vgg_features(model: str = "vgg19", seed: int = 0) -> nn.Sequential:
     """VGG features with seeded random weights (torchvision's init: Kaiming normal, zero bias).
 

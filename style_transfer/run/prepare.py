@@ -100,12 +100,6 @@ def fit_to(image: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
                          align_corners=False).clamp(0, 1)
 
 
-def working_sizes(content_img: torch.Tensor, style_img: torch.Tensor, style_scale: float) -> SizeFn:
-    """For ``check_memory``: the (height, width) of the working images at another long side."""
-    (content_h, content_w), (style_h, style_w) = content_img.shape[-2:], style_img.shape[-2:]
-    return sizes_from(content_w, content_h, [(style_w, style_h)], style_scale)
-
-
 def sizes_from(content_w: int, content_h: int, styles_wh: Sequence[tuple[int, int]], style_scale: float) -> SizeFn:
     """For ``check_memory``, from the inputs' own (width, height) (``header_size``: nothing decoded): the
     (height, width) of the working content and of the largest working style at a long side, by arithmetic."""

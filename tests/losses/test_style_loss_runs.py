@@ -207,9 +207,9 @@ def test_automatic_tiling_refuses_the_sliced_loss_saying_tiles_would_fit(kind: s
     """W2 was refused here too until its tiled gradient was built: it now gets the Gram's tiles."""
     from style_transfer.tiling import crops, memory as guards, plans as tile_plans, tiling
     from style_transfer.errors import ResourceError
-    from style_transfer.run.prepare import working_sizes
+    from style_transfer.run.prepare import sizes_from
 
-    sizes = working_sizes(torch.zeros(1, 3, 85, 128), torch.zeros(1, 3, 128, 128), 1.0)
+    sizes = sizes_from(128, 85, [(128, 128)], 1.0)
     speed = Speed()
     tiled_need = tile_plans.tiled_estimate_bytes((85, 128), (128, 128), 64, tile_plans.tiled_speed(speed),
                                              crops.vgg19_target_bytes(["conv_4"]))

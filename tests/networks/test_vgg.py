@@ -9,13 +9,13 @@ import torch
 
 from style_transfer import WeightsError, load_vgg19_features
 from style_transfer.networks import download
-from style_transfer.networks.vgg import random_vgg19_features, vgg19_features
+from style_transfer.networks.vgg import random_vgg19_features, vgg_features
 
 
 def test_layout_matches_torchvision() -> None:
     from torchvision.models import vgg19
 
-    ours = vgg19_features()
+    ours = vgg_features("vgg19")
     theirs = vgg19(weights=None).features
     assert [type(m) for m in ours] == [type(m) for m in theirs]
     assert {k: v.shape for k, v in ours.state_dict().items()} == {k: v.shape for k, v in theirs.state_dict().items()}

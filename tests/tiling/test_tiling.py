@@ -26,7 +26,7 @@ from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD, VGG19_LAYOU
 from style_transfer.presets import preset_values
 from style_transfer.run.run import Run
 from style_transfer.core.style_model import get_style_model_and_losses
-from style_transfer.run.prepare import working_sizes
+from style_transfer.run.prepare import sizes_from
 
 from ..helpers import transfer
 
@@ -382,8 +382,7 @@ def test_the_loop_refuses_what_tiling_cannot_run(cnn: nn.Sequential) -> None:
 # --- memory and settings --------------------------------------------------------------------------------------
 
 def sizes_of(content_hw=(85, 128), style_hw=(128, 128)):
-    content, style = torch.zeros(1, 3, *content_hw), torch.zeros(1, 3, *style_hw)
-    return working_sizes(content, style, 1.0)
+    return sizes_from(content_hw[1], content_hw[0], [(style_hw[1], style_hw[0])], 1.0)
 
 
 def test_tiles_are_chosen_only_where_a_size_does_not_fit() -> None:
