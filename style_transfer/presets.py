@@ -10,13 +10,10 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any, Mapping
 
-# Layer weighting rules: "one" gives every style layer weight 1 (the tutorial sums its
-# losses), "mean" gives each 1/n (the paper's w_l = 1/5 for its five layers).
-LAYER_WEIGHTINGS = ("one", "mean")
 # Loss definitions: the tutorial's (mse of Grams normalised by N*M; mse of features) or the
 # paper's (E_l = sum (G - A)^2 / (4 N^2 M^2); 1/2 sum (F - P)^2).
 LOSS_FORMS = ("tutorial", "paper")
-# Style statistics (docs/style-controls.md; core/statistics.py): the tutorial's Gram matrices, the Wasserstein-2
+# Style statistics (docs/style-controls.md; losses/statistics.py): the tutorial's Gram matrices, the Wasserstein-2
 # distance of the features' Gaussian fits, or the sliced Wasserstein distance of their distributions.
 STYLE_LOSSES = ("gram", "wasserstein", "sliced")
 
@@ -69,7 +66,7 @@ CAFFE_TUTORIAL_STYLE_WEIGHTS: Mapping[str, float] = MappingProxyType({
 })
 
 
-# The style weights of the other style losses (core/statistics.py), per preset. Both are quadratic in the features,
+# The style weights of the other style losses (losses/statistics.py), per preset. Both are quadratic in the features,
 # as the content loss is, so one weight serves every input scale; 100 looks like the Gram preset's 300, the paper's
 # 1e8 is computed, not judged by pictures (benchmarks/NOTEBOOK.md, "The preset's loss weights").
 STYLE_LOSS_WEIGHTS: Mapping[str, Mapping[str, float]] = MappingProxyType({

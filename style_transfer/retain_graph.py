@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import torch
 
 from .core.backward import combined_backward, per_module_backward
-from .config import StyleConfig
-from .core.vgg import IMAGENET_MEAN, IMAGENET_STD, freeze, random_vgg19_features
-from .core.transfer import get_style_model_and_losses
+from .config.style import StyleConfig
+from .networks.vgg import IMAGENET_MEAN, IMAGENET_STD, freeze, random_vgg19_features
+from .core.style_model import get_style_model_and_losses
 
 # Both paths' gradients agree to float32 rounding (the sums run in another order): we call
 # them equal when the largest difference is below this fraction of the largest gradient.

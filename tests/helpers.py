@@ -100,7 +100,7 @@ def transfer(cnn: Any, content: Any, style: Any, image: Any, steps: int = 300, s
     """``run_style_transfer`` with the tutorial's normalisation (unused where ``normalization`` is given) and each
     ``TransferSettings`` field as a keyword (``progress=...``, ``tv_weight=...``)."""
     from style_transfer.core.transfer import TransferSettings, run_style_transfer
-    from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD
+    from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD
 
     return run_style_transfer(cnn, IMAGENET_MEAN, IMAGENET_STD, content, style, image, steps, style_weight,
                               content_weight, TransferSettings(**settings))

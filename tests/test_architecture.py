@@ -1,8 +1,14 @@
 """The package's layers (docs/development.md): read from the source's imports, lazy ones included.
 
-Lowest first: config (``config``, ``presets``, ``layers``, ``errors``), ``io``, ``core``, ``speed``, ``run``, then
-the front ends ``cli``, ``web``, ``batch``, ``video``. An import points down or sideways within a layer, never up;
+Lowest first, a folder per concept: 0 ``config`` (with the root's ``presets``, ``layers``, ``errors``, and the
+torch-free ``networks.weights`` and ``networks.onnx_graph``, which ``StyleConfig`` asks what a weights file tells),
+1 ``io``, 2 ``networks`` and ``losses``, 3 ``core``, 4 ``fast``, 5 ``tiling``, 6 ``run`` (and ``retain_graph``),
+7 the front ends ``cli``, ``web``, ``batch``, ``video``. An import points down or sideways within a layer, never up;
 front ends never import each other (their command modules share the command-line kit ``cli.options``).
+
+One address per name: no module re-exports another's names, but the package root (its public API). A module
+re-exports a name it imports from another module of the package when it lists it in ``__all__`` or never uses it
+(it is there only to be imported from here); and only the root may have a module ``__getattr__``.
 """
 
 from __future__ import annotations
@@ -11,11 +17,11 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "style_transfer"
-RANK = {"config": 0, "presets": 0, "layers": 0, "errors": 0, "io": 1, "core": 2, "speed": 3, "run": 4,
-        "retain_graph": 4, "cli": 5, "web": 5, "batch": 5, "video": 5}
+RANK = {"config": 0, "presets": 0, "layers": 0, "errors": 0, "io": 1, "networks": 2, "losses": 2, "core": 3,
+        "fast": 4, "tiling": 5, "run": 6, "retain_graph": 6, "cli": 7, "web": 7, "batch": 7, "video": 7}
+# Modules ranked apart from their folder: what a weights file tells, read without torch for StyleConfig's checks.
+MODULE_RANK = {"networks.weights": 0, "networks.onnx_graph": 0}
 FRONT_ENDS = ("cli", "web", "batch", "video")
-# Modules of the root that only re-export from the layers, for code written before them (docs/api.md).
-COMPATIBILITY = {"transfer", "losses", "models"}
 
 
 def _module_name(path: Path) -> str:
@@ -46,6 +52,10 @@ def import_graph() -> dict[str, set[str]]:
 def _layer(module: str) -> str:
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else ""
+
+
+def _rank(module: str) -> int | None:
+    return MODULE_RANK.get(module.partition(".")[2], RANK.get(_layer(module)))
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -86,14 +96,14 @@ def upward_imports(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
     for source, targets in graph.items():
         low = _layer(source)
         if low not in RANK:
-            continue  # the package's __init__ and the compatibility re-exports
+            continue  # the package's __init__
         for target in targets:
             high = _layer(target)
             if target == "style_transfer":
                 continue  # the package itself: __version__ (its __init__ imports nothing until a name is asked for)
             if high not in RANK:
-                found.add((source, target))  # into the root's re-exports or the package itself
-            elif RANK[high] > RANK[low]:
+                found.add((source, target))  # into a root module no layer holds
+            elif _rank(target) > _rank(source):
                 found.add((source, target))
             elif low in FRONT_ENDS and high in FRONT_ENDS and low != high:
                 if not (source.endswith(".cli") and target == "style_transfer.cli.options"):
@@ -121,23 +131,57 @@ def test_the_package_root_holds_at_most_ten_modules() -> None:
     root = sorted(p.stem for p in PACKAGE.glob("*.py"))
     assert len(root) <= 10, root
     folders = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists())
-    assert folders == sorted(["config", "core", "io", "speed", "run", "cli", "web", "batch", "video"])
+    assert folders == sorted(["config", "io", "networks", "losses", "core", "fast", "tiling", "run", "cli", "web",
+                              "batch", "video"])
 
 
-def test_the_compatibility_modules_only_re_export() -> None:
-    for name in COMPATIBILITY:
-        tree = ast.parse((PACKAGE / f"{name}.py").read_text())
-        body = [node for node in tree.body if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))]
-        assert all(isinstance(node, ast.ImportFrom) for node in body), name
+def re_exports(path: Path) -> set[str]:
+    """The names ``path`` imports from other modules of the package and lists in ``__all__`` or never uses."""
+    tree = ast.parse(path.read_text())
+    imported: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("style_transfer")):
+            for alias in node.names:
+                imported[alias.asname or alias.name] = node.lineno
+    used = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+    listed: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            listed = {e.value for e in ast.walk(node.value) if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+    return {name for name in imported if name not in used or name in listed}
 
 
-def test_old_paths_give_the_same_objects() -> None:
+def test_no_module_re_exports_another_modules_names() -> None:
+    found = {f"{_module_name(path)}: {name}" for path in PACKAGE.rglob("*.py") if path != PACKAGE / "__init__.py"
+             for name in re_exports(path)}
+    assert not found, sorted(found)
+
+
+def test_only_the_package_root_has_a_module_getattr() -> None:
+    found = [_module_name(path) for path in PACKAGE.rglob("*.py")
+             if any(isinstance(node, ast.FunctionDef) and node.name == "__getattr__"
+                    for node in ast.parse(path.read_text()).body)]
+    assert found == ["style_transfer"]
+
+
+def test_a_planted_re_export_is_found(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text("from .a import used, unused\nfrom ..b import listed\nimport os\n__all__ = ['listed']\n"
+                      "def f():\n    return used(os)\n")
+    assert re_exports(module) == {"unused", "listed"}
+
+
+def test_the_tutorial_names_import_from_the_package_root() -> None:
     import style_transfer
-    from style_transfer import losses, models, transfer
-    from style_transfer.core import losses as core_losses, transfer as core_transfer, vgg
-    from style_transfer.run import Run, run, stylize
+    from style_transfer.core.style_model import get_style_model_and_losses
+    from style_transfer.core.transfer import run_style_transfer
+    from style_transfer.losses.tutorial import ContentLoss, StyleLoss, gram_matrix
+    from style_transfer.run.run import Run, stylize
 
-    assert transfer.run_style_transfer is core_transfer.run_style_transfer is style_transfer.run_style_transfer
-    assert transfer.stylize is stylize is run.stylize is style_transfer.stylize
-    assert losses.StyleLoss is core_losses.StyleLoss and models.load_network is vgg.load_network
-    assert Run is run.Run is style_transfer.Run
+    assert (style_transfer.gram_matrix, style_transfer.ContentLoss, style_transfer.StyleLoss) == \
+        (gram_matrix, ContentLoss, StyleLoss)
+    assert style_transfer.get_style_model_and_losses is get_style_model_and_losses
+    assert style_transfer.run_style_transfer is run_style_transfer
+    assert style_transfer.stylize is stylize and style_transfer.Run is Run
+    for name in style_transfer.__all__:
+        assert getattr(style_transfer, name) is not None, name

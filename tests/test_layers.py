@@ -7,9 +7,9 @@ import torch
 from torch import nn
 
 from style_transfer import StyleConfig, get_style_model_and_losses
-from style_transfer.layers import VGG19_LAYER_NAMES, replace_pooling, resolve_layer, resolve_layers
-from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD
-from style_transfer.core.transfer import layer_names
+from style_transfer.layers import VGG19_LAYER_NAMES, resolve_layer, resolve_layers, swap_pooling
+from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD
+from style_transfer.core.style_model import layer_names
 
 
 def paper_module(cnn: nn.Sequential, name: str) -> nn.Module:
@@ -89,8 +89,8 @@ def test_config_accepts_paper_names_and_refuses_duplicates() -> None:
         StyleConfig(content_layers=("conv9_1",))
 
 
-def test_replace_pooling_swaps_every_max_pool(cnn) -> None:
-    avg = replace_pooling(cnn, "avg")
+def test_swap_pooling_swaps_every_max_pool(cnn) -> None:
+    avg = nn.Sequential(*(swap_pooling(layer, "avg") for layer in cnn.children()))
     max_pools = [m for m in cnn.children() if isinstance(m, nn.MaxPool2d)]
     avg_pools = [m for m in avg.children() if isinstance(m, nn.AvgPool2d)]
     assert len(max_pools) == len(avg_pools) == 5
@@ -104,7 +104,7 @@ def test_replace_pooling_swaps_every_max_pool(cnn) -> None:
     assert sum(isinstance(m, nn.MaxPool2d) for m in cnn.children()) == 5
     x = torch.rand(1, 64, 4, 4)
     torch.testing.assert_close(avg[4](x), nn.functional.avg_pool2d(x, 2, 2))
-    assert replace_pooling(cnn, "max")[4] is cnn[4]
+    assert all(swap_pooling(layer, "max") is layer for layer in cnn.children())
 
 
 def test_avg_pooling_in_the_style_model(cnn, content_32, style_32) -> None:

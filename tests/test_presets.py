@@ -15,10 +15,10 @@ from style_transfer import StyleConfig, TransferSettings, get_style_model_and_lo
 from style_transfer.cli.stylize import main
 from style_transfer.cli.options import option_reference
 from style_transfer.io.images import pil_to_tensor, tensor_to_pil
-from style_transfer.core.loss_terms import PaperContentLoss, WeightedStyleLoss, paper_content_loss, paper_style_loss
-from style_transfer.core.losses import ContentLoss, StyleLoss
-from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD
-from style_transfer.speed.fast import Speed, accelerator
+from style_transfer.losses.terms import PaperContentLoss, WeightedStyleLoss, paper_content_loss, paper_style_loss
+from style_transfer.losses.tutorial import ContentLoss, StyleLoss
+from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD
+from style_transfer.fast.fast import Speed, accelerator
 
 from . import tutorial_reference as tutorial
 

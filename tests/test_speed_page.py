@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from style_transfer.config import StyleConfig
+from style_transfer.config.style import StyleConfig
 from style_transfer.core import parametrization
 from style_transfer.run import plans
-from style_transfer.speed import fast, hardware
-from style_transfer.speed.cpuinfo import BF16_FLAGS
+from style_transfer.fast import fast, hardware
+from style_transfer.fast.cpuinfo import BF16_FLAGS
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "speed.md"

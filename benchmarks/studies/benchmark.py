@@ -37,8 +37,9 @@ from style_transfer import NonFiniteLoss, RunStats, StyleConfig, TransferSetting
 from style_transfer.errors import StyleTransferError
 from style_transfer.io.images import load_image, pil_to_tensor, save_image, tensor_to_pil
 from style_transfer.run.plans import FAST_STEPS_SHARE, RunPlan, plan_run, scale_sizes
-from style_transfer.core.transfer import planned_evaluations
-from style_transfer.speed.fast import Speed, accelerate, accelerator, bf16_supported, physical_cores, speed_from_config
+from style_transfer.core.steps import planned_evaluations
+from style_transfer.fast.fast import Speed, accelerate, accelerator, speed_from_config
+from style_transfer.fast.hardware import bf16_supported, physical_cores
 
 from .. import memory, network as networks, report as reports, timing
 from ..machine import summary as machine_summary

@@ -117,9 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=None, help="also write the results here")
     args = parser.parse_args(argv)
 
-    from style_transfer.config import StyleConfig
+    from style_transfer.config.style import StyleConfig
     from style_transfer.video.runner import VideoSettings
-    from style_transfer.video.weights import default_temporal_weight
+    from style_transfer.video import default_temporal_weight
 
     rows = []
     for size in args.size or [48]:

@@ -33,8 +33,9 @@ import torch
 from style_transfer import StyleConfig, TransferSettings, stylize
 from style_transfer.errors import RunStopped, StyleTransferError
 from style_transfer.io.images import load_image
-from style_transfer.speed.fast import accelerator, bf16_supported, speed_from_config
-from style_transfer.speed.kernels import _gram_forward
+from style_transfer.fast.fast import accelerator, speed_from_config
+from style_transfer.fast.hardware import bf16_supported
+from style_transfer.fast.kernels import _gram_forward
 
 from .. import memory, network as networks, report as reports
 from ..machine import summary as machine_summary

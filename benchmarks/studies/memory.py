@@ -1,4 +1,4 @@
-"""Peak memory of a run against the estimate the size check uses (style_transfer.speed.memory).
+"""Peak memory of a run against the estimate the size check uses (style_transfer.tiling.memory).
 
     python -m benchmarks memory [SIZE ...]          # default: 64 128 256 384, one LBFGS step each
     python -m benchmarks memory --fast [SIZE ...]   # the same with --fast
@@ -63,8 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from style_transfer import StyleConfig
-    from style_transfer.speed import memory as guards
-    from style_transfer.speed.fast import speed_from_config
+    from style_transfer.tiling import memory as guards
+    from style_transfer.fast.fast import speed_from_config
 
     fast = args.fast
     sizes = args.sizes or [64, 128, 256, 384]

@@ -11,7 +11,7 @@ distance is printed as a ratio to the photo's own distance to the style (1: no c
 style's statistics exactly), so the figures of different statistics can stand side by side; the loss a run
 optimised is marked. Also measured: the matrix square root behind the W2 loss, eigendecomposition against
 Newton-Schulz, on the photo's real covariances (time and error), the reason for the choice in
-``core/statistics.py``. ``--pictures DIR`` writes each run's image as ``DIR/style-loss-KIND.jpg``
+``losses/statistics.py``. ``--pictures DIR`` writes each run's image as ``DIR/style-loss-KIND.jpg``
 (docs/make_style_loss_gallery.py). The machine (CPU model from /proc/cpuinfo) and network are named.
 
 ``--grid`` runs every loss four ways, in one process: unmasked and masked (``--style-mask``: the style on the
@@ -32,8 +32,8 @@ from pathlib import Path
 import torch
 
 from style_transfer import Run, StyleConfig
-from style_transfer.core import masks as guided
-from style_transfer.core.statistics import SlicedStyleLoss, gaussian_statistics
+from style_transfer.losses import masks as guided
+from style_transfer.losses.statistics import SlicedStyleLoss, gaussian_statistics
 from style_transfer.io.images import load_image
 from style_transfer.presets import STYLE_LOSSES
 

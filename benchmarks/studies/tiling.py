@@ -14,7 +14,7 @@ allocator's slack; CUDA: ``max_memory_allocated``) and the median seconds per ev
 The tiled peaks at two or more sizes are split by a least-squares line into a fixed part (the crop's
 activations, the network) and a part proportional to the picture, in bytes per pixel. What a run adds
 to the proportional part is listed by tensor: LBFGS's history (``history_size`` pairs of 2 image copies;
-not allocated here, random weights store few pairs) and the loop's image copies (``tiling.TILED_IMAGE_COPIES``).
+not allocated here, random weights store few pairs) and the loop's image copies (``plans.TILED_IMAGE_COPIES``).
 The JSON records the network (model, the weights' base name, preprocessing) beside the machine.
 """
 
@@ -33,10 +33,10 @@ from .. import ROOT
 
 CHILD = r"""
 import json, statistics, sys, torch
-from style_transfer.speed import tiling
-from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD, load_network
+from style_transfer.tiling import plans, tiling
+from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD, load_network
 from style_transfer.core.backward import weighted_scores
-from style_transfer.core.transfer import get_style_model_and_losses
+from style_transfer.core.style_model import get_style_model_and_losses
 size, tile, evaluations, device = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), torch.device(sys.argv[4])
 model_name, weights, preprocess = sys.argv[5], sys.argv[6], sys.argv[7] or None
 style_weight, content_weight = float(sys.argv[8]), float(sys.argv[9])
@@ -55,7 +55,7 @@ content, style, start = (torch.rand(1, 3, size, size, generator=torch.Generator(
 from benchmarks.memory import peak_mib, reset_peak
 from benchmarks.timing import seconds as timed
 before = reset_peak(device)
-tiled = tile > 0 and tiling.needs_tiles(size, size, tile)
+tiled = tile > 0 and plans.needs_tiles(size, size, tile)
 model, sl, cl = get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD,
                                            tiling.stand_ins(style) if tiled else style,
                                            tiling.stand_ins(content) if tiled else content,
@@ -89,9 +89,9 @@ print(json.dumps({"peak": (peak_mib(device) - before) * 2**20, "seconds": statis
 # peak RSS starts from its parent's, so this one never loads a network).
 PREPARE = r"""
 import json, sys, torch
-from style_transfer.config import StyleConfig
+from style_transfer.config.style import StyleConfig
 from style_transfer.errors import StyleTransferError
-from style_transfer.core.vgg import load_network
+from style_transfer.networks.vgg import load_network
 model, weights, preprocess, out = sys.argv[1], sys.argv[2], sys.argv[3] or None, sys.argv[4]
 try:
     network = load_network(model, weights, preprocess=preprocess)
@@ -147,7 +147,7 @@ def fit(points: list[tuple[int, float]]) -> tuple[float, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from style_transfer.speed import tiling
+    from style_transfer.tiling import plans
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[128, 256, 384, 512])
@@ -157,9 +157,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=None, help="OMP_NUM_THREADS of each child")
     parser.add_argument("--no-untiled-above", type=int, default=None,
                         help="skip the untiled run above this size (it would not fit)")
-    parser.add_argument("--history-size", type=int, default=tiling.TILED_HISTORY_SIZE,
+    parser.add_argument("--history-size", type=int, default=plans.TILED_HISTORY_SIZE,
                         help="LBFGS pairs counted in the proportional part (default: a tiled size's "
-                             f"{tiling.TILED_HISTORY_SIZE})")
+                             f"{plans.TILED_HISTORY_SIZE})")
     parser.add_argument("--json", default=None,
                         help="the report (default: benchmarks/results/tiling/DATE-CLASS-NETWORK-SIZESpx.json)")
     networks.add_options(parser)
@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     fixed, per_pixel = fit([(r["pixels"], r["tiled"]["peak"]) for r in rows])
     targets = rows[-1]["tiled"]["target_bytes"] / rows[-1]["pixels"]
     history = args.history_size * 2 * 12
-    copies = tiling.TILED_IMAGE_COPIES * 12
+    copies = plans.TILED_IMAGE_COPIES * 12
     print(f"tiled peak = {fixed / 2**20:.0f} MiB fixed + {per_pixel:.0f} B/px measured (image, gradient, content "
           f"targets, the style image, allocator slack)")
     print(f"a tiled run's proportional parts by tensor: image + gradient 24 B/px, content targets {targets:.0f} B/px, "

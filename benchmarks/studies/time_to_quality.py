@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> None:
     pictures = Path(args.pictures) if args.pictures else None
     if pictures is not None:
         pictures.mkdir(parents=True, exist_ok=True)
-    from style_transfer.config import StyleConfig  # what the weights tell, as the command resolves it
+    from style_transfer.config.style import StyleConfig  # what the weights tell, as the command resolves it
 
     preprocess = StyleConfig(model=args.model, weights=args.weights, preprocess=args.preprocess).preprocess
     import torch

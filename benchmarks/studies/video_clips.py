@@ -101,9 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
 
-    from style_transfer.config import StyleConfig
+    from style_transfer.config.style import StyleConfig
     from style_transfer.video.runner import VideoSettings
-    from style_transfer.video.weights import DEFAULT_TEMPORAL_WEIGHT
+    from style_transfer.video import DEFAULT_TEMPORAL_WEIGHT
 
     from .. import network as networks, report as reports
     from .flicker import write_frames

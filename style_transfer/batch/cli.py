@@ -141,7 +141,7 @@ def main(contents: tuple[str, ...], styles: tuple[str, ...], output_dir: str | N
     if engine == "local" and workers == 1:
         import torch
 
-        from ..speed.fast import physical_cores
+        from ..fast.hardware import physical_cores
 
         threads = config.threads or physical_cores()
         if threads != torch.get_num_threads():
@@ -311,10 +311,10 @@ class _Stops:
 
 def _settle_weights(items: list[Any]) -> list[Any]:
     """The items with the weights their runs will load: torchvision's VGG19 where it can be had, else the original
-    VGG19 where installed (``run.weights``; said once on stderr, even with --quiet: it changes the pictures)."""
+    VGG19 where installed (``networks.download``; said once on stderr, even with --quiet: it changes the pictures)."""
     import dataclasses
 
-    from ..run.weights import original_config, resolve_weights
+    from ..networks.download import original_config, resolve_weights
 
     fell_back = False
     settled = []

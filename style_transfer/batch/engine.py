@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ..config.weights import WEIGHTS_WORDS
+from ..networks.weights import WEIGHTS_WORDS
 from ..io import provenance
 from ..io.metadata import read_record, record_text
 from ..errors import ImageError, OutputError, StyleTransferError, first_line
@@ -46,7 +46,7 @@ class Engine(abc.ABC):
             WeightsError: one line naming the weights and the fix.
         """
         for spec in self._unchecked_weights(items):
-            from ..core.vgg import load_network
+            from ..networks.vgg import load_network
 
             model, weights, preprocess = spec
             load_network(model, weights, preprocess=preprocess)

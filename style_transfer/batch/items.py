@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import StyleConfig
+from ..config.style import StyleConfig
 from ..config.text import SETTINGS, config_from_text, setting_of
 from ..io.files import file_identity, shown
 
@@ -30,7 +30,6 @@ IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp", ".tif", ".tiff", ".bmp", "
 OUTPUT_EXTENSIONS = ("png", "jpg", "webp", "tiff")
 # A manifest's columns: the item's files, then every setting by its option name (style-weight, style-mask, ...).
 ITEM_COLUMNS = ("content", "style", "styles", "output")
-MANIFEST_COLUMNS = ITEM_COLUMNS + tuple(s.column for s in SETTINGS)
 SETTINGS_FIELDS = tuple(s.name for s in SETTINGS)
 
 

@@ -157,7 +157,7 @@ class Worker:
         return self.networks[key]
 
     def _load(self, spec: NetworkSpec) -> Any:
-        from ..core.vgg import load_network
+        from ..networks.vgg import load_network
 
         model, weights, preprocess = spec
         network = load_network(model, weights, preprocess=preprocess)

@@ -6,7 +6,8 @@ import click
 
 from .options import DEFAULTS, OneLineCommand, UsageFault, split_list as _layers
 from ..run.compare import BackwardComparison, compare_backward
-from ..config import INITS, StyleConfig
+from ..config.choices import INITS
+from ..config.style import StyleConfig
 from ..errors import StyleTransferError
 
 MIB = 2**20

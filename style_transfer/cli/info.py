@@ -13,7 +13,7 @@ import click
 from ..errors import StyleTransferError
 from ..io.files import shown
 from .options import OneLineCommand
-from ..config import StyleConfig
+from ..config.style import StyleConfig
 from ..io.metadata import RECORD_KEY, read_record, record_field
 from ..io.provenance import setting_text, settings_dict
 

@@ -16,7 +16,8 @@ from typing import Any, Callable, NoReturn, TypeVar
 
 import click
 
-from ..config import SECTIONS, Setting, StyleConfig
+from ..config.fields import SECTIONS, Setting
+from ..config.style import StyleConfig
 from ..config.text import SETTINGS, as_options, config_from_text
 from ..errors import StyleTransferError
 from ..io.files import path_problem, shown

@@ -12,9 +12,10 @@ import click
 from .. import __version__
 from .recorders import MissingExtra
 from .watch import EXIT_CODES, Signals, Watch, read_record
-from ..config import RunOptions, StyleConfig
-from ..config.weights import WEIGHTS_WORDS, preprocess_assumed
-from ..speed.cpuinfo import cpu_flags, fast_precision_on_cpu
+from ..config.run_options import RunOptions
+from ..config.style import StyleConfig
+from ..networks.weights import WEIGHTS_WORDS, preprocess_assumed
+from ..fast.cpuinfo import cpu_flags, fast_precision_on_cpu
 from ..errors import Interrupted, RunStopped, StyleTransferError
 from ..io.files import check_not_an_input, check_writable, shown
 from ..io.images import (INPUT_FORMATS_TEXT, MAX_PIXELS, MIN_INPUT_SIDE, check_output, header_size, open_image,
@@ -22,9 +23,10 @@ from ..io.images import (INPUT_FORMATS_TEXT, MAX_PIXELS, MIN_INPUT_SIDE, check_o
 from .options import (MASK_FIELDS, OneLineCommand, RECORDED_FIELDS, SETTINGS_FIELDS, UsageFault, check_input_paths,
                       config_from_options, note, one_line_error, setting_inputs, settings_options,
                       show_traceback, unexpected_error)
-from ..run.plans import (FAST_HISTORY_SIZE, FAST_STEPS_SHARE, LBFGS_MAX_ITER, checkpoint_bytes, default_size_of,
-                         fast_levers, plan_run)
-from ..run.weights import planned_weights
+from ..fast.levers import FAST_HISTORY_SIZE, fast_levers
+from ..run.plans import FAST_STEPS_SHARE, checkpoint_bytes, default_size_of, plan_run
+from ..core.steps import LBFGS_MAX_ITER
+from ..networks.download import planned_weights
 from ..io.provenance import check_replay_inputs, replay_config
 
 
@@ -175,7 +177,7 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
 
     import torch
 
-    from ..speed.fast import physical_cores
+    from ..fast.hardware import physical_cores
     from ..run.run import Run
 
     threads = config.threads or physical_cores()
@@ -336,7 +338,7 @@ def _resume_config(path: str, config: StyleConfig) -> StyleConfig:
         raise UsageFault(f"--resume {shown(path)}: no such checkpoint file")
     from ..errors import CheckpointError
     from ..io.provenance import setting_text, weights_entry
-    from ..run.run import checkpoint_settings  # imports torch: only a resumed run reads a file with it before its run
+    from ..run.checkpoints import checkpoint_settings  # imports torch: only a resumed run reads one before its run
 
     try:
         saved = checkpoint_settings(path)

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from ..layers import MODELS, POOLINGS  # noqa: F401  (re-exported: the settings' choices in one place)
-from ..presets import LOSS_FORMS, PRESET_NAMES, STYLE_LOSSES  # noqa: F401
-
 # Long side of the working image when `size` is None. The tutorial uses 512 on a GPU and
 # 128 on a CPU; on a 2-core CPU 448 px runs the default 300 steps in 2.5 to 3.5 minutes.
 GPU_DEFAULT_SIZE = 512
@@ -16,7 +13,7 @@ OPTIMIZERS = ("lbfgs", "adam")
 # How the losses are backpropagated: one backward of their sum (today's tutorial), or one
 # backward per loss module with the graph retained (the 2017 tutorial); see docs/retain_graph.md.
 BACKWARDS = ("combined", "per-module")
-# What the weights expect of an image in [0, 1] (core.vgg.make_normalization; named here so config needs no torch).
+# What the weights expect of an image in [0, 1] (networks.vgg.make_normalization; named here so config needs no torch).
 PREPROCESSINGS = ("torchvision", "caffe", "caffe256")
 PRECISIONS = ("fp32", "bf16")
 # What the optimiser moves: the image's pixels (the tutorial's) or its scaled Fourier coefficients (core/parametrization.py).
@@ -28,7 +25,7 @@ MIN_SIZE = 16  # px, of size, min_size and the working sizes
 MIN_TILE = 16  # px; the layers used may need more (crops.Geometry.minimum_tile: 26 px for the tutorial's)
 
 # Why tiling (docs/print-size.md) cannot run a style loss (the Gram's and W2's tile; config and
-# tile_plans.plan_tiles say it).
+# tiling.plans.plan_tiles say it).
 TILING_REFUSAL = {
     "sliced": "the sliced loss sorts the projections of every position of a feature map at once, which crops "
               "cannot split (use style_loss gram, or a size that fits)",

@@ -11,8 +11,10 @@ from dataclasses import dataclass
 
 from ..presets import CAFFE_TUTORIAL_STYLE_WEIGHTS, PRESETS, STYLE_LOSS_WEIGHTS
 from . import checks
-from .choices import (BACKWARDS, CPU_DEFAULT_SIZE, GPU_DEFAULT_SIZE, INITS, LOSS_FORMS, MIN_SIZE, MIN_TILE, MODELS,
-                      OPTIMIZERS, PARAMETRIZATIONS, POOLINGS, PRECISIONS, PREPROCESSINGS, PRESERVE_COLORS, PRESET_NAMES, STYLE_LOSSES)
+from .choices import (BACKWARDS, CPU_DEFAULT_SIZE, GPU_DEFAULT_SIZE, INITS, MIN_SIZE, MIN_TILE, OPTIMIZERS,
+                      PARAMETRIZATIONS, PRECISIONS, PREPROCESSINGS, PRESERVE_COLORS)
+from ..presets import LOSS_FORMS, PRESET_NAMES, STYLE_LOSSES
+from ..layers import MODELS, POOLINGS
 from .fields import setting
 
 _TUTORIAL, _PAPER = PRESETS["tutorial"], PRESETS["paper"]
@@ -194,7 +196,7 @@ class StyleConfig:
         short='Loss definitions: tutorial or paper.',
         help=('Loss definitions: tutorial (mse of Grams normalised by N*M; mse of features) or paper (E_l = sum '
               "(G-A)^2/(4 N^2 M^2); 1/2 sum (F-P)^2). Default: the preset's."))
-    # gram (the tutorial's) | wasserstein (Gaussian W2) | sliced (core/statistics.py)
+    # gram (the tutorial's) | wasserstein (Gaussian W2) | sliced (losses/statistics.py)
     style_loss: str = setting(
         "gram", "choice", "Style",
         choices=STYLE_LOSSES,
@@ -233,7 +235,7 @@ class StyleConfig:
         help=("combined: one backward of the summed loss (the tutorial's). per-module: each loss module backpropagates "
               "its own loss, retaining the graph (the 2017 tutorial's; same objective, about twice the time, more "
               'memory). See docs/retain_graph.md; stylize-compare-backward measures both.'))
-    # a share of steps at FAST_SCALES size(s) plus the device's levers (fast.py; docs/speed.md)
+    # a share of steps at FAST_SCALES size(s) plus the device's levers (fast/fast.py; docs/speed.md)
     fast: bool = setting(
         False, "flag", "Speed",
         short='Fourier basis, 80 % of the steps, faster arithmetic (bf16 where it pays).',

@@ -1,2 +1,3 @@
-"""The tutorial: networks and their preprocessing (``vgg``), ``gram_matrix``, ``ContentLoss`` and ``StyleLoss``
-(``losses``), the style model and the LBFGS loop (``transfer``). Nothing here knows about files, runs or front ends."""
+"""The tutorial: the style model (``style_model``: ``get_style_model_and_losses``) and the LBFGS loop (``transfer``),
+the backward paths (``backward``), the image's basis (``parametrization``), the run's counters (``run_stats``), colours
+and averaging. Nothing here knows about files, runs or front ends."""

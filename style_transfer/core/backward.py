@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from ..config import BACKWARDS
-from .losses import ContentLoss, StyleLoss, backward_weighted
+from ..config.choices import BACKWARDS
+from ..losses.tutorial import ContentLoss, StyleLoss, backward_weighted
 
 
 def combined_backward(

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from ..config import PARAMETRIZATIONS
+from ..config.choices import PARAMETRIZATIONS
 
 FOURIER_EXPONENT = 0.5  # the scale 1/f**0.5: 0.35, 0.75 and a Laplacian pyramid measured worse (benchmarks/NOTEBOOK.md)
 # An LBFGS run in the Fourier basis moves to a flat scale (exponent 0) after this share of its planned evaluations,

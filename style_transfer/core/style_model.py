@@ -8,13 +8,13 @@ from collections.abc import MutableMapping, Sequence
 import torch
 from torch import nn
 
-from . import masks
-from ..config import TUTORIAL_CONTENT_LAYERS, TUTORIAL_STYLE_LAYERS
+from ..losses import masks
+from ..presets import TUTORIAL_CONTENT_LAYERS, TUTORIAL_STYLE_LAYERS
 from ..layers import resolve_layers, swap_pooling
-from .loss_terms import make_content_loss, make_style_loss, normalized_blend, style_alphas
-from .losses import ContentLoss, StyleLoss
-from .statistics import make_statistics_loss
-from .vgg import Normalization
+from ..losses.terms import make_content_loss, make_style_loss, normalized_blend, style_alphas
+from ..losses.tutorial import ContentLoss, StyleLoss
+from ..losses.statistics import make_statistics_loss
+from ..networks.vgg import Normalization
 
 
 def _layer_name(layer: nn.Module, i: int) -> str:
@@ -72,13 +72,13 @@ def get_style_model_and_losses(
     forward passes skipped) when it holds every style layer. The caller owns what it keys it by.
     ``normalization``: the module put first in place of ``Normalization(mean, std)`` (then not used), such as
     ``models.CaffeNormalization`` for Caffe-converted weights (``models.Network.normalization()``).
-    ``guides`` (docs/usage.md, ``core/masks.py``): masks over the content at its size, followed through the layers;
+    ``guides`` (docs/usage.md, ``losses/masks.py``): masks over the content at its size, followed through the layers;
     with style masks each style layer gets a guided loss (``GuidedStyleLoss``, or for the other statistics
     ``statistics.GuidedWassersteinLoss`` / ``GuidedSlicedLoss``; no shared ``style_targets``), with a content
     mask each content layer a ``MaskedContentLoss``. ``guides.style_alphas`` (each style image's transparency at its
     size, ``io.images.load_style``) follow the style images' features and weigh their positions in the targets
     (``loss_terms.style_gram``, ``statistics``' ``alphas``): transparent pixels are left out of the style.
-    ``style_loss``: ``gram`` (the tutorial's), or ``wasserstein`` / ``sliced`` (``core/statistics.py``; their
+    ``style_loss``: ``gram`` (the tutorial's), or ``wasserstein`` / ``sliced`` (``losses/statistics.py``; their
     targets blend as that module says; ``loss_form`` is the Gram's and the content's); ``seed`` seeds the sliced
     loss's directions.
 
@@ -153,7 +153,7 @@ def get_style_model_and_losses(
             elif style_loss_kind == "gram":
                 style_loss = make_style_loss(features, style_blend, weight=layer_weights[style_layers.index(name)],
                                              form=loss_form, alphas=visible)
-            else:  # other style statistics (core/statistics.py), guided or not
+            else:  # other style statistics (losses/statistics.py), guided or not
                 style_loss = make_statistics_loss(style_loss_kind, features, style_blend, seed=seed,
                                                   weight=layer_weights[style_layers.index(name)],
                                                   layer=style_layers.index(name), masks=guided, alphas=visible)

@@ -15,16 +15,18 @@ import torch
 from PIL import Image
 from torch import nn, optim
 
-from . import masks
+from ..losses import masks
 from .backward import check_backward, per_module_backward, weighted_scores
-from ..config import TILING_REFUSAL, TUTORIAL_CONTENT_LAYERS, TUTORIAL_STYLE_LAYERS, StyleConfig
-from .stats import RunStats, keeps_image_on_interrupt
-from .loss_terms import TotalVariationLoss
-from .losses import ContentLoss, StyleLoss
+from ..config.choices import TILING_REFUSAL
+from ..presets import TUTORIAL_CONTENT_LAYERS, TUTORIAL_STYLE_LAYERS
+from ..config.style import StyleConfig
+from .run_stats import RunStats, keeps_image_on_interrupt
+from ..losses.terms import TotalVariationLoss
+from ..losses.tutorial import ContentLoss, StyleLoss
 from .parametrization import (FOURIER_EXPONENT, KEEP_WITHIN, LATE_EXPONENT, LATE_SHARE, BasisImage, Jumped,
                               make_basis)
-from .statistics import SlicedStyleLoss
-from .style_model import get_style_model_and_losses, layer_names  # noqa: F401  (the tutorial's names, here too)
+from ..losses.statistics import SlicedStyleLoss
+from .style_model import get_style_model_and_losses
 from .steps import LBFGS_MAX_ITER, TORCH_LBFGS_HISTORY, planned_evaluations
 
 
@@ -128,7 +130,7 @@ def optimize(
     evaluations)`` is called after every ``optimizer.step()``, where the state is whole. Neither
     changes a number the loop computes.
 
-    ``tiled`` (docs/print-size.md): each evaluation runs over crops (``speed.tiling.TiledStyleModel.evaluate``) and
+    ``tiled`` (docs/print-size.md): each evaluation runs over crops (``tiling.tiling.TiledStyleModel.evaluate``) and
     gives the same loss and ``input_img.grad`` up to rounding; ``model`` is then not run.
 
     ``parametrization`` (core/parametrization.py): ``pixels`` moves the image's pixels (the tutorial's); ``fourier``
@@ -186,7 +188,7 @@ def optimize(
                 moved.show(input_img)
                 input_img.grad = None
             optimizer.zero_grad()
-            if tiled is not None:  # two passes over crops, the same loss and gradient (speed/tiling.py)
+            if tiled is not None:  # two passes over crops, the same loss and gradient (tiling/tiling.py)
                 style_score, content_score, extra_score = tiled.evaluate(input_img, style_weight, content_weight,
                                                                          extra_losses)
                 loss = style_score + content_score + extra_score
@@ -231,7 +233,7 @@ def optimize(
         restarted = False
         if moved is not None:
             moved.begin_step()
-        # A model whose arithmetic changes with this step (a bf16 run's float32 finish, speed/fast.py): LBFGS would
+        # A model whose arithmetic changes with this step (a bf16 run's float32 finish, fast/fast.py): LBFGS would
         # pair this step's first gradient with the last one in the other arithmetic; a last step of length 0 skips
         # that pair (LBFGS keeps a pair only where y·s > 1e-10), the rest of its memory is kept. A model that
         # finishes in its last ``finish_evaluations`` gets the run's last LBFGS step as two: the rest, then those.
@@ -332,14 +334,14 @@ def _value(score: torch.Tensor | float) -> float:
 
 class TiledEvaluation(Protocol):
     """One closure evaluation over crops, with the untiled loss and ``image.grad`` up to rounding
-    (``speed.tiling.TiledStyleModel``)."""
+    (``tiling.tiling.TiledStyleModel``)."""
 
     def evaluate(self, image: torch.Tensor, style_weight: float, content_weight: float,
                  extra_losses: Sequence[nn.Module] = ()) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]: ...
 
 
 class Tiles(Protocol):
-    """Evaluations over crops (``speed.tiling.Tiles``): the style model is built on small stand-ins for the
+    """Evaluations over crops (``tiling.tiling.Tiles``): the style model is built on small stand-ins for the
     images and its targets are then computed over crops, so no whole-image feature map is held."""
 
     def stand_ins(self, images: torch.Tensor | Sequence[torch.Tensor]) -> torch.Tensor | list[torch.Tensor]: ...
@@ -350,7 +352,7 @@ class Tiles(Protocol):
                    style_blend: Sequence[float] | None, guides: masks.Guides | None = None) -> TiledEvaluation: ...
 
 
-# speed.fast.accelerator's: the style model in its fast form, given the evaluations a resumed run has done and the
+# fast.fast.accelerator's: the style model in its fast form, given the evaluations a resumed run has done and the
 # evaluations the run plans.
 Accelerate = Callable[[nn.Sequential, list[StyleLoss], list[ContentLoss], int, int],
                       tuple[nn.Module, list[StyleLoss], list[ContentLoss]]]
@@ -369,7 +371,7 @@ class TransferSettings:
     loss_form: str = "tutorial"
     pooling: str = "max"
     tv_weight: float = 0.0  # a total variation term on the image (0: none, as in the tutorial)
-    style_loss: str = "gram"  # or wasserstein, sliced (core/statistics.py)
+    style_loss: str = "gram"  # or wasserstein, sliced (losses/statistics.py)
     seed: int = 0  # the sliced loss's directions
     optimizer_name: str = "lbfgs"
     lr: float | None = None
@@ -379,7 +381,7 @@ class TransferSettings:
     keep_best: float | None = None  # hand back the best evaluated image (optimize); None: optimize's own choice
     # What the network and the images come with.
     normalization: nn.Module | None = None  # the preprocessing module, in place of Normalization(mean, std)
-    guides: masks.Guides | None = None  # masks over the content (core/masks.py)
+    guides: masks.Guides | None = None  # masks over the content (losses/masks.py)
     image_losses: Sequence[nn.Module] = ()  # the caller's loss modules on the image itself (video's temporal loss)
     style_targets: MutableMapping[str, torch.Tensor] | None = None  # targets shared across runs (batch)
     # Watching and keeping the run.
@@ -388,8 +390,8 @@ class TransferSettings:
     resume: Resume | None = None  # checkpoints (see optimize)
     on_step_end: StepEndCallback | None = None
     # The opt-in paths of speed/, handed in by the run (core imports none of them); None: the tutorial's path.
-    accelerate: Accelerate | None = None  # bf16 / channels_last / fused Gram (speed.fast.accelerator)
-    tiles: Tiles | None = None  # evaluate over crops (speed.tiling.tiles_for; docs/print-size.md)
+    accelerate: Accelerate | None = None  # bf16 / channels_last / fused Gram (fast.fast.accelerator)
+    tiles: Tiles | None = None  # evaluate over crops (tiling.tiling.tiles_for; docs/print-size.md)
 
     @classmethod
     def from_config(cls, config: StyleConfig, **objects: object) -> TransferSettings:
@@ -458,7 +460,7 @@ def run_style_transfer(
     for i, image_loss in enumerate(s.image_losses):  # beyond the tutorial: the caller's terms (video/temporal.py)
         model = nn.Sequential(OrderedDict([(f"image_loss_{i}", image_loss), *model.named_children()]))
         extra_losses.append(image_loss)
-    if s.accelerate is not None:  # bf16 / channels_last / fused Gram (speed/fast.py)
+    if s.accelerate is not None:  # bf16 / channels_last / fused Gram (fast/fast.py)
         model, style_losses, content_losses = s.accelerate(model, style_losses, content_losses,
                                                            0 if s.resume is None else s.resume.evaluations)
     return optimize(model, style_losses, content_losses, input_img, num_steps, style_weight, content_weight,

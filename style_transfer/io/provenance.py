@@ -13,7 +13,7 @@ BMP    nothing: the format has no place for text (``save_options`` returns ``{}`
 =====  ============================================================================
 
 This module imports Pillow, never torch (``stylize-info`` must start quickly): versions come
-from ``importlib.metadata`` and the weights cache path is worked out as torch does.
+from ``importlib.metadata`` and the weights cache path from ``networks.weights``.
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ import os
 import platform
 import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from PIL import Image
 
-from ..config.weights import ORIGINAL, ORIGINAL_PACKAGE, WEIGHTS_WORDS, original_weights_file
+from ..networks.weights import (IMAGENET_WEIGHTS_OF, ORIGINAL, ORIGINAL_PACKAGE, WEIGHTS_WORDS,
+                                imagenet_weights_path, original_weights_file)
 from ..errors import ImageError, WeightsError
 from .files import open_regular, shown
 from .metadata import RECORD_KEY, jsonable, plain_number
@@ -39,13 +39,7 @@ from .metadata import RECORD_KEY, jsonable, plain_number
 # Bumped when a key changes meaning; readers accept records of any version and may refuse newer ones.
 RECORD_VERSION = 1
 
-# torchvision's VGG19 ImageNet weights: the enum's name and the basename of its URL, as cached in
-# $TORCH_HOME/hub/checkpoints (tests check both against torchvision); VGG16's likewise.
-IMAGENET_WEIGHTS_NAME = "VGG19_Weights.IMAGENET1K_V1"
-IMAGENET_WEIGHTS_FILE = "vgg19-dcbb9e9d.pth"
-IMAGENET_WEIGHTS_OF = {"vgg19": (IMAGENET_WEIGHTS_NAME, IMAGENET_WEIGHTS_FILE),
-                       "vgg16": ("VGG16_Weights.IMAGENET1K_V1", "vgg16-397923af.pth")}
-# The seed of ``--weights random``: transfer.py calls models.load_vgg19_features without a seed,
+# The seed of ``--weights random``: a run calls ``networks.vgg.load_network`` without a seed,
 # so the random weights are always drawn with its default, 0 (not the run's --seed).
 RANDOM_WEIGHTS_SEED = 0
 
@@ -123,22 +117,6 @@ def input_entry(source: Any) -> dict[str, Any]:
         return {"name": None, "sha256": hashlib.sha256(values.tobytes()).hexdigest(), "size": [width, height],
                 "pixels": "float32"}
     raise TypeError(f"expected a path, a PIL image or a tensor, got {type(source).__name__}")
-
-
-def imagenet_weights_path(model: str = "vgg19") -> Path:
-    """Where torchvision's ImageNet weights of ``model`` are cached, as models.imagenet_weights_path says.
-
-    Asks ``torch.hub.get_dir()`` when torch is already loaded (it honours ``torch.hub.set_dir``);
-    otherwise works it out as torch does: ``$TORCH_HOME``, else ``$XDG_CACHE_HOME/torch``, else
-    ``~/.cache/torch``, then ``hub/checkpoints``.
-    """
-    hub = sys.modules.get("torch.hub")
-    if hub is not None:
-        folder = Path(hub.get_dir())
-    else:
-        cache = os.getenv("XDG_CACHE_HOME", os.path.join("~", ".cache"))
-        folder = Path(os.path.expanduser(os.getenv("TORCH_HOME", os.path.join(cache, "torch")))) / "hub"
-    return folder / "checkpoints" / IMAGENET_WEIGHTS_OF[model][1]
 
 
 def weights_entry(weights: str, seed: int = RANDOM_WEIGHTS_SEED, *, model: str = "vgg19") -> dict[str, Any]:
@@ -324,7 +302,7 @@ def replay_config(record: dict[str, Any], *, weights: str | None = None, device:
         settings["weights"] = weights
     if device is not None:
         settings["device"] = device
-    from ..config import StyleConfig  # config imports nothing heavy; here only replay needs it
+    from ..config.style import StyleConfig  # config imports nothing heavy; here only replay needs it
 
     known = {f.name for f in dataclasses.fields(StyleConfig)}
     values = {k: tuple(v) if isinstance(v, list) else v for k, v in settings.items() if k in known}

@@ -10,7 +10,8 @@ from typing import Any
 
 import torch
 
-from ..config import RunOptions, StyleConfig
+from ..config.run_options import RunOptions
+from ..config.style import StyleConfig
 from ..core.averaging import IterateAverage
 from ..core.transfer import Resume
 from ..errors import CheckpointError, first_line
@@ -183,5 +184,3 @@ class _Checkpoints:
         if self.every:
             self.save()
 
-
-__all__ = ["Run", "RunOptions", "RunResult", "STOP_REASONS", "check_fits", "checkpoint_settings"]

@@ -21,11 +21,13 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from ..core.backward import run_backward
-from ..config import BACKWARDS, StyleConfig
+from ..config.choices import BACKWARDS
+from ..config.style import StyleConfig
 from ..io.images import ImageSource, load_image
-from ..core.vgg import IMAGENET_MEAN, IMAGENET_STD, DownloadProgress, load_vgg19_features
+from ..networks.vgg import IMAGENET_MEAN, IMAGENET_STD, load_vgg19_features
+from ..networks.download import DownloadProgress
 from .prepare import default_size, initial_image, resolve_device
-from ..core.transfer import get_style_model_and_losses
+from ..core.style_model import get_style_model_and_losses
 
 CUDA_MEMORY = "torch.cuda.max_memory_allocated"
 TRACKED_MEMORY = "bytes of live tensors, tracked op by op"

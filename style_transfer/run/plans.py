@@ -11,12 +11,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..config import CPU_DEFAULT_SIZE, GPU_DEFAULT_SIZE, StyleConfig
-from ..core.steps import LBFGS_MAX_ITER, planned_evaluations  # noqa: F401  (the plan's counts are the loop's)
-from ..speed.levers import FAST_HISTORY_SIZE, fast_levers  # noqa: F401  (what --fast turns on; shown by --print-config)
+from ..config.choices import CPU_DEFAULT_SIZE, GPU_DEFAULT_SIZE
+from ..config.style import StyleConfig
+from ..core.steps import planned_evaluations  # the plan's counts are the loop's
 
 # --fast runs one size (config.FAST_SCALES) for this share of --steps (300 steps: 240 evaluations), in the Fourier
-# basis (speed.levers): 240 brought the untuned pairs within 5 % of the default's loss at about 0.4x its time, where
+# basis (fast.levers): 240 brought the untuned pairs within 5 % of the default's loss at about 0.4x its time, where
 # 180 did not (benchmarks/NOTEBOOK.md, 2026-12-03 "--fast in bf16 on AVX512-BF16, 80 % of the steps").
 FAST_STEPS_SHARE = 0.8
 # Evaluations per size as shares of --steps, smallest size first, for --fast with --scales 3 (the random-weight

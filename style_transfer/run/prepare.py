@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from ..core import colors
-from ..speed.memory import SizeFn
+from ..tiling.memory import SizeFn
 from ..io.images import MIN_SIDE, load_image, working_size
 from .plans import default_size_of
 
@@ -98,12 +98,6 @@ def fit_to(image: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
         return image.clone()
     return F.interpolate(image, size=tuple(like.shape[-2:]), mode="bilinear", antialias=True,
                          align_corners=False).clamp(0, 1)
-
-
-def working_sizes(content_img: torch.Tensor, style_img: torch.Tensor, style_scale: float) -> SizeFn:
-    """For ``check_memory``: the (height, width) of the working images at another long side."""
-    (content_h, content_w), (style_h, style_w) = content_img.shape[-2:], style_img.shape[-2:]
-    return sizes_from(content_w, content_h, [(style_w, style_h)], style_scale)
 
 
 def sizes_from(content_w: int, content_h: int, styles_wh: Sequence[tuple[int, int]], style_scale: float) -> SizeFn:

@@ -25,23 +25,27 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
-from ..core import colors, masks
+from ..core import colors
+from ..losses import masks
 from ..io import provenance
 from ..io.files import shown
-from ..speed import tiling
-from ..config import RunOptions, StyleConfig
+from ..tiling import tiling
+from ..tiling.plans import plan_tiles, tiled_speed
+from ..config.run_options import RunOptions
+from ..config.style import StyleConfig
 from ..errors import ImageError, Interrupted, NonFiniteLoss
-from ..speed.fast import accelerator, speed_from_config
-from ..core.stats import RunStats
-from ..speed.memory import SizeFn, out_of_memory
+from ..fast.fast import accelerator, speed_from_config
+from ..core.run_stats import RunStats
+from ..tiling.memory import SizeFn, out_of_memory
 from ..io.images import ImageSource, header_size, load_image, load_style, tensor_to_pil
-from ..core.loss_terms import normalized_blend
-from ..core.vgg import DownloadProgress, IMAGENET_MEAN, IMAGENET_STD, Network, load_network
+from ..losses.terms import normalized_blend
+from ..networks.download import DownloadProgress
+from ..networks.vgg import IMAGENET_MEAN, IMAGENET_STD, Network, load_network
 from ..core.averaging import IterateAverage
 from .plans import plan_run, scale_sizes
-from .weights import Notice, resolve_weights
+from ..networks.download import Notice, resolve_weights
 from ..core.transfer import ProgressCallback, Resume, StepInfo, TransferSettings, run_style_transfer
-from .checkpoints import CHECKPOINT_VERSION, _Checkpoints, _fingerprint, checkpoint_settings  # noqa: F401
+from .checkpoints import _Checkpoints, _fingerprint
 from .prepare import fit_to, default_size, initial_image, prepare_colors, resolve_device, sizes_from, style_size
 
 EventCallback = Callable[[StepInfo], None]
@@ -174,7 +178,7 @@ class Run:
         # Each size's tile (None: untiled): config.tile, or chosen where a size does not fit untiled.
         # From the headers' sizes, before any image is read at a working size: a size that cannot fit is
         # refused in a moment, not after its images were upscaled (docs/inputs-and-errors.md).
-        tiles = tiling.plan_tiles(sizes, _header_sizes(self.content, self.styles, config), config, speed, device,
+        tiles = plan_tiles(sizes, _header_sizes(self.content, self.styles, config), config, speed, device,
                                   styles=len(self.styles))
         # Images are read before the model loads, so a bad image fails fast.
         final = _Inputs(self.content, self.styles, config, size, device)
@@ -243,7 +247,7 @@ class Run:
                 self.on_stage(f"building the model at {inputs.size[0]}x{inputs.size[1]}"
                               + (f" (size {scale + 1} of {len(sizes)})" if len(sizes) > 1 else ""))
             tiled = tiling.tiles_for(image, tiles[scale])
-            at_size = tiling.tiled_speed(speed) if tiled else speed  # a tiled size runs none of the model's levers
+            at_size = tiled_speed(speed) if tiled else speed  # a tiled size runs none of the model's levers
 
             def report(info: StepInfo, scale: int = scale, inputs: _Inputs = inputs, last_scale: bool = last_scale) -> None:
                 nonlocal done
@@ -360,7 +364,7 @@ def check_fits(content: ImageSource | tuple[int, int], style: ImageSource | Sequ
     device = resolve_device(config.device)
     speed = speed_from_config(config, device)
     sizes = scale_sizes(config.size or default_size(device), config.scales, config.min_size)
-    return tiling.plan_tiles(sizes, _header_sizes(content, styles, config), config, speed, device, available,
+    return plan_tiles(sizes, _header_sizes(content, styles, config), config, speed, device, available,
                              styles=len(styles))
 
 

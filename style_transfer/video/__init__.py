@@ -16,6 +16,16 @@ from ..errors import StyleTransferError
 
 EXTRA = "pip install 'style_transfer[video]'"
 
+# Relative to the frame's start loss (losses/temporal.py), so one weight serves every network, size and loss weight:
+# a frame's reliable pixels then stay within a mean squared deviation of 1/DEFAULT_TEMPORAL_WEIGHT of the warped
+# previous frame (RMS 0.03 of the [0, 1] range at 1e3). How it was chosen: benchmarks/NOTEBOOK.md, "Video".
+DEFAULT_TEMPORAL_WEIGHT = 1e3
+
+
+def default_temporal_weight(preprocess: str | None = None) -> float:
+    """The temporal weight for a network that takes ``preprocess`` input: the same for all (the term is relative)."""
+    return DEFAULT_TEMPORAL_WEIGHT
+
 
 class VideoError(StyleTransferError, ValueError):
     """A video that cannot be read or written (not a video, no video stream, no frames, a size that changes)."""

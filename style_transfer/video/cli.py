@@ -20,8 +20,7 @@ from ..errors import Interrupted, RunStopped, StyleTransferError
 from ..io.files import atomic_output, check_not_an_input, check_writable, shown
 from ..cli.options import (OneLineCommand, ProgressLines, UsageFault, check_input_paths, config_from_options, note,
                            one_line_error, setting_inputs, settings_options, show_traceback)
-from . import EXTRA, MissingExtra, VideoError
-from .weights import DEFAULT_TEMPORAL_WEIGHT
+from . import DEFAULT_TEMPORAL_WEIGHT, MissingExtra, VideoError
 
 EXIT_CODES = {"interrupted": 130, "cancelled": 130, "terminated": 143}
 
@@ -128,7 +127,7 @@ def main(source: str, styles: tuple[str, ...], output: str, temporal_weight: flo
 
         require("av"), require("cv2")
         from .runner import VideoRun, VideoSettings
-        from ..run.weights import resolve_weights
+        from ..networks.download import resolve_weights
 
         # torchvision's VGG19 offline: the original VGG19 where installed (said even with --quiet)
         config = resolve_weights(config, on_notice=note)
@@ -150,7 +149,7 @@ def _run(video: Any, output: str, work_dir: str, keep_frames: bool, report: str 
 
     import torch
 
-    from ..speed.fast import physical_cores
+    from ..fast.hardware import physical_cores
     from ..run.prepare import default_size, resolve_device
     from .io import write_video
     from .runner import flicker
@@ -260,7 +259,7 @@ class _Progress:
             self.bar.close()
 
 
-__all__ = ["main", "EXTRA"]
+__all__ = ["main"]
 
 
 if __name__ == "__main__":  # python -m style_transfer.video.cli

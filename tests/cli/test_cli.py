@@ -112,7 +112,7 @@ class ModelBuilt(Exception):
 @pytest.fixture
 def no_model(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Make building the network (every loader goes through models.vgg_features) fail loudly; count the tries."""
-    from style_transfer.core import vgg as models
+    from style_transfer.networks import vgg as models
 
     built: list[int] = []
 
@@ -138,7 +138,7 @@ def no_model(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 def test_exit_2_checks_run_before_the_model_is_built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                      no_model: list[int], extra: list[str], output: str,
                                                      needle: str) -> None:
-    monkeypatch.setattr("style_transfer.speed.hardware.bf16_supported", lambda device: False)
+    monkeypatch.setattr("style_transfer.fast.hardware.bf16_supported", lambda device: False)
     monkeypatch.chdir(tmp_path)  # relative names (--init's missing file) resolve in the empty tmp_path
     args = [str(IMAGES / "chelsea.png"), str(IMAGES / "ihc.png"), "-o", str(tmp_path / output), *FAST, *extra]
     line = one_error_line(invoke(args, 2))
@@ -179,7 +179,7 @@ def test_print_config_shows_what_fast_resolves_to(imagenet_cached: Path) -> None
                  .stdout.splitlines())
     assert (lines["fast"], lines["channels_last"], lines["fused_gram"]) == ("True", "True", "True")
     # what this machine gets (issue 33.4), from its CPU flags as fast.bf16_pays_off reads them
-    from style_transfer.speed.cpuinfo import cpu_flags
+    from style_transfer.fast.cpuinfo import cpu_flags
 
     flags = cpu_flags()
     rule = ("bf16 on this CPU (AMX), where torch's oneDNN has bf16" if flags and "amx_bf16" in flags else
@@ -236,7 +236,7 @@ def test_the_summary_says_why_the_picture_is_smaller_and_why_the_count_is_not_st
     run at the photo's own size gets no size line."""
     from PIL import Image
 
-    from style_transfer.run.plans import LBFGS_MAX_ITER
+    from style_transfer.core.steps import LBFGS_MAX_ITER
 
     from ..helpers import invoke_stylize
 

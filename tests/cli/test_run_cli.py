@@ -178,7 +178,7 @@ def test_resume_with_a_weights_file_needs_it_given_again(tmp_path: Path, monkeyp
     """A checkpoint names its weights file by name and hash: --weights gives it again, under any name."""
     import torch
 
-    from style_transfer.core.vgg import random_vgg19_features
+    from style_transfer.networks.vgg import random_vgg19_features
 
     weights, other, copy = tmp_path / "vgg.pth", tmp_path / "other.pth", tmp_path / "moved.pth"
     torch.save(random_vgg19_features(0).state_dict(), weights)

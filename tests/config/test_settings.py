@@ -10,7 +10,8 @@ from pathlib import Path
 import click
 import pytest
 
-from style_transfer.config import SECTIONS, StyleConfig
+from style_transfer.config.fields import SECTIONS
+from style_transfer.config.style import StyleConfig
 from style_transfer.config.fields import KINDS
 from style_transfer.config.text import SETTINGS, config_from_text, parse_settings, parse_value, setting_of
 
@@ -113,9 +114,8 @@ def test_choices_are_what_the_config_accepts() -> None:
 def test_the_manifest_takes_every_setting_as_a_column(tmp_path: Path) -> None:
     """Every setting's column (and its field name) is read through the same parser, with the row's line in a
     bad value's message."""
-    from style_transfer.batch.items import MANIFEST_COLUMNS, read_manifest
+    from style_transfer.batch.items import read_manifest
 
-    assert set(MANIFEST_COLUMNS) >= {s.column for s in SETTINGS}
     rows = [{"content": "cat.png", "style": "ink.png", "size": "48", "style-weight": "1e3", "fast": "yes",
              "style_layers": "conv_1,conv_2", "history": "7", "scale-steps": "20"}]
     manifest = tmp_path / "list.jsonl"
@@ -133,7 +133,8 @@ def test_the_web_form_gets_each_fields_declared_limits(tmp_path: Path) -> None:
     pytest.importorskip("httpx", reason="FastAPI's TestClient needs httpx")
     from fastapi.testclient import TestClient
 
-    from style_transfer.web.app import FORM_SETTINGS, Limits, create_app
+    from style_transfer.web.form import FORM_SETTINGS, Limits
+    from style_transfer.web.app import create_app
 
     with TestClient(create_app(tmp_path, weights="random", limits=Limits(max_size=96))) as client:
         settings = client.get("/api/options").json()["settings"]
@@ -156,8 +157,8 @@ def test_library_messages_name_settings_as_the_api_and_the_commands_show_flags(t
     from style_transfer.cli.stylize import main
     from style_transfer.config.text import as_options
     from style_transfer.io.provenance import check_replay_inputs, replay_config
-    from style_transfer.speed import hardware
-    from style_transfer.speed.memory import fitting_advice, out_of_memory
+    from style_transfer.fast import hardware
+    from style_transfer.tiling.memory import fitting_advice, out_of_memory
 
     from ..conftest import IMAGES
     from ..helpers import one_error_line, run_command

@@ -11,9 +11,10 @@ import torch
 
 from style_transfer import StyleConfig
 from style_transfer.core.averaging import IterateAverage
-from style_transfer.core.stats import RunStats
+from style_transfer.core.run_stats import RunStats
 from style_transfer.io.images import tensor_to_pil
-from style_transfer.run.run import Run, RunOptions
+from style_transfer.run.run import Run
+from style_transfer.config.run_options import RunOptions
 
 from ..conftest import IMAGES, small_image
 from ..helpers import FAST, one_error_line, invoke_stylize as invoke

@@ -12,8 +12,9 @@ from style_transfer import ContentLoss, StyleConfig, StyleLoss, stylize
 from style_transfer.core.backward import combined_backward, per_module_backward
 from style_transfer.cli.stylize import main
 from style_transfer.cli.options import option_reference
-from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD
-from style_transfer.core.transfer import get_style_model_and_losses, optimize
+from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD
+from style_transfer.core.style_model import get_style_model_and_losses
+from style_transfer.core.transfer import optimize
 
 from ..helpers import transfer
 

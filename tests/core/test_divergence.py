@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from style_transfer.core.losses import StyleLoss
+from style_transfer.losses.tutorial import StyleLoss
 from style_transfer.core.parametrization import JUMP, RESTARTS_IN_A_ROW
-from style_transfer.core.stats import RunStats
-from style_transfer.core.transfer import get_style_model_and_losses, optimize
-from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD
+from style_transfer.core.run_stats import RunStats
+from style_transfer.core.style_model import get_style_model_and_losses
+from style_transfer.core.transfer import optimize
+from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD
 
 from ..helpers import invoke_stylize
 

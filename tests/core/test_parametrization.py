@@ -12,10 +12,11 @@ from style_transfer import StyleConfig
 from style_transfer.core.parametrization import (DAMPING, FOURIER_EXPONENT, JUMP, LATE_EXPONENT, LATE_SHARE,
                                                 RESTARTS_IN_A_ROW, BasisImage, FourierBasis, Jumped, inward,
                                                 make_basis)
-from style_transfer.core.stats import RunStats
-from style_transfer.core.transfer import get_style_model_and_losses, optimize
-from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD
-from style_transfer.speed.levers import fast_levers, parametrization_of
+from style_transfer.core.run_stats import RunStats
+from style_transfer.core.style_model import get_style_model_and_losses
+from style_transfer.core.transfer import optimize
+from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD
+from style_transfer.fast.levers import fast_levers, parametrization_of
 
 STYLE_WEIGHT = 1e6
 

@@ -7,8 +7,8 @@ import torch
 from torch import nn
 
 from style_transfer import ContentLoss, Normalization, StyleLoss, get_style_model_and_losses
-from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD
-from style_transfer.core.transfer import layer_names
+from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD
+from style_transfer.core.style_model import layer_names
 
 
 def build(cnn, content, style, **layers):

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from style_transfer import StyleConfig, stylize
-from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD
-from style_transfer.speed.fast import Speed, accelerator
+from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD
+from style_transfer.fast.fast import Speed, accelerator
 
 from ..helpers import transfer
 

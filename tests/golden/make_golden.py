@@ -16,7 +16,7 @@ import torch
 
 from style_transfer import StyleConfig, TransferSettings, run_style_transfer, stylize
 from style_transfer.io.images import load_image
-from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD, load_vgg19_features
+from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD, load_vgg19_features
 
 HERE = Path(__file__).resolve().parent
 IMAGES = HERE.parent.parent / "images"

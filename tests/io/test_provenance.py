@@ -16,7 +16,8 @@ import torch
 from PIL import Image, PngImagePlugin
 
 from style_transfer.io import provenance
-from style_transfer.config import INITS, StyleConfig
+from style_transfer.config.choices import INITS
+from style_transfer.config.style import StyleConfig
 from style_transfer.errors import ImageError, OutputError, WeightsError
 from style_transfer.io.images import save_image
 from style_transfer.cli.info import main as info_main
@@ -161,32 +162,35 @@ class TestRecord:
 
 class TestWeights:
     def test_imagenet_names_match_torchvision(self) -> None:
-        """The names and cache files this module (and core.vgg's cache path, which imports no torchvision) give
-        torchvision's weights, against torchvision's own entries, and core.vgg's lazily built IMAGENET_WEIGHTS."""
+        """The names and cache files the record (and the cache path, which imports no torchvision) give torchvision's
+        weights, against torchvision's own entries."""
         from torchvision.models import VGG16_Weights, VGG19_Weights
 
-        from style_transfer.core import vgg
+        from style_transfer.networks.weights import IMAGENET_WEIGHTS_FILE, IMAGENET_WEIGHTS_NAME, IMAGENET_WEIGHTS_OF
 
         weights = VGG19_Weights.IMAGENET1K_V1
-        assert provenance.IMAGENET_WEIGHTS_NAME == f"{type(weights).__name__}.{weights.name}"
-        assert provenance.IMAGENET_WEIGHTS_FILE == os.path.basename(weights.url)
+        assert IMAGENET_WEIGHTS_NAME == f"{type(weights).__name__}.{weights.name}"
+        assert IMAGENET_WEIGHTS_FILE == os.path.basename(weights.url)
         for model, entry in (("vgg19", VGG19_Weights.IMAGENET1K_V1), ("vgg16", VGG16_Weights.IMAGENET1K_V1)):
-            assert provenance.IMAGENET_WEIGHTS_OF[model] == (f"{type(entry).__name__}.{entry.name}",
-                                                            os.path.basename(entry.url))
-            assert vgg.IMAGENET_WEIGHTS[model] is entry and vgg.imagenet_weights(model) is entry
+            assert IMAGENET_WEIGHTS_OF[model] == (f"{type(entry).__name__}.{entry.name}", os.path.basename(entry.url))
 
     @pytest.mark.parametrize("torch_loaded", [True, False])
-    def test_imagenet_cache_path_as_models_says(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                torch_loaded: bool) -> None:
-        from style_transfer.core.vgg import imagenet_weights_path
+    def test_imagenet_cache_path_as_torch_hub_says(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   torch_loaded: bool) -> None:
+        import torch.hub
+
+        from style_transfer.networks.weights import imagenet_weights_path
+
+        def hub_path() -> Path:
+            return Path(torch.hub.get_dir()) / "checkpoints" / "vgg19-dcbb9e9d.pth"
 
         monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch home"))
         if not torch_loaded:  # the path worked out without asking torch.hub
             monkeypatch.delitem(sys.modules, "torch.hub")
-        assert provenance.imagenet_weights_path() == imagenet_weights_path()
+        assert imagenet_weights_path() == hub_path()
         monkeypatch.delenv("TORCH_HOME")
         monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-        assert provenance.imagenet_weights_path() == imagenet_weights_path()
+        assert imagenet_weights_path() == hub_path()
 
     def test_imagenet_entry_hashes_the_cached_file(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv("TORCH_HOME", str(tmp_path))

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 from style_transfer import StyleConfig
 from style_transfer.run.compare import TRACKED_MEMORY, _LiveTensorBytes, compare_backward
 from style_transfer.cli.compare import main
-from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD
-from style_transfer.core.transfer import get_style_model_and_losses
+from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD
+from style_transfer.core.style_model import get_style_model_and_losses
 
 from ..conftest import IMAGES
 

@@ -13,11 +13,11 @@ from style_transfer import StyleConfig, get_input_optimizer, get_style_model_and
 from style_transfer.run import run as run_module
 from style_transfer.cli.stylize import main
 from style_transfer.io.images import load_image, tensor_to_pil
-from style_transfer.core.loss_terms import TotalVariationLoss, blended_gram, normalized_blend, total_variation
-from style_transfer.core.losses import gram_matrix
-from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD
+from style_transfer.losses.terms import TotalVariationLoss, blended_gram, normalized_blend, total_variation
+from style_transfer.losses.tutorial import gram_matrix
+from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD
 from style_transfer.run.prepare import initial_image
-from style_transfer.speed.fast import Speed, accelerator
+from style_transfer.fast.fast import Speed, accelerator
 
 from ..helpers import transfer
 

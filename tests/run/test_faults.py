@@ -19,15 +19,17 @@ from PIL import Image
 from torch import nn
 
 from style_transfer import StyleConfig, get_style_model_and_losses, stylize
-from style_transfer.speed import memory as guards
-from style_transfer.core import losses, transfer
+from style_transfer.tiling import memory as guards
+from style_transfer.losses import tutorial as losses
+from style_transfer.core import transfer
 from style_transfer.run import prepare
 from style_transfer.run import run as run_module
 from style_transfer.errors import Interrupted, NonFiniteLoss, ResourceError
-from style_transfer.speed.fast import Speed, accelerate, bf16_supported
-from style_transfer.core.stats import RunStats
-from style_transfer.speed.memory import estimate_bytes
-from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD
+from style_transfer.fast.fast import Speed, accelerate
+from style_transfer.fast.hardware import bf16_supported
+from style_transfer.core.run_stats import RunStats
+from style_transfer.tiling.memory import estimate_bytes
+from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD
 from style_transfer.core.transfer import optimize
 
 from ..conftest import IMAGES
@@ -240,7 +242,7 @@ def test_out_of_memory_one_line_suggests_smaller_size(tmp_path: Path, monkeypatc
 
 
 def test_out_of_memory_at_a_large_size_suggests_tiles_then_smaller_tiles() -> None:
-    from style_transfer.speed.memory import out_of_memory
+    from style_transfer.tiling.memory import out_of_memory
 
     cpu, error = torch.device("cpu"), MemoryError()
     # The library names the settings as the API takes them (size=...); the commands show them as flags.
@@ -460,7 +462,7 @@ def test_unexpected_error_is_one_line_and_debug_shows_traceback(tmp_path: Path,
     def buggy(*args, **kwargs):
         raise TypeError("boom")
 
-    monkeypatch.setattr("style_transfer.run.Run.execute", buggy)
+    monkeypatch.setattr("style_transfer.run.run.Run.execute", buggy)
     args = [CONTENT, STYLE, "-o", str(tmp_path / "o.png"), *FAST]
     line = one_error_line(invoke(args, 1))
     assert line == "Error: unexpected TypeError: boom (rerun with --debug for the traceback)"

@@ -13,8 +13,8 @@ import torch
 import torch.nn.functional as F
 
 from style_transfer import StyleConfig
-from style_transfer.config import RunOptions
-from style_transfer.core.vgg import IMAGENET_MEAN, IMAGENET_STD, load_network
+from style_transfer.config.run_options import RunOptions
+from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD, load_network
 from style_transfer.errors import ImageError
 from style_transfer.io.images import MIN_SIDE, load_image, pil_to_tensor
 from style_transfer.run.run import Run

@@ -19,9 +19,10 @@ from style_transfer import StyleConfig
 from style_transfer.core.parametrization import LATE_EXPONENT
 from style_transfer.errors import CheckpointError
 from style_transfer.io.images import pil_to_tensor
-from style_transfer.run.run import Run, RunOptions
-from style_transfer.run.plans import planned_evaluations
-from style_transfer.speed.levers import parametrization_of
+from style_transfer.run.run import Run
+from style_transfer.config.run_options import RunOptions
+from style_transfer.core.steps import planned_evaluations
+from style_transfer.fast.levers import parametrization_of
 
 from ..conftest import small_image
 from ..helpers import pixels
@@ -255,7 +256,7 @@ def test_the_default_run_is_stylize(images) -> None:
 def test_stages_are_told_before_the_first_evaluation(images) -> None:
     """Issue 33.6: on_stage hears the loading of the weights (not when the network is given), then the first size's
     model, each once, before the first event; a run cancelled at its first evaluation is enough to see them."""
-    from style_transfer.core.vgg import load_network
+    from style_transfer.networks.vgg import load_network
 
     told: list[str] = []
     for cnn in (None, load_network("vgg19", "random")):

@@ -14,8 +14,8 @@ pytest.importorskip("av", reason="the video extra is not installed")
 pytest.importorskip("cv2", reason="the video extra is not installed")
 
 from benchmarks.studies.flicker import moving_pattern, style_picture, write_frames  # noqa: E402
-from style_transfer.config import StyleConfig  # noqa: E402
-from style_transfer.core import masks  # noqa: E402
+from style_transfer.config.style import StyleConfig  # noqa: E402
+from style_transfer.losses import masks  # noqa: E402
 from style_transfer.video.cli import main  # noqa: E402
 from style_transfer.video.runner import VideoRun, VideoSettings  # noqa: E402
 

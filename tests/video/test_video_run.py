@@ -17,7 +17,7 @@ pytest.importorskip("av", reason="the video extra is not installed")
 pytest.importorskip("cv2", reason="the video extra is not installed")
 
 from benchmarks.studies.flicker import moving_pattern, style_picture, write_frames  # noqa: E402
-from style_transfer.config import StyleConfig  # noqa: E402
+from style_transfer.config.style import StyleConfig  # noqa: E402
 from style_transfer.video.cli import main  # noqa: E402
 from style_transfer.video.io import probe  # noqa: E402
 from style_transfer.video.runner import VideoRun, VideoSettings, flicker  # noqa: E402
@@ -146,7 +146,7 @@ def test_the_command_refuses_bad_input_in_one_line(style: Path, tmp_path: Path) 
 def test_the_command_refuses_a_size_that_cannot_fit_before_any_frame_is_read(
         clip: Path, style: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 24: from the clip's and the style's sizes (run.check_fits), before a frame is read at the size."""
-    from style_transfer.speed import memory as guards
+    from style_transfer.tiling import memory as guards
     from style_transfer.video import runner
 
     monkeypatch.setattr(guards, "available_bytes", lambda device: 380_000_000)  # test_faults.py's hand numbers
@@ -214,9 +214,9 @@ def test_a_failed_run_takes_back_its_work_folder_unless_it_holds_finished_frames
 
 
 def test_the_command_default_is_the_library_default() -> None:
-    from style_transfer.video import cli, runner
+    from style_transfer.video import DEFAULT_TEMPORAL_WEIGHT, default_temporal_weight
 
-    assert cli.DEFAULT_TEMPORAL_WEIGHT == runner.DEFAULT_TEMPORAL_WEIGHT
+    assert default_temporal_weight("torchvision") == default_temporal_weight("caffe") == DEFAULT_TEMPORAL_WEIGHT
     assert VideoSettings().temporal_weight is None  # the network's, resolved by VideoRun (tests/video/)
 
 

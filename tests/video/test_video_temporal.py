@@ -11,9 +11,10 @@ import torch
 
 pytest.importorskip("cv2", reason="the video extra is not installed")
 
-from style_transfer.config import StyleConfig  # noqa: E402
+from style_transfer.config.style import StyleConfig  # noqa: E402
 from style_transfer.run.run import Run  # noqa: E402
-from style_transfer.video.temporal import TemporalLoss, frame_start  # noqa: E402
+from style_transfer.losses.temporal import TemporalLoss
+from style_transfer.video.temporal import frame_start
 
 
 def test_temporal_loss_value_and_gradient_are_the_plain_formula() -> None:

