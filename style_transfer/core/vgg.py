@@ -16,10 +16,10 @@ import tempfile
 import urllib.error
 import urllib.request
 import zipfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch import nn
@@ -70,6 +70,7 @@ def __getattr__(name: str) -> Any:
 _HASH_RE = re.compile(r"-([a-f0-9]{6,})\.")
 
 DownloadProgress = Callable[[int, int], None]  # (bytes done, bytes in all or 0 if unknown)
+_ModuleT = TypeVar("_ModuleT", bound=nn.Module)  # freeze hands back the module it was given, its type kept
 
 
 class Normalization(nn.Module):
@@ -78,8 +79,11 @@ class Normalization(nn.Module):
     Departure from the tutorial: mean and std are buffers, so they follow ``.to(device)``.
     """
 
-    def __init__(self, mean: torch.Tensor | tuple[float, ...] = IMAGENET_MEAN,
-                 std: torch.Tensor | tuple[float, ...] = IMAGENET_STD) -> None:
+    mean: torch.Tensor
+    std: torch.Tensor
+
+    def __init__(self, mean: torch.Tensor | Sequence[float] = IMAGENET_MEAN,
+                 std: torch.Tensor | Sequence[float] = IMAGENET_STD) -> None:
         super().__init__()
         self.register_buffer("mean", torch.as_tensor(mean, dtype=torch.float32).clone().view(-1, 1, 1))
         self.register_buffer("std", torch.as_tensor(std, dtype=torch.float32).clone().view(-1, 1, 1))
@@ -158,7 +162,8 @@ def random_vgg_features(model: str = "vgg19", seed: int = 0) -> nn.Sequential:
         for module in features:
             if isinstance(module, nn.Conv2d):
                 nn.init.kaiming_normal_(module.weight, mode="fan_out", nonlinearity="relu", generator=generator)
-                nn.init.zeros_(module.bias)
+                if module.bias is not None:  # every VGG convolution has one
+                    nn.init.zeros_(module.bias)
     return features
 
 
@@ -167,7 +172,7 @@ def random_vgg19_features(seed: int = 0) -> nn.Sequential:
     return random_vgg_features("vgg19", seed)
 
 
-def freeze(module: nn.Module) -> nn.Module:
+def freeze(module: _ModuleT) -> _ModuleT:
     """Put a module in eval mode and stop gradients to its parameters; returns it."""
     module.eval()
     module.requires_grad_(False)
