@@ -18,7 +18,7 @@ import os
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..config import StyleConfig
 from ..config.weights import DOWNLOAD_TIMEOUT_S, ORIGINAL, original_weights_file
@@ -107,7 +107,7 @@ def original_config(config: StyleConfig) -> StyleConfig:
     loss = config.style_loss if config.style_loss in STYLE_LOSSES else "gram"
     was = preset_values(config.preset, config.preprocess or "torchvision", loss, config.model)
     now = preset_values(config.preset, "caffe", loss, config.model)
-    changes: dict[str, object] = {"weights": ORIGINAL, "preprocess": "caffe"}
+    changes: dict[str, Any] = {"weights": ORIGINAL, "preprocess": "caffe"}
     for name in ("style_weight", "content_weight"):
         if getattr(config, name) == was[name]:
             changes[name] = now[name]
