@@ -32,9 +32,11 @@ def test_the_package_passes_the_type_checker() -> None:
     assert "source files" in done.stdout and " 0 source files" not in done.stdout, done.stdout
 
 
-def test_the_configuration_is_the_one_read() -> None:
-    # An unannotated function is an error only with disallow_untyped_defs, a None in an int only under mypy at
-    # all: both reported shows that setup.cfg's [mypy] section is the configuration in force.
-    done = _mypy("-c", "def untyped(x):\n    return x\n\nn: int = None\n")
+def test_the_configuration_is_the_one_read(tmp_path: Path) -> None:
+    # An unannotated function is an error only with disallow_untyped_defs, a None in an int under any mypy:
+    # both reported shows that setup.cfg's [mypy] section is the configuration in force.
+    program = tmp_path / "program.py"
+    program.write_text("def untyped(x):\n    return x\n\n\nn: int = None\n")
+    done = _mypy(str(program))
     assert done.returncode == 1, done.stdout + done.stderr
     assert "[no-untyped-def]" in done.stdout and "[assignment]" in done.stdout, done.stdout
