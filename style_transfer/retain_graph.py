@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from .core.backward import combined_backward, per_module_backward
+from .config.checks import filled
 from .config.style import StyleConfig
 from .networks.vgg import IMAGENET_MEAN, IMAGENET_STD, freeze, random_vgg19_features
 from .core.style_model import get_style_model_and_losses
@@ -91,6 +92,7 @@ def style_model_demo(size: int = 32, seed: int = 0) -> StyleModelDemo:
     mechanics do not depend on the pictures, and nothing is downloaded.
     """
     config = StyleConfig()
+    style_weight, content_weight = filled(config.style_weight), filled(config.content_weight)
     generator = torch.Generator().manual_seed(seed)
     content = torch.rand(1, 3, size, size, generator=generator)
     style = torch.rand(1, 3, size, size, generator=generator)
@@ -98,15 +100,15 @@ def style_model_demo(size: int = 32, seed: int = 0) -> StyleModelDemo:
     model, style_losses, content_losses = get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD, style,
                                                                      content)
     names = {id(module): name for name, module in model.named_children()}
-    modules = [(m, config.style_weight) for m in style_losses] + [(m, config.content_weight) for m in content_losses]
+    modules = [(m, style_weight) for m in style_losses] + [(m, content_weight) for m in content_losses]
     image = content.clone().requires_grad_(True)
     passes = [0]
     image.register_hook(lambda grad: passes.__setitem__(0, passes[0] + 1))
 
     image.grad = None
     model(image)
-    combined_backward(style_losses, content_losses, config.style_weight, config.content_weight)
-    combined, passes_combined = image.grad.clone(), passes[0]  # type: ignore[union-attr]
+    combined_backward(style_losses, content_losses, style_weight, content_weight)
+    combined, passes_combined = _grad(image), passes[0]
 
     image.grad, passes[0] = None, 0
     model(image)
@@ -120,8 +122,8 @@ def style_model_demo(size: int = 32, seed: int = 0) -> StyleModelDemo:
 
     image.grad, passes[0] = None, 0
     model(image)
-    per_module_backward(style_losses, content_losses, config.style_weight, config.content_weight)
-    per_module, passes_retained = image.grad.clone(), passes[0]  # type: ignore[union-attr]
+    per_module_backward(style_losses, content_losses, style_weight, content_weight)
+    per_module, passes_retained = _grad(image), passes[0]
     try:
         style_losses[0].loss.backward()
         error_after = ""
@@ -133,6 +135,13 @@ def style_model_demo(size: int = 32, seed: int = 0) -> StyleModelDemo:
         passes_retained=passes_retained, passes_combined=passes_combined,
         max_abs_diff=float((per_module - combined).abs().max()), max_abs_grad=float(combined.abs().max()),
         error_after=error_after)
+
+
+def _grad(image: torch.Tensor) -> torch.Tensor:
+    """A copy of the gradient the backward passes left in ``image.grad``."""
+    if image.grad is None:
+        raise RuntimeError("no gradient reached the image")
+    return image.grad.clone()
 
 
 def _floats(tensor: torch.Tensor | None) -> tuple[float, ...]:

@@ -166,7 +166,8 @@ def read_manifest(path: str, *, styles: Sequence[str], out_dir: str, options: Ma
     planned: list[tuple[str, str, tuple[str, ...], str | None, StyleConfig]] = []
     for where, row in rows:
         values = dict(base)
-        content, row_styles, output = None, (), None
+        content, output = None, None
+        row_styles: tuple[str, ...] = ()
         for key, value in row.items():
             field = str(key).strip().replace("-", "_").lower()
             if value is None or value == "" or value == []:
@@ -191,7 +192,8 @@ def read_manifest(path: str, *, styles: Sequence[str], out_dir: str, options: Ma
             config = config_from_text(values)
         except ValueError as exc:
             raise ValueError(f"{where}: {exc}") from None
-        for style_set in ([row_styles] if row_styles else [(s,) for s in styles]):
+        style_sets: list[tuple[str, ...]] = [row_styles] if row_styles else [(s,) for s in styles]
+        for style_set in style_sets:
             planned.append((where, content, style_set, output if row_styles else None, config))
     names = unique_names(list(dict.fromkeys(p for _, c, s, _, _ in planned for p in (c, *s))))
     items = []
@@ -206,7 +208,7 @@ def _manifest_rows(path: str) -> list[tuple[str, Mapping[str, Any]]]:
     try:
         with open(path, encoding="utf-8", newline="") as handle:
             if path.lower().endswith((".jsonl", ".ndjson")):
-                rows = []
+                rows: list[tuple[str, Mapping[str, Any]]] = []
                 for number, line in enumerate(handle, 1):
                     if not line.strip():
                         continue
@@ -221,7 +223,7 @@ def _manifest_rows(path: str) -> list[tuple[str, Mapping[str, Any]]]:
             reader = csv.DictReader(handle)
             if not reader.fieldnames or "content" not in [f.strip().lower() for f in reader.fieldnames]:
                 raise ValueError(f"{name}: a CSV manifest needs a header row with a 'content' column")
-            out = []
+            out: list[tuple[str, Mapping[str, Any]]] = []
             for row in reader:
                 if None in row:
                     raise ValueError(f"{name}:{reader.line_num}: more fields than the header has")

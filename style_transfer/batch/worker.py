@@ -127,7 +127,7 @@ class Worker:
 
     def __init__(self, device: str | None = None) -> None:
         self.device = device
-        self.networks: dict[tuple[str, ...], Any] = {}
+        self.networks: dict[tuple[str | None, ...], Any] = {}  # by NetworkSpec and device
         self._unplaced: dict[NetworkSpec, Any] = {}  # loaded by prepare, not yet moved to an item's device
         self.targets = TargetCache()
         self.loads = 0  # networks loaded (one per weights and device)

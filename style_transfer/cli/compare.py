@@ -8,6 +8,7 @@ from .options import DEFAULTS, OneLineCommand, UsageFault, split_list as _layers
 from ..run.compare import BackwardComparison, compare_backward
 from ..config.choices import INITS
 from ..config.style import StyleConfig
+from ..config.checks import filled
 from ..errors import StyleTransferError
 
 MIB = 2**20
@@ -53,8 +54,8 @@ def format_comparison(result: BackwardComparison) -> str:
 @click.option("--weights", default=DEFAULTS.weights, show_default=True,
               help="imagenet, original, random or a weights FILE, as for stylize (timings do not depend on them).")
 @click.option("--device", default=DEFAULTS.device, show_default=True, help="auto, cpu, cuda, cuda:N or mps.")
-@click.option("--content-layers", default=",".join(DEFAULTS.content_layers), show_default=True)
-@click.option("--style-layers", default=",".join(DEFAULTS.style_layers), show_default=True)
+@click.option("--content-layers", default=",".join(filled(DEFAULTS.content_layers)), show_default=True)
+@click.option("--style-layers", default=",".join(filled(DEFAULTS.style_layers)), show_default=True)
 def main(content: str, style: str, evaluations: int, size: int | None, style_weight: float, content_weight: float,
          init: str, seed: int, weights: str, device: str, content_layers: str, style_layers: str) -> None:
     """Compare --backward combined and per-module on CONTENT and STYLE, on this machine.

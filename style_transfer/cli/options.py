@@ -175,10 +175,11 @@ class OneLineCommand(click.Command):
             return super().invoke(ctx)
         except click.UsageError as exc:  # raised by the command's own checks: one line too
             exc.ctx = None
-            exc.message = as_options(exc.message)
+            # click declares message Final; rewritten in place, the exception keeps its class and hints.
+            exc.message = as_options(exc.message)  # type: ignore[misc]
             raise
         except click.ClickException as exc:  # the library names settings as the API does (weights=FILE): as flags
-            exc.message = as_options(exc.message)
+            exc.message = as_options(exc.message)  # type: ignore[misc]  # as above
             raise
 
     def section_of(self, param: click.Parameter) -> str:
@@ -198,12 +199,12 @@ class OneLineCommand(click.Command):
             short = None if long else self.short_help_of.get(param.name or "")
             saved = getattr(param, "help", None)
             if short is not None:
-                param.help = short  # type: ignore[attr-defined]
+                param.help = short
             try:
                 record = param.get_help_record(ctx)
             finally:
                 if short is not None:
-                    param.help = saved  # type: ignore[attr-defined]
+                    param.help = saved
             if record is not None:
                 groups[self.section_of(param)].append(record)
         return {name: records for name, records in groups.items() if records}

@@ -135,7 +135,7 @@ class Watch:
         bar.set_postfix(losses, refresh=False)
         bar.update(info.step - bar.n)
 
-    def _record_now(self, info: StepInfo) -> dict[str, Any] | None:
+    def _record_now(self, info: recorders.StepEvent) -> dict[str, Any] | None:
         """The record of an image written along the way: the settings, and the run so far."""
         if not self.metadata or self.run is None:
             return None

@@ -11,7 +11,7 @@ import functools
 import math
 import os
 import re
-from typing import Any
+from typing import Any, TypeVar
 
 from ..layers import model_layer_names, resolve_layers
 from ..presets import STYLE_LOSSES, layer_weights, preset_values
@@ -21,6 +21,7 @@ from ..networks.weights import WEIGHTS_WORDS, Unreadable, is_quantised_vgg19, on
 
 # The functions take the StyleConfig being made (``config.style`` imports this module, so it is not named here).
 StyleConfig = Any
+_T = TypeVar("_T")
 
 _DEVICE_RE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 
@@ -34,7 +35,7 @@ def check(config: StyleConfig) -> None:
     _resolve_preprocess(config)  # before the preset: its loss weights depend on the input's scale
     _apply_preset(config)  # also turns lists (and comma-separated layer strings) into tuples
     _as_tuples(config)
-    for declared in _declared(type(config)):
+    for declared in _declared(config.__class__):  # type(Any) is not Hashable to mypy; the same class
         _check_declared(declared, getattr(config, declared.name))
     if not isinstance(config.init, str) or (config.init not in INITS and not os.path.isfile(config.init)):
         raise ValueError(f"init must be one of {', '.join(INITS)} or an image file, got {config.init!r}")
@@ -59,6 +60,18 @@ def check(config: StyleConfig) -> None:
         raise ValueError(f"fused_gram applies to style_loss gram only, not {config.style_loss!r} "
                          "(fast=True leaves it off for the other style losses)")
     _check_tile(config)
+
+
+def filled(value: _T | None) -> _T:
+    """A field ``check`` fills in where it was given None (the preset's weights, layers, loss form, pooling, ...),
+    read from a made ``StyleConfig``: the same value, typed without None.
+
+    Raises:
+        ValueError: the value is None (a StyleConfig changed after it was made, bypassing ``check``).
+    """
+    if value is None:
+        raise ValueError("a setting the preset fills in is None: make the StyleConfig anew (dataclasses.replace)")
+    return value
 
 
 @functools.lru_cache(maxsize=None)

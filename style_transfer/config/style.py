@@ -8,6 +8,7 @@ are made, and by which ``config.text`` parses text. The checks are ``config.chec
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ..presets import CAFFE_TUTORIAL_STYLE_WEIGHTS, PRESETS, STYLE_LOSS_WEIGHTS
 from . import checks
@@ -339,8 +340,8 @@ class StyleConfig:
               '(soft edges allowed), resized with the content; give it once per STYLE, in order. STYLEs after the last '
               "mask share what no mask covers. Each style's statistics (--style-loss) are taken over its own region "
               "(guided statistics). The mask must have the content's aspect ratio."))
-    # a mask weighting the content loss by region (a path, PIL image or tensor), or None
-    content_mask: object = setting(
+    # a mask weighting the content loss by region (a path, PIL image or tensor: io.images.ImageSource), or None
+    content_mask: Any = setting(
         None, "file", "Style",
         metavar='FILE',
         short='A grey mask FILE weighting the content loss by region.',

@@ -31,9 +31,9 @@ def as_options(message: str) -> str:
     (``--weights FILE``; a flag turned on, ``fast=True``, as ``--fast``): the library speaks the API's names, a
     command its flags."""
     def flag(match: re.Match[str]) -> str:
-        declared, value = setting_of(match.group(1)), match.group(2)
-        option = declared.options[0]  # type: ignore[union-attr]
-        return option if declared.kind == "flag" and value.lower() in TRUE else f"{option} {value}"  # type: ignore[union-attr]
+        declared, value = _BY_SPELLING[match.group(1)], match.group(2)  # _NAMED matches field names only
+        option = declared.options[0]
+        return option if declared.kind == "flag" and value.lower() in TRUE else f"{option} {value}"
 
     return _NAMED.sub(flag, message)
 

@@ -9,6 +9,7 @@ the passes. Both minimise the same objective; see ``docs/retain_graph.md``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import torch
 from torch import nn
@@ -32,7 +33,8 @@ def combined_backward(
     """
     style_score, content_score = weighted_scores(style_losses, content_losses, style_weight, content_weight)
     loss = style_score + content_score
-    loss.backward()
+    if isinstance(loss, torch.Tensor):  # a plain 0 without loss modules: nothing to backpropagate
+        loss.backward()
     return _detached(style_score), _detached(content_score)
 
 
@@ -48,8 +50,8 @@ def weighted_scores(
         ``(style_weight * Σ style losses, content_weight * Σ content losses)``, in the graph
         (a plain 0 where there are no modules of a kind).
     """
-    style_score = 0
-    content_score = 0
+    style_score: torch.Tensor | float = 0
+    content_score: torch.Tensor | float = 0
     for sl in style_losses:
         style_score += sl.loss
     for cl in content_losses:
@@ -99,7 +101,8 @@ def per_module_backward(
         content_score += cl.backward(content_weight, retain_graph=retain_graph and passes_left > 0)
     for extra in extra_losses:
         passes_left -= 1
-        extra_score += backward_weighted(extra.loss, retain_graph=retain_graph and passes_left > 0)
+        # nn.Module's attribute lookup is typed Tensor | Module; an extra module's .loss is its tensor (above).
+        extra_score += backward_weighted(cast(torch.Tensor, extra.loss), retain_graph=retain_graph and passes_left > 0)
     return _detached(style_score), _detached(content_score), _detached(extra_score)
 
 
@@ -116,8 +119,10 @@ def run_backward(
         ValueError: an unknown ``backward``.
     """
     check_backward(backward)
-    run = combined_backward if backward == "combined" else per_module_backward
-    return run(style_losses, content_losses, style_weight, content_weight)
+    if backward == "combined":
+        return combined_backward(style_losses, content_losses, style_weight, content_weight)
+    style_score, content_score, _ = per_module_backward(style_losses, content_losses, style_weight, content_weight)
+    return style_score, content_score  # as combined's: no extra modules here
 
 
 def check_backward(backward: str) -> None:

@@ -94,7 +94,7 @@ def get_style_model_and_losses(
     content_layers = resolve_layers(content_layers, valid)  # paper names (conv2_2) become conv_4
     style_layers = resolve_layers(style_layers, valid)
     wanted = set(content_layers) | set(style_layers)
-    style_imgs = list(style_img) if isinstance(style_img, (list, tuple)) else [style_img]
+    style_imgs = [style_img] if isinstance(style_img, torch.Tensor) else list(style_img)
     normalized_blend(style_blend, len(style_imgs))  # checks the blend before any work
     layer_weights = [1.0] * len(style_layers) if style_layer_weights is None else list(style_layer_weights)
     if len(layer_weights) != len(style_layers):
@@ -147,21 +147,21 @@ def get_style_model_and_losses(
             if visible is not None:
                 masks.check_alphas(visible, name)
             if guided is not None and style_loss_kind == "gram":
-                style_loss = masks.GuidedStyleLoss(features, guided, style_blend,
-                                                   weight=layer_weights[style_layers.index(name)], form=loss_form,
-                                                   alphas=visible)
+                loss: StyleLoss = masks.GuidedStyleLoss(features, guided, style_blend,
+                                                        weight=layer_weights[style_layers.index(name)],
+                                                        form=loss_form, alphas=visible)
             elif style_loss_kind == "gram":
-                style_loss = make_style_loss(features, style_blend, weight=layer_weights[style_layers.index(name)],
-                                             form=loss_form, alphas=visible)
+                loss = make_style_loss(features, style_blend, weight=layer_weights[style_layers.index(name)],
+                                       form=loss_form, alphas=visible)
             else:  # other style statistics (losses/statistics.py), guided or not
-                style_loss = make_statistics_loss(style_loss_kind, features, style_blend, seed=seed,
-                                                  weight=layer_weights[style_layers.index(name)],
-                                                  layer=style_layers.index(name), masks=guided, alphas=visible)
-            if cached:
-                style_loss.target = style_targets[name].clone()
+                loss = make_statistics_loss(style_loss_kind, features, style_blend, seed=seed,
+                                            weight=layer_weights[style_layers.index(name)],
+                                            layer=style_layers.index(name), masks=guided, alphas=visible)
+            if cached and style_targets is not None:  # cached: style_targets holds every layer
+                loss.target = style_targets[name].clone()
             elif style_targets is not None:
-                style_targets[name] = style_loss.target.detach().clone()
-            model.add_module(f"style_loss_{index}", style_loss)
-            style_losses.append(style_loss)
+                style_targets[name] = loss.target.detach().clone()
+            model.add_module(f"style_loss_{index}", loss)
+            style_losses.append(loss)
         wanted.discard(name)
     return model, style_losses, content_losses

@@ -21,15 +21,16 @@ class _Gram(torch.autograd.Function):
     the backward runs in ``F``'s dtype, which is the dtype its gradient must have anyway.
     """
 
+    # ctx carries n and rows_last to backward, and saved_tensors: names FunctionCtx does not declare.
     @staticmethod
-    def forward(ctx: torch.autograd.function.FunctionCtx, features: torch.Tensor,  # type: ignore[override]
+    def forward(ctx: torch.autograd.function.FunctionCtx, features: torch.Tensor,
                 n: int, rows_last: bool) -> torch.Tensor:
         ctx.save_for_backward(features)
         ctx.n, ctx.rows_last = n, rows_last  # type: ignore[attr-defined]
         return _gram_forward(features, rows_last, n)
 
     @staticmethod
-    def backward(ctx: torch.autograd.function.FunctionCtx,  # type: ignore[override]
+    def backward(ctx: torch.autograd.function.FunctionCtx,
                  grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
         (features,) = ctx.saved_tensors  # type: ignore[attr-defined]
         both = _symmetric_grad(grad, ctx.n, features.dtype)  # type: ignore[attr-defined]
@@ -82,8 +83,9 @@ class _ReluGram(torch.autograd.Function):
     product itself (``addmm_``), into the ReLU's gradient. The same gradient up to rounding.
     """
 
+    # ctx carries n to backward, and saved_tensors: names FunctionCtx does not declare.
     @staticmethod
-    def forward(ctx: torch.autograd.function.FunctionCtx, x: torch.Tensor,  # type: ignore[override]
+    def forward(ctx: torch.autograd.function.FunctionCtx, x: torch.Tensor,
                 n: int) -> tuple[torch.Tensor, torch.Tensor]:
         out = torch.relu(x)
         features, rows_last = _feature_matrix(x)
@@ -92,7 +94,7 @@ class _ReluGram(torch.autograd.Function):
         return out, _gram_forward(features, rows_last, n)
 
     @staticmethod
-    def backward(ctx: torch.autograd.function.FunctionCtx,  # type: ignore[override]
+    def backward(ctx: torch.autograd.function.FunctionCtx,
                  grad_out: torch.Tensor, grad_gram: torch.Tensor) -> tuple[torch.Tensor, None]:
         x, out = ctx.saved_tensors  # type: ignore[attr-defined]
         features, rows_last = _feature_matrix(x)

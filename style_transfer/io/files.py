@@ -202,11 +202,11 @@ def check_not_an_input(outputs: Iterable[tuple[str, str | os.PathLike | None]],
     Raises:
         OutputError: naming the output, the input it is and what to do.
     """
-    inputs = [(label, path) for label, path in inputs if path is not None]
+    given = [(label, path) for label, path in inputs if path is not None]
     for label, output in outputs:
         if output is None:
             continue
-        for input_label, path in inputs:
+        for input_label, path in given:
             if same_file(output, path):
                 raise OutputError(f"{label} {shown(output)}: is the same file as {input_label} {shown(path)}; "
                                   f"writing it would destroy that input: give another output name")

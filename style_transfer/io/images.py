@@ -19,6 +19,7 @@ from .files import atomic_output, check_writable, open_regular, shown
 
 if TYPE_CHECKING:
     import torch
+    from typing_extensions import TypeIs  # typing's from Python 3.13; only the checker reads it
 
 # torch (and numpy) are imported inside the functions that need them: the command checks its
 # inputs and output with this module before it pays for importing torch (a fast start).
@@ -136,7 +137,7 @@ def _high_depth_to_rgb(image: Image.Image) -> Image.Image:
     return Image.fromarray(gray).convert("RGB")
 
 
-def is_tensor(value: Any) -> bool:
+def is_tensor(value: object) -> TypeIs[torch.Tensor]:
     """Whether ``value`` is a torch tensor (False, without importing torch, when torch is not loaded)."""
     torch = sys.modules.get("torch")
     return torch is not None and isinstance(value, torch.Tensor)

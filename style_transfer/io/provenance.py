@@ -101,7 +101,8 @@ def input_entry(source: Any) -> dict[str, Any]:
         ImageError: a path that cannot be read. TypeError: another kind of source.
     """
     if isinstance(source, (str, bytes, os.PathLike)):
-        return {"name": base_name(source), "sha256": sha256_file(source)}
+        name = os.fsdecode(source)  # a bytes path as the text the file functions take (the same file)
+        return {"name": base_name(name), "sha256": sha256_file(name)}
     if isinstance(source, Image.Image):
         from .images import alpha_channel, pil_to_rgb  # images imports torch: only here, where a run has it loaded
 
@@ -145,11 +146,11 @@ def weights_entry(weights: str, seed: int = RANDOM_WEIGHTS_SEED, *, model: str =
         name, file = IMAGENET_WEIGHTS_OF[model]
         return {"kind": "imagenet", "name": name, "file": file, "sha256": digest}
     if weights == ORIGINAL:
-        path = original_weights_file()
-        if path is None:
+        found = original_weights_file()
+        if found is None:
             raise WeightsError(f"weights=original: the {ORIGINAL_PACKAGE} package that holds them is not installed")
-        return {"kind": "original", "name": os.path.basename(path), "package": _package(ORIGINAL_PACKAGE),
-                "sha256": _sha256_cached(path, error=WeightsError)}
+        return {"kind": "original", "name": os.path.basename(found), "package": _package(ORIGINAL_PACKAGE),
+                "sha256": _sha256_cached(found, error=WeightsError)}
     return {"kind": "file", "name": base_name(weights), "sha256": _sha256_cached(weights, error=WeightsError)}
 
 
@@ -305,7 +306,7 @@ def replay_config(record: dict[str, Any], *, weights: str | None = None, device:
     from ..config.style import StyleConfig  # config imports nothing heavy; here only replay needs it
 
     known = {f.name for f in dataclasses.fields(StyleConfig)}
-    values = {k: tuple(v) if isinstance(v, list) else v for k, v in settings.items() if k in known}
+    values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in settings.items() if k in known}
     return StyleConfig(**values)
 
 

@@ -18,6 +18,7 @@ Each statistic takes an optional ``weights`` tensor ``(1, 1, H, W)`` in [0, 1] o
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -119,8 +120,10 @@ def wasserstein_target_of(stats: Sequence[tuple[torch.Tensor, torch.Tensor]], bl
     """``wasserstein_target`` from each style image's ``(mean, covariance)`` (``gaussian_statistics``'s, or the
     same sums added up over crops: ``tiling/tiling.py``), in their dtype and device."""
     shares = normalized_blend(blend, len(stats))
-    mean = sum(b * _wide(mu) for b, (mu, _) in zip(shares, stats))
-    second = sum(b * (_wide(cov) + torch.outer(_wide(mu), _wide(mu))) for b, (mu, cov) in zip(shares, stats))
+    # Sums of one tensor or more (stats[0] is read below), never sum()'s empty 0.
+    mean = cast(torch.Tensor, sum(b * _wide(mu) for b, (mu, _) in zip(shares, stats)))
+    second = cast(torch.Tensor, sum(b * (_wide(cov) + torch.outer(_wide(mu), _wide(mu)))
+                                    for b, (mu, cov) in zip(shares, stats)))
     cov = second - torch.outer(mean, mean)
     packed = torch.cat([mean[None], psd_sqrt(cov)])
     return packed.to(device=stats[0][0].device, dtype=stats[0][0].dtype)
@@ -419,7 +422,7 @@ class SlicedStyleLoss(StyleLoss):
                 # The order is needed only for unequal masses (blended styles: _matched_loss); int64, so not kept else.
                 kept.append((projected, order if not bool((target[0] == target[0][0]).all()) else None))
             self._sorted_targets = (key, kept)
-        return self._sorted_targets[1]  # type: ignore[return-value]
+        return self._sorted_targets[1]
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         dirs = _check_sliced(input, self.target, self.next_directions())
@@ -556,7 +559,7 @@ def _fit(weights: torch.Tensor | None, features: torch.Tensor) -> torch.Tensor |
     """``weights`` at the features' height and width (area-averaged); None stays None."""
     if weights is None or weights.shape[-2:] == features.shape[-2:]:
         return weights
-    return F.adaptive_avg_pool2d(weights.to(features.dtype), tuple(features.shape[-2:])).clamp(0, 1)
+    return F.adaptive_avg_pool2d(weights.to(features.dtype), (features.shape[-2], features.shape[-1])).clamp(0, 1)
 
 
 def make_statistics_loss(kind: str, target_features: Sequence[torch.Tensor], blend: Sequence[float] | None = None,

@@ -32,6 +32,9 @@ class TemporalLoss(nn.Module):
     (bilinear) then.
     """
 
+    target: torch.Tensor
+    mask: torch.Tensor
+
     def __init__(self, target: torch.Tensor, mask: torch.Tensor, weight: float) -> None:
         super().__init__()
         self.register_buffer("target", target.detach().float())

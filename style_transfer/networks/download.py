@@ -24,6 +24,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ..config.style import StyleConfig
 from ..errors import WeightsError, first_line
@@ -109,7 +110,7 @@ def original_config(config: StyleConfig) -> StyleConfig:
     loss = config.style_loss if config.style_loss in STYLE_LOSSES else "gram"
     was = preset_values(config.preset, config.preprocess or "torchvision", loss, config.model)
     now = preset_values(config.preset, "caffe", loss, config.model)
-    changes: dict[str, object] = {"weights": ORIGINAL, "preprocess": "caffe"}
+    changes: dict[str, Any] = {"weights": ORIGINAL, "preprocess": "caffe"}
     for name in ("style_weight", "content_weight"):
         if getattr(config, name) == was[name]:
             changes[name] = now[name]

@@ -124,6 +124,7 @@ class Attribute:
     def value(self) -> float | int | bytes | Tensor | list[float] | list[int] | None:
         """FLOAT: ``f``, INT: ``i``, STRING: ``s``, TENSOR: ``t``, FLOATS: ``floats``, INTS: ``ints`` (the
         AttributeType numbers 1, 2, 3, 4, 6, 7); None for the other types (graphs, ...), which are not read."""
+        by_type: dict[int, float | int | bytes | Tensor | list[float] | list[int] | None]
         by_type = {1: self.f, 2: self.i, 3: self.s, 4: self.t, 6: self.floats, 7: self.ints}
         return by_type.get(self.type)
 
@@ -194,7 +195,7 @@ def _read_all(handle: BinaryIO) -> bytearray:
     got = 0
     with memoryview(data) as view:
         while got < size:
-            read = handle.readinto(view[got:])  # type: ignore[attr-defined]
+            read = handle.readinto(view[got:])  # type: ignore[attr-defined]  # BinaryIO omits it; real files have it
             if not read:
                 break
             got += read

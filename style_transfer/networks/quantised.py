@@ -8,7 +8,7 @@ The file is a torch pickle of 48 tensors, three per convolution of VGG19 (``bloc
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import torch
@@ -79,7 +79,7 @@ def _conv_channels() -> list[int]:
     return [int(item) for item in VGG_LAYOUTS["vgg19"] if item != "M"]
 
 
-def _order(names: list[str]):
+def _order(names: list[str]) -> Callable[[str], tuple[int, str]]:
     def key(tensor_name: str) -> tuple[int, str]:
         layer = next((n for n in names if tensor_name.startswith(n + "_")), "")
         return (names.index(layer) if layer else len(names), tensor_name)
@@ -87,5 +87,5 @@ def _order(names: list[str]):
     return key
 
 
-def _text(shape: object) -> str:
-    return "x".join(str(int(n)) for n in shape) if len(shape) else "()"  # type: ignore[arg-type]
+def _text(shape: Sequence[int]) -> str:
+    return "x".join(str(int(n)) for n in shape) if len(shape) else "()"

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import os
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 import torch
 from torch import nn
@@ -44,14 +45,20 @@ CAFFE_SCALES = {"caffe": 255.0, "caffe256": 256.0}
 VGG19_LAYOUT, VGG16_LAYOUT = VGG_LAYOUTS["vgg19"], VGG_LAYOUTS["vgg16"]
 
 
+_ModuleT = TypeVar("_ModuleT", bound=nn.Module)  # freeze hands back the module it was given, its type kept
+
+
 class Normalization(nn.Module):
     """Normalise a (1, 3, H, W) image in [0, 1] with per-channel mean and std (ImageNet's).
 
     Departure from the tutorial: mean and std are buffers, so they follow ``.to(device)``.
     """
 
-    def __init__(self, mean: torch.Tensor | tuple[float, ...] = IMAGENET_MEAN,
-                 std: torch.Tensor | tuple[float, ...] = IMAGENET_STD) -> None:
+    mean: torch.Tensor
+    std: torch.Tensor
+
+    def __init__(self, mean: torch.Tensor | Sequence[float] = IMAGENET_MEAN,
+                 std: torch.Tensor | Sequence[float] = IMAGENET_STD) -> None:
         super().__init__()
         self.register_buffer("mean", torch.as_tensor(mean, dtype=torch.float32).clone().view(-1, 1, 1))
         self.register_buffer("std", torch.as_tensor(std, dtype=torch.float32).clone().view(-1, 1, 1))
@@ -125,7 +132,8 @@ def random_vgg_features(model: str = "vgg19", seed: int = 0) -> nn.Sequential:
         for module in features:
             if isinstance(module, nn.Conv2d):
                 nn.init.kaiming_normal_(module.weight, mode="fan_out", nonlinearity="relu", generator=generator)
-                nn.init.zeros_(module.bias)
+                if module.bias is not None:  # every VGG convolution has one
+                    nn.init.zeros_(module.bias)
     return features
 
 
@@ -134,7 +142,7 @@ def random_vgg19_features(seed: int = 0) -> nn.Sequential:
     return random_vgg_features("vgg19", seed)
 
 
-def freeze(module: nn.Module) -> nn.Module:
+def freeze(module: _ModuleT) -> _ModuleT:
     """Put a module in eval mode and stop gradients to its parameters; returns it."""
     module.eval()
     module.requires_grad_(False)

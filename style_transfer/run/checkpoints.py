@@ -118,6 +118,7 @@ class _Checkpoints:
         Raises:
             CheckpointError: unreadable, damaged, or made by another run (named in one line).
         """
+        assert self.resume is not None  # the run loads only when it resumes
         name = shown(self.resume)
         data = _read_checkpoint(self.resume)
         theirs = data.get("fingerprint", {})

@@ -23,6 +23,7 @@ from torch.utils._pytree import tree_flatten
 from ..core.backward import run_backward
 from ..config.choices import BACKWARDS
 from ..config.style import StyleConfig
+from ..config.checks import filled
 from ..io.images import ImageSource, load_image
 from ..networks.vgg import IMAGENET_MEAN, IMAGENET_STD, load_vgg19_features
 from ..networks.download import DownloadProgress
@@ -101,8 +102,9 @@ def compare_backward(
     style_img = load_image(style, size, device)
     cnn = load_vgg19_features(config.weights, download_progress=download_progress).to(device)
     model, style_losses, content_losses = get_style_model_and_losses(
-        cnn, IMAGENET_MEAN, IMAGENET_STD, style_img, content_img, config.content_layers, config.style_layers,
-        style_layer_weights=config.style_layer_weights, loss_form=config.loss_form, pooling=config.pooling)
+        cnn, IMAGENET_MEAN, IMAGENET_STD, style_img, content_img, filled(config.content_layers),
+        filled(config.style_layers), style_layer_weights=config.style_layer_weights,
+        loss_form=filled(config.loss_form), pooling=filled(config.pooling))
     model.eval()
     model.requires_grad_(False)
     image = initial_image(content_img, config.init, config.seed, style_img=style_img).requires_grad_(True)
@@ -113,7 +115,8 @@ def compare_backward(
     def evaluate(backward: str) -> None:
         image.grad = None  # what optimizer.zero_grad() does
         model(image)
-        run_backward(backward, style_losses, content_losses, config.style_weight, config.content_weight)
+        run_backward(backward, style_losses, content_losses, filled(config.style_weight),
+                     filled(config.content_weight))
 
     try:
         memory: dict[str, tuple[int, int, int]] = {}
@@ -123,7 +126,7 @@ def compare_backward(
             passes[0] = 0
             memory[backward] = _measure_memory(lambda: evaluate(backward), device, kept)
             counts[backward] = passes[0]
-            grads[backward] = image.grad.detach().clone()  # type: ignore[union-attr]
+            grads[backward] = image.grad.detach().clone()  # type: ignore[union-attr]  # evaluate has just filled it
         times: dict[str, list[float]] = {b: [] for b in BACKWARDS}
         for i in range(evaluations + 1):  # the first round warms up
             for backward in BACKWARDS:

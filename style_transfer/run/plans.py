@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..config.choices import CPU_DEFAULT_SIZE, GPU_DEFAULT_SIZE
+from ..config.checks import filled
 from ..config.style import StyleConfig
 from ..core.steps import planned_evaluations  # the plan's counts are the loop's
 
@@ -83,7 +84,7 @@ def plan_run(config: StyleConfig, size: int) -> RunPlan:
     Raises:
         ValueError: ``scale_steps`` does not give one entry per size.
     """
-    sizes = scale_sizes(size, config.scales, config.min_size)  # [size] unless coarse-to-fine
+    sizes = scale_sizes(size, filled(config.scales), config.min_size)  # [size] unless coarse-to-fine
     budgets = scale_budgets(config.steps, len(sizes), config.scale_steps,
                             FAST_SCALE_SHARES if config.fast else None)
     shared = config.fast and len(sizes) == 1

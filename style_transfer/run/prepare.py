@@ -54,9 +54,12 @@ def initial_image(content_img: torch.Tensor, init: str, seed: int, *,
     if init == "content":
         return content_img.clone()
     if init != "noise":
-        if init == "style" and style_img is None:
+        if init != "style":
+            start = load_image(init, max(content_img.shape[-2:]))
+        elif style_img is None:
             raise ValueError("init 'style' needs a style image")
-        start = style_img if init == "style" else load_image(init, max(content_img.shape[-2:]))
+        else:
+            start = style_img
         return fit_to(start, content_img).to(content_img.device)
     # Departure from the tutorial: its commented-out randn noise lies mostly outside [0, 1]
     # and is clamped to black and white at once; uniform noise from a seeded CPU generator

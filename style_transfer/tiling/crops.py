@@ -109,8 +109,10 @@ def layer_spec(layer: nn.Module) -> Spec:
     """
     if isinstance(layer, (nn.ReLU, Normalization)):
         return (1, 1, 0)
+    spec: tuple[int | tuple[int, ...], ...]
     if isinstance(layer, nn.Conv2d):
-        spec = (layer.kernel_size, layer.stride, layer.padding)
+        padding = 0 if isinstance(layer.padding, str) else layer.padding  # "same"/"valid" fail ok below
+        spec = (layer.kernel_size, layer.stride, padding)
         ok = layer.dilation == (1, 1) and layer.padding_mode == "zeros" and not isinstance(layer.padding, str)
     elif isinstance(layer, (nn.MaxPool2d, nn.AvgPool2d)):
         spec = (layer.kernel_size, layer.stride, layer.padding)

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import torch
 
+from ..config.style import StyleConfig
+from ..config.checks import filled
 from ..errors import ResourceError
 from ..core.steps import TORCH_LBFGS_HISTORY
 from ..fast.fast import Speed
@@ -73,11 +75,11 @@ class StyleLossPlan:
     masked: bool = False
 
     @classmethod
-    def of(cls, config, styles: int = 1) -> StyleLossPlan:  # a StyleConfig (config imports nothing from here)
+    def of(cls, config: StyleConfig, styles: int = 1) -> StyleLossPlan:
         """The plan of a ``StyleConfig`` with ``styles`` style images (its layers resolved to tutorial names)."""
         from ..layers import model_layer_names, resolve_layers
 
-        layers = resolve_layers(config.style_layers, model_layer_names(config.model))
+        layers = resolve_layers(filled(config.style_layers), model_layer_names(config.model))
         return cls(config.style_loss, tuple(layers), config.model, styles, bool(config.style_masks))
 
     def _shapes(self, hw: tuple[int, int]) -> list[tuple[int, int]]:

@@ -11,6 +11,7 @@ import torch
 
 from . import memory as guards
 from ..config.style import StyleConfig
+from ..config.checks import filled
 from ..core.steps import TORCH_LBFGS_HISTORY
 from ..errors import ResourceError
 from ..layers import model_layer_names, resolve_layers
@@ -68,8 +69,8 @@ def plan_tiles(sizes: Sequence[int], size_fn: guards.SizeFn, config: StyleConfig
     """
     available = guards.available_bytes(device) if available is None else available
     names = model_layer_names(config.model)
-    content_layers, style_layers = resolve_layers(config.content_layers, names), resolve_layers(config.style_layers,
-                                                                                                names)
+    content_layers = resolve_layers(filled(config.content_layers), names)
+    style_layers = resolve_layers(filled(config.style_layers), names)
     geometry = vgg19_geometry(tuple(content_layers) + tuple(style_layers), config.model)
     guided = styles if config.style_masks else 0  # masks followed to each loss's whole map (tiling.tiling)
     targets = vgg19_target_bytes(content_layers, config.model) + vgg19_mask_bytes(

@@ -12,6 +12,8 @@ package imports neither; the modules that need them say so in one line when they
 
 from __future__ import annotations
 
+from types import ModuleType
+
 from ..errors import StyleTransferError
 
 EXTRA = "pip install 'style_transfer[video]'"
@@ -35,7 +37,7 @@ class MissingExtra(StyleTransferError, ImportError):
     """PyAV or OpenCV is not installed; the message names the extra."""
 
 
-def require(module: str):  # type: ignore[no-untyped-def]
+def require(module: str) -> ModuleType:
     """Import ``av`` or ``cv2``, or raise ``MissingExtra`` naming the extra to install."""
     import importlib
 

@@ -16,6 +16,8 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
+from types import ModuleType
+from typing import BinaryIO
 
 from PIL import Image
 
@@ -123,6 +125,7 @@ def _probe_folder(name: str, fps: float) -> Clip:
     if not fps > 0:
         raise VideoError(f"fps must be > 0, got {fps!r}")
     time_base = 1 / Fraction(fps).limit_denominator(1001)  # one tick a frame: 25 -> 1/25, 29.97 -> 100/2997
+    assert size is not None  # the first of the frames (there is one at least) gave it
     return Clip(name, True, size[0], size[1], len(paths), tuple(range(len(paths))), time_base, 0, 0)
 
 
@@ -164,8 +167,8 @@ def write_video(path: str | os.PathLike, pictures: Iterable[Image.Image], clip: 
             raise VideoError(f"{shown(path)}: cannot write it ({_ffmpeg_reason(exc)})") from None
 
 
-def _encode(av, handle, container_name: str, codec: str, pictures: Iterable[Image.Image], clip: Clip,  # type: ignore[no-untyped-def]
-            metadata: dict | None) -> None:
+def _encode(av: ModuleType, handle: BinaryIO, container_name: str, codec: str, pictures: Iterable[Image.Image],
+            clip: Clip, metadata: dict | None) -> None:
     import json
 
     gif = codec == "gif"

@@ -15,6 +15,7 @@ the same frames as an uninterrupted one (frame t-1 is always taken from its 8-bi
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import threading
@@ -243,7 +244,7 @@ class VideoRun:
                 cnn.features.to(device)
             started = time.perf_counter()
             flow_seconds = 0.0
-            if index == 0 or settings.independent or previous_out is None:
+            if index == 0 or settings.independent or previous_out is None or previous_in is None:  # set together
                 steps = config.steps if settings.independent else first_steps
                 # The consistent mode's first frame, which every later one starts from, hands back its best evaluated
                 # image: LBFGS on the pixels can diverge (a 48 px texture did at 600 evaluations), and noise would
@@ -265,7 +266,7 @@ class VideoRun:
             self._run = run
             if self._stop.is_set():
                 run.cancel(self._reason)
-            frame_result = run.execute(lambda info, i=index, run=run: self._event(run, i, info, on_event))
+            frame_result = run.execute(functools.partial(self._event, run, index, on_event=on_event))
             self._run = None
             if frame_result.stopped in CANCEL_REASONS:
                 result.stopped = frame_result.stopped

@@ -34,7 +34,7 @@ import os
 import shutil
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from fastapi import APIRouter, FastAPI, HTTPException, Request
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
@@ -180,18 +180,18 @@ def _api(queue: JobQueue, gallery: Gallery, work: Path, network: ServerNetwork, 
             styles = form.getlist("style")
             if not isinstance(content, UploadFile):
                 raise Refused(422, "missing the content image (a file in the field 'content')")
-            if not styles or not all(isinstance(s, UploadFile) for s in styles):
+            if not styles or not _all_files(styles):
                 raise Refused(422, "missing the style image (one or more files in the field 'style')")
             if len(styles) > limits.max_styles:
                 raise Refused(422, f"{len(styles)} style images, at most {limits.max_styles}")
             config = _config(form, network, limits, len(styles))
             style_masks = form.getlist("style_mask")  # one per style, in order (the first styles)
-            if not all(isinstance(m, UploadFile) for m in style_masks):
+            if not _all_files(style_masks):
                 raise Refused(422, "style_mask must be files (one mask image per style, in order)")
             if len(style_masks) > len(styles):
                 raise Refused(422, f"{len(style_masks)} style masks for {len(styles)} style image(s)")
             content_masks = form.getlist("content_mask")  # weighs the content loss by region
-            if len(content_masks) > 1 or not all(isinstance(m, UploadFile) for m in content_masks):
+            if len(content_masks) > 1 or not _all_files(content_masks):
                 raise Refused(422, "content_mask must be one file (a mask image of the photo's shape)")
             job_id = new_id()
             folder = work / job_id
@@ -360,6 +360,11 @@ def _result(gallery: Gallery, result_id: str) -> dict[str, Any]:
     if entry is None:
         raise HTTPException(404, f"no result {shown(result_id)[:80]}")
     return entry
+
+
+def _all_files(values: Sequence[UploadFile | str]) -> TypeGuard[Sequence[UploadFile]]:
+    """Whether every value of a form's field is an uploaded file (none a text)."""
+    return all(isinstance(value, UploadFile) for value in values)
 
 
 def _name(upload: UploadFile) -> str | None:

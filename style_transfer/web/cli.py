@@ -200,6 +200,7 @@ def _address(host: str, port: int, token: str | None) -> str:
 
 def _make_server_class() -> Any:
     import uvicorn
+    from starlette.applications import Starlette
 
     class Server(uvicorn.Server):
         """uvicorn's server, which also stops the jobs as soon as a stop is asked (Ctrl-C, SIGTERM), so the
@@ -208,7 +209,9 @@ def _make_server_class() -> Any:
         on_started: Any = None
 
         def handle_exit(self, sig: int, frame: Any) -> None:
-            self.config.app.state.queue.begin_stop()
+            app = self.config.app  # uvicorn types it as any ASGI app or an import string
+            if isinstance(app, Starlette):  # ours (create_app, a FastAPI app): its state holds the job queue
+                app.state.queue.begin_stop()
             super().handle_exit(sig, frame)
 
         async def startup(self, sockets: Any = None) -> None:
