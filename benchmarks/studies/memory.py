@@ -1,16 +1,11 @@
 """Peak memory of a run against the estimate the size check uses (style_transfer.speed.memory).
 
-    python -m benchmarks memory [SIZE ...]          # default: 64 128 256 384, one LBFGS step each
-    python -m benchmarks memory --fast [SIZE ...]   # the same with --fast
-    python -m benchmarks memory --model vgg16 --weights FILE.onnx 64 128   # another network, as the command's
+    python -m benchmarks memory [--fast] [SIZE ...]      # default: 64 128 256 384, one LBFGS step each
 
-Each size runs in a fresh process (by default seeded random VGG19 weights; ``--model``, ``--weights`` and
-``--preprocess`` as the command's; the tutorial's layers, square noise images) and reports its peak RSS above
-the process's start; the slope between the sizes is the per-pixel cost that ``ACTIVATION_BYTES_PER_PIXEL``
-stands for (on both paths: see guards.py). Random weights store no LBFGS pairs, so the estimate's history term
-(2400 B/px, 480 with --fast's 20 pairs) is not in these measurements. A weights file is read before the span
-measured, which starts again after it (Linux), so the network's own size is in the peak but not the reading's
-transient; the printout names the network.
+Each size runs in a fresh process on square noise images with the tutorial's layers; its peak RSS above the
+process's start, against the estimate, and the slope between sizes against ``ACTIVATION_BYTES_PER_PIXEL``. Random
+weights store no LBFGS pairs, so the estimate's history term is left out. A weights file is read before the span
+measured (Linux), so the network is in the peak but not the reading's transient.
 """
 
 from __future__ import annotations

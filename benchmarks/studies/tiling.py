@@ -4,18 +4,12 @@
     python -m benchmarks tiling --sizes 1024 2048 4096 --tile 512 --no-untiled-above 2048
     python -m benchmarks tiling --device cuda --sizes 2048 4096 8192 --tile 2048
 
-Each (size, mode) runs in a fresh process: the network of ``--model``, ``--weights`` and ``--preprocess``
-(as the command's; default VGG19 with seeded random weights) with the tutorial preset's loss weights for its
-input scale, the tutorial's layers, square noise images (content, style and start image), the closure's work only (``TiledStyleModel.evaluate``,
-or the model's forward and one backward): ``--evaluations`` of them after one warm-up. It reports the
-peak memory above the process's state before the model was built (CPU: peak RSS, which counts the
-allocator's slack; CUDA: ``max_memory_allocated``) and the median seconds per evaluation.
-
-The tiled peaks at two or more sizes are split by a least-squares line into a fixed part (the crop's
-activations, the network) and a part proportional to the picture, in bytes per pixel. What a run adds
-to the proportional part is listed by tensor: LBFGS's history (``history_size`` pairs of 2 image copies;
-not allocated here, random weights store few pairs) and the loop's image copies (``tiling.TILED_IMAGE_COPIES``).
-The JSON records the network (model, the weights' base name, preprocessing) beside the machine.
+Each (size, mode) runs in a fresh process on square noise images with the tutorial's layers and the preset's loss
+weights: ``--evaluations`` closure evaluations after a warm-up (``TiledStyleModel.evaluate``, or forward and
+backward). It reports the peak memory above the state before the model was built (CPU: peak RSS, allocator slack
+included; CUDA: ``max_memory_allocated``) and the median seconds per evaluation. A least-squares line splits the
+tiled peaks into a fixed part (a crop's activations, the network) and bytes per pixel; the printout lists what a
+run adds per pixel (LBFGS's history, not allocated here; the loop's image copies).
 """
 
 from __future__ import annotations
@@ -42,14 +36,6 @@ model_name, weights, preprocess = sys.argv[5], sys.argv[6], sys.argv[7] or None
 style_weight, content_weight = float(sys.argv[8]), float(sys.argv[9])
 network = load_network(model_name, weights, preprocess=preprocess)
 cnn = network.features.to(device)
-if weights != "random" and device.type == "cpu":  # reading a file peaks above the network it leaves (Linux):
-    try:                                          # the peak restarts from here, as after building random ones
-        import ctypes
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-    except OSError:
-        pass
 content, style, start = (torch.rand(1, 3, size, size, generator=torch.Generator().manual_seed(i)).to(device)
                          for i in (0, 1, 2))
 from benchmarks.memory import peak_mib, reset_peak
