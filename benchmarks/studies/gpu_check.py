@@ -156,15 +156,6 @@ def check_first_evaluation(device: torch.device, size: int, network: Any) -> dic
 
 # 2. Timings of the default path and --fast.
 
-def timed_config(size: int, steps: int, device: torch.device, fast: bool,
-                 net: argparse.Namespace | None = None) -> StyleConfig:
-    """A timed run's settings; ``net``: the options' ``model``, ``weights`` and ``preprocess`` (None: random
-    VGG19)."""
-    net = net or argparse.Namespace(model="vgg19", weights="random", preprocess=None)
-    return networks.config(net, size=size, steps=steps, device=str(device), fast=fast,
-                           style_weight=STYLE_WEIGHT, content_weight=CONTENT_WEIGHT)
-
-
 def seconds_per_evaluation(network: Any, config: StyleConfig, device: torch.device,
                            smoke: bool) -> dict[str, Any]:
     """Median interval between evaluations at ``config.size`` in a run of two LBFGS steps (smoke: one).
@@ -193,20 +184,16 @@ def seconds_per_evaluation(network: Any, config: StyleConfig, device: torch.devi
 def whole_run(config: StyleConfig, device: torch.device) -> dict[str, Any]:
     """``stylize()`` from the files, as a user runs it: wall time, evaluations, peak memory."""
     base = memory.reset_peak(device) if device.type == "cuda" else None  # CPU peaks: benchmark's
-    clock = Clock(device)
-    stopped = None
-    start = clock.stamps[0]
+    clock, stopped = Clock(device), None
     try:
         stylize(CONTENT, STYLE, config, progress=clock)
     except RunStopped as exc:
         stopped = f"{type(exc).__name__} after {exc.step} evaluations"
-    sync(device)
-    wall = time.perf_counter() - start
-    return {"steps": config.steps, "evaluations": clock.evaluations, "wall_s": wall,
-            "first_evaluation_s": clock.stamps[1] - start if clock.evaluations else None,
+    clock()  # the end, after the device finished
+    return {"steps": config.steps, "evaluations": clock.evaluations - 1, "wall_s": clock.elapsed,
+            "first_evaluation_s": clock.stamps[1] - clock.stamps[0] if clock.evaluations > 1 else None,
             "peak_mib": memory.peak_mib(device) if base is not None else None, "base_mib": base, "stopped": stopped,
-            "scales": getattr(config, "scales", None), "min_size": getattr(config, "min_size", None),
-            "scale_steps": list(getattr(config, "scale_steps", ()) or ())}
+            "scales": config.scales, "min_size": config.min_size, "scale_steps": list(config.scale_steps or ())}
 
 
 def time_paths(device: torch.device, sizes: list[int], steps: int, smoke: bool, started: float,
@@ -217,7 +204,8 @@ def time_paths(device: torch.device, sizes: list[int], steps: int, smoke: bool, 
     rows: list[dict[str, Any]] = []
     for size in sizes:
         for name in ("default", "fast"):
-            config = timed_config(size, steps, device, fast=name == "fast", net=net)
+            config = networks.config(net, size=size, steps=steps, device=str(device), fast=name == "fast",
+                                     style_weight=STYLE_WEIGHT, content_weight=CONTENT_WEIGHT)
             row: dict[str, Any] = {"size": size, "path": name}
             rows.append(row)
             if time.perf_counter() - started > budget_s:

@@ -79,13 +79,10 @@ def run_one(args: argparse.Namespace, pair: int, candidate: str, picture: Path |
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.time()
         command = [sys.executable, "-m", "benchmarks", "time_to_quality", "--worker", "--pair", str(pair),
-                   "--candidate", candidate,
-                   "--out", str(out), "--started", repr(started), "--model", args.model, "--weights", args.weights,
-                   "--size", str(args.size), "--steps", str(args.steps), "--threads", str(args.threads)]
-        if args.preprocess:
-            command += ["--preprocess", args.preprocess]
-        if picture is not None:
-            command += ["--picture", str(picture)]
+                   "--candidate", candidate, "--out", str(out), "--started", repr(started), "--model", args.model,
+                   "--weights", args.weights, "--size", str(args.size), "--steps", str(args.steps),
+                   "--threads", str(args.threads), *(["--preprocess", args.preprocess] if args.preprocess else []),
+                   *(["--picture", str(picture)] if picture is not None else [])]
         subprocess.run(command, check=True, cwd=ROOT)
         wall = time.time() - started
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -95,14 +92,11 @@ def run_one(args: argparse.Namespace, pair: int, candidate: str, picture: Path |
             "process_cpu_s": cpu}
 
 
-def reach(run: dict[str, Any], target: float) -> tuple[int, float] | None:
-    """The first (evaluation, CPU s of the process by then) whose own loss was at most ``target``."""
-    return next(((step, cpu) for step, loss, _, cpu in run["trace"] if loss <= target), None)
-
-
 def compare(default: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
+    """A candidate's ratios to the default; ``reach``: the first evaluation whose own loss came to the default's
+    final one, and the process's CPU seconds by then."""
     target = default["trace"][-1][1]
-    reached = reach(run, target)
+    reached = next(((step, cpu) for step, loss, _, cpu in run["trace"] if loss <= target), None)
     row = {"loss": run["loss"] / default["loss"], "content": run["content"] / default["content"],
            "wall": run["wall_s"] / default["wall_s"], "cpu": run["cpu_s"] / default["cpu_s"],
            "evaluations": run["evaluations"],
@@ -115,14 +109,11 @@ def compare(default: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
 
 
 def meets_bar(row: dict[str, Any]) -> bool:
-    """Whether a candidate's ratios (loss, content, wall) are all within ``BAR``."""
     return all(row[key] <= limit for key, limit in BAR.items())
 
 
 def repeated(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """What the repeats of one run showed: each one's wall and CPU seconds and loss (``--repeats``)."""
-    return {"wall_s_each": [r["wall_s"] for r in runs], "cpu_s_each": [r["cpu_s"] for r in runs],
-            "loss_each": [r["loss"] for r in runs]}
+    return {f"{key}_each": [r[key] for r in runs] for key in ("wall_s", "cpu_s", "loss")}
 
 
 def paired(defaults: list[dict[str, Any]], runs: list[dict[str, Any]]) -> dict[str, Any]:
