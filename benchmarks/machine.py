@@ -52,16 +52,10 @@ def _nvidia_driver() -> str | None:
 def gpu_info(device: torch.device) -> dict[str, Any]:
     """Name, compute capability, memory and the CUDA stack of a CUDA ``device``."""
     props = torch.cuda.get_device_properties(device)
-    return {
-        "name": props.name,
-        "capability": f"{props.major}.{props.minor}",
-        "memory_gib": round(props.total_memory / 2**30, 1),
-        "multiprocessors": props.multi_processor_count,
-        "bf16_native": bf16_supported(device),
-        "cuda": torch.version.cuda,
-        "cudnn": torch.backends.cudnn.version(),
-        "driver": _nvidia_driver(),
-    }
+    return {"name": props.name, "capability": f"{props.major}.{props.minor}",
+            "memory_gib": round(props.total_memory / 2**30, 1), "multiprocessors": props.multi_processor_count,
+            "bf16_native": bf16_supported(device), "cuda": torch.version.cuda,
+            "cudnn": torch.backends.cudnn.version(), "driver": _nvidia_driver()}
 
 
 def describe(device: torch.device, label: str | None = None) -> dict[str, Any]:
@@ -74,26 +68,18 @@ def describe(device: torch.device, label: str | None = None) -> dict[str, Any]:
         affinity: int | None = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         affinity = None
-    return {
-        "label": label,
-        "description": None,  # for a person to fill in when committing the figures ("2-core Sapphire Rapids VM")
-        "date": datetime.date.today().isoformat(),
-        "cpu_model": model or platform.processor() or None,
-        "architecture": platform.machine(),
-        "os": platform.system(),
-        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-        "bf16_native_cpu": bf16_supported(torch.device("cpu")),
-        "cpu_flags": None if flags is None else {flag: flag in flags for flag in CPU_FLAGS},
-        "logical_cpus": os.cpu_count(),
-        "cpus_available": affinity,
-        "physical_cores": physical_cores(),
-        "threads": torch.get_num_threads(),
-        "kernel_env": {name: os.environ[name] for name in KERNEL_ENV if name in os.environ},
-        "torch": torch.__version__,
-        "torchvision": torchvision.__version__,
-        "python": platform.python_version(),
-        "gpu": gpu_info(device) if device.type == "cuda" else None,
-    }
+    return {"label": label,
+            "description": None,  # for a person to fill in when committing the figures ("2-core Sapphire Rapids VM")
+            "date": datetime.date.today().isoformat(), "cpu_model": model or platform.processor() or None,
+            "architecture": platform.machine(), "os": platform.system(),
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "bf16_native_cpu": bf16_supported(torch.device("cpu")),
+            "cpu_flags": None if flags is None else {flag: flag in flags for flag in CPU_FLAGS},
+            "logical_cpus": os.cpu_count(), "cpus_available": affinity, "physical_cores": physical_cores(),
+            "threads": torch.get_num_threads(),
+            "kernel_env": {name: os.environ[name] for name in KERNEL_ENV if name in os.environ},
+            "torch": torch.__version__, "torchvision": torchvision.__version__, "python": platform.python_version(),
+            "gpu": gpu_info(device) if device.type == "cuda" else None}
 
 
 def machine_class(machine: dict[str, Any]) -> str:

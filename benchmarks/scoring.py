@@ -1,10 +1,5 @@
-"""A candidate against the default, scored by the default's float32 loss: the one yardstick.
-
-``Scorer`` is the default path's float32 model at the final size with the default's loss weights; every picture
-(the default's, --fast's in bf16, a control's) is scored by it, so ratios compare pictures, not arithmetics.
-``timed_run`` runs ``stylize()`` with a recording callback; ``first_within`` finds when a run first came within
-a target, confirmed by the Scorer.
-"""
+"""A candidate against the default, scored by the default's float32 loss (``Scorer``): the one yardstick, so ratios
+compare pictures, not arithmetics. ``timed_run`` runs ``stylize()`` recording each evaluation."""
 
 from __future__ import annotations
 
@@ -59,28 +54,16 @@ class Scorer:
         return self.parts(image)["loss"]
 
 
-def _seen(stats: RunStats) -> torch.Tensor:
-    """The image the last evaluation saw (the copy the loop keeps of it)."""
-    last_image = getattr(stats, "last_image", None)
-    image = last_image() if last_image is not None else stats._last_good
-    assert image is not None  # called from the progress callback: an evaluation was counted
-    return image
-
-
 def timed_run(config: StyleConfig, final_shape: tuple[int, int], keep_below: float | None = None) -> dict[str, Any]:
-    """``stylize()`` on the cat and stain with a recording callback, timed from the call to its return.
-
-    At the final size it keeps ``trace`` (seconds, step, the run's own loss), ``best`` (the lowest-loss row and a
-    copy of its image) and ``candidates`` (rows with a loss at most ``keep_below``, with images, for
-    ``first_within``); ``image`` is what the user gets (8 bits a channel; the last good image after a non-finite
-    loss).
-    """
+    """``stylize()`` on the cat and stain, timed from the call to its return; at the final size ``trace`` (seconds,
+    step, own loss), ``best`` (with its image) and ``candidates`` (own loss at most ``keep_below``, with images);
+    ``image``: what the user gets (8 bits a channel; the last good one after a non-finite loss)."""
     stats, trace, candidates = RunStats(), [], []
     best: dict[str, Any] = {"loss": math.inf, "step": None, "seconds": None, "image": None}
 
     def on_step(info: Any) -> None:
         seconds = time.perf_counter() - start
-        image = _seen(stats)
+        image = stats.last_image()  # the copy the loop keeps of what it evaluated
         if tuple(image.shape[-2:]) != final_shape:
             return
         trace.append((seconds, info.step, info.loss))

@@ -1,25 +1,15 @@
 """What a batch saves against a shell loop of ``stylize``: start-up, the model and the style targets once.
 
-Runs, in one go and on the same pictures (N contents in one style; the network of ``--model``, ``--weights`` and
-``--preprocess``, passed on to every command: by default VGG19 with seeded random weights), at each size:
-
-* loop: one ``python -m style_transfer CONTENT STYLE -o OUT`` process per picture (what users write);
-* local: one ``python -m style_transfer.batch.cli CONTENTS --style STYLE -o DIR`` process for all, and
-  with ``--workers 2`` where the machine has two CPUs;
-* ray (with ``--ray-nodes 1,2``): the same command with ``--engine ray`` on a Ray cluster this script
-  starts for each count (a head that only schedules, and that many worker nodes of one CPU each), in a
-  network namespace of its own with only loopback up (root and ``unshare``, as the Ray test);
-* ray (with ``--ray-address``): the same on a cluster already running.
-
-For each it reports the wall time per picture, pictures per hour, and the time per picture beyond the
-evaluations: wall time times the processes working at once (1, or 2 for two workers or two nodes) minus
-the optimisation time each output's provenance record holds (``seconds``), per picture; that is start-up,
-the model, the targets and writing. Ratios are within this one run only; on a shared machine absolute
-times mean little. Prints one JSON object (``--json`` also writes it), the network (model, the weights' base
-name, preprocessing) beside the machine.
-
     nice -n 19 python -m benchmarks batch --sizes 64 --steps 20 --pictures 4
     python -m benchmarks batch --sizes 256,512 --steps 20 --pictures 4 --ray-nodes 1,2 --json out.json
+
+At each size, on the same N pictures in one style: a loop of ``python -m style_transfer`` (one process a picture);
+``stylize-batch`` in one process (and with ``--workers 2`` on two CPUs); with ``--ray-nodes`` ``--engine ray`` on a
+Ray cluster started here per node count (a head that only schedules, one-CPU worker nodes, in a loopback-only
+network namespace: root and ``unshare``); with ``--ray-address`` on a running cluster. Per engine: wall time per
+picture, pictures per hour, and the time per picture beyond the evaluations (wall time times the processes at
+once, less the optimisation seconds each output's record holds): start-up, the model, the targets, writing.
+Ratios hold within one run only.
 """
 
 from __future__ import annotations

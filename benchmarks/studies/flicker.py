@@ -1,28 +1,33 @@
 """Flicker (Lai et al.'s warping error) of stylize-video's consistent mode against --independent, and its time.
 
-    nice -n 19 python -m benchmarks flicker --size 48 --frames 5 --steps 20 --weights random
-    python -m benchmarks flicker --size 256 --size 512 --weights imagenet --json out.json   # a GPU machine
+    nice -n 19 python -m benchmarks flicker --size 48 --frames 5 --steps 20     # the pattern, random weights
+    python -m benchmarks flicker --real --clip texture --clip pan --clip zoom --size 48 --size 128 --frames 8 \\
+        --steps 300 --control --json benchmarks/results/video_clips/DATE-CLASS-NETS-SIZEpx.json   # docs/video.md
 
-On a synthetic clip (a smooth random pattern moving by (3, 2) px per frame at the largest size, with a
-still square in front so that part of the background is disoccluded): seconds per frame in both modes,
-the share of the consistent mode's time spent on flow and masks, and the ratio of the warping errors
-(consistent / independent; below 1 is less flicker). ``--temporal-weight`` may be given several times:
-the calibration sweep of docs/video.md. ``--model``, ``--weights`` and ``--preprocess`` name the network as
-the command's (default VGG19 with seeded random weights); the loss weights are the preset's for its input scale
-unless given. The JSON records the network (model, the weights' base name, preprocessing) beside the machine.
+Clips, made at the working size (motion given at 48 px, in proportion at others): ``pattern`` (default), smooth
+random sinusoids moving (3, 2) px a frame behind a still dark square, in a stripy synthetic style; ``texture``,
+random 2x2 blocks panned (2, 1) px a frame; ``pan``, a window moving (3, 1) px a frame over images/chelsea.png;
+``zoom``, into images/coffee.png by 4 % a frame; these three in images/ihc.png. Each runs frame by frame and in the
+consistent mode at each ``--temporal-weight``; ``--control`` adds the consistent mode in channels_last float32
+(another summation order: LBFGS's chaos). Rows: warping error and its ratio to frame by frame's, seconds per
+frame, flow's share of them, the later frames' style and content losses. ``--real``: both installed real networks.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
-import sys
 import tempfile
 import time
 
 import numpy as np
+
+from .. import ROOT
+
+CLIPS = ("texture", "pan", "zoom")  # the clips of real pictures (docs/video.md's table)
 
 
 def moving_pattern(width: int, height: int, frames: int, shift: tuple[float, float] = (3.0, 2.0), *,
@@ -61,6 +66,40 @@ def moving_square(width: int, height: int, frames: int, shift: tuple[int, int] =
     return out
 
 
+def make_clip(kind: str, width: int, height: int, frames: int = 8, seed: int = 3) -> list[np.ndarray]:
+    """``frames`` frames ``(H, W, 3)`` in [0, 1] of the clip ``kind`` (one of ``CLIPS``) at ``width`` x ``height``."""
+    from PIL import Image
+
+    scale = width / 48
+    if kind == "texture":
+        rng = np.random.default_rng(seed)
+        dx, dy = round(2 * scale), round(scale)
+        blocks = rng.random(((height + dy * frames) // 2 + 2, (width + dx * frames) // 2 + 2, 3)).astype(np.float32)
+        field = blocks.repeat(2, 0).repeat(2, 1)
+        return [field[t * dy:t * dy + height, t * dx:t * dx + width].copy() for t in range(frames)]
+    if kind not in CLIPS:
+        raise ValueError(f"clip must be one of {', '.join(CLIPS)}, got {kind!r}")
+    with Image.open(ROOT / "images" / ("chelsea.png" if kind == "pan" else "coffee.png")) as opened:
+        photo = opened.convert("RGB")
+    w, h = photo.size
+    if kind == "pan":
+        dx, dy = 3 * scale, 1 * scale
+        big_w = int(width + dx * frames) + 2
+        big = np.asarray(photo.resize((big_w, round(h * big_w / w)), Image.Resampling.LANCZOS), dtype=np.float32) / 255
+        if big.shape[0] < height + dy * frames:
+            raise ValueError("the photo is too wide for this pan")
+        return [big[round(t * dy):round(t * dy) + height, round(t * dx):round(t * dx) + width].copy()
+                for t in range(frames)]
+    out = []
+    for t in range(frames):  # zoom: a crop 4 % smaller each frame, about the middle
+        crop_w = w / 1.04 ** t
+        crop_h = crop_w * height / width
+        x0, y0 = (w - crop_w) / 2, (h - crop_h) / 2
+        part = photo.resize((width, height), Image.Resampling.LANCZOS, box=(x0, y0, x0 + crop_w, y0 + crop_h))
+        out.append(np.asarray(part, dtype=np.float32) / 255)
+    return out
+
+
 def write_frames(folder: str, pictures: list[np.ndarray]) -> str:
     """The frames as PNG files ``frame_000.png`` ... in ``folder`` (a folder-of-frames input)."""
     from PIL import Image
@@ -82,35 +121,35 @@ def style_picture(size: int = 64, seed: int = 1) -> "object":
     return Image.fromarray(np.rint(image * 255).astype(np.uint8))
 
 
-def measure(folder: str, style: object, config: object, settings: object) -> dict:
-    """Run one mode over the clip in ``folder``: seconds per frame, flow share, warping error."""
-    from style_transfer.run.prepare import default_size, resolve_device
+def measure(folder: str, style: object, config: object, settings: object, size: int) -> dict:
+    """One mode over the clip in ``folder``: seconds per frame, flow's share, warping error, and the later frames'
+    style and content losses (of the frames handed back; the consistent mode's include no temporal term)."""
     from style_transfer.video.runner import VideoRun, flicker
 
     video = VideoRun(folder, [style], config, settings)
-    last: dict[int, object] = {}
     began = time.perf_counter()
-    result = video.execute(on_event=lambda index, info: last.__setitem__(index, info))
+    result = video.execute()
     total = time.perf_counter() - began
-    size = config.size or default_size(resolve_device(config.device))
-    later = [last[i] for i in sorted(last) if i > 0]  # frames after the first: what the temporal term changes
+    later = result.frame_losses[1:]  # what the temporal term changes: the frames after the first
     return {"seconds_per_frame": total / result.count, "flow_share": sum(result.flow_seconds) / total,
             "warping_error": flicker(video, size), "stopped": result.stopped,
-            # the price: the style and content losses the later frames end with (lower is better stylised)
-            "style_loss": sum(e.style_loss for e in later) / len(later) if later else None,
-            "content_loss": sum(e.content_loss for e in later) / len(later) if later else None}
+            "style_loss": float(np.mean([e["style"] for e in later])) if later else None,
+            "content_loss": float(np.mean([e["content"] for e in later])) if later else None}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, action="append", help="working sizes (repeatable); default 48")
+    parser.add_argument("--clip", choices=("pattern", *CLIPS), action="append", help="repeatable; default pattern")
     parser.add_argument("--frames", type=int, default=5)
-    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--steps", type=int, default=20, help="evaluations a frame (the command's --steps)")
     parser.add_argument("--first-frame-steps", type=int, default=None)
     parser.add_argument("--temporal-weight", type=float, action="append", help="repeatable; default the tool's")
+    parser.add_argument("--control", action="store_true", help="also the consistent mode in channels_last fp32")
     from .. import network as networks, report as reports
 
     networks.add_options(parser)
+    parser.add_argument("--real", action="store_true", help="each installed real network, not --model/--weights")
     parser.add_argument("--style-weight", type=float, default=None)
     parser.add_argument("--content-weight", type=float, default=None)
     parser.add_argument("--device", default="auto")
@@ -119,30 +158,38 @@ def main(argv: list[str] | None = None) -> int:
 
     from style_transfer.config.style import StyleConfig
     from style_transfer.video.runner import VideoSettings
-    from style_transfer.video import default_temporal_weight
+    from style_transfer.video import DEFAULT_TEMPORAL_WEIGHT
 
+    nets = networks.installed() if args.real else [(args.model, args.weights)]
+    extra = {k: v for k, v in (("style_weight", args.style_weight), ("content_weight", args.content_weight))
+             if v is not None}
     rows = []
-    for size in args.size or [48]:
-        width, height = size, max(16, size * 2 // 3)
-        scale = size / 48  # the motion: (3, 2) px per frame at 48 px, in proportion at other sizes
-        with tempfile.TemporaryDirectory() as tmp:
-            folder = write_frames(os.path.join(tmp, "clip"), moving_pattern(width, height, args.frames,
-                                                                            (3 * scale, 2 * scale)))
-            extra = {k: v for k, v in (("style_weight", args.style_weight), ("content_weight", args.content_weight))
-                     if v is not None}
-            config = StyleConfig(size=size, steps=args.steps, model=args.model, weights=args.weights,
-                                 preprocess=args.preprocess, device=args.device, **extra)
-            base = measure(folder, style_picture(), config, VideoSettings(independent=True))
-            rows.append({"size": size, "mode": "independent", **base})
-            for weight in args.temporal_weight or [default_temporal_weight(config.preprocess)]:  # the network's
-                row = measure(folder, style_picture(), config,
-                              VideoSettings(temporal_weight=weight, first_frame_steps=args.first_frame_steps))
-                row.update(size=size, mode="consistent", temporal_weight=weight,
-                           ratio=row["warping_error"] / base["warping_error"] if base["warping_error"] else None)
-                rows.append(row)
-    for row in rows:
-        print(json.dumps(row))
-    report = reports.start(args, networks.block(args.model, args.weights, config.preprocess), rows=rows)
+    for model, weights in nets:
+        for size in args.size or [48]:
+            width, height = size, max(16, size * 2 // 3)
+            config = StyleConfig(size=size, steps=args.steps, model=model, weights=weights,
+                                 preprocess=None if args.real else args.preprocess, device=args.device, **extra)
+            for clip in args.clip or ["pattern"]:
+                style = style_picture() if clip == "pattern" else str(ROOT / "images" / "ihc.png")
+                frames = (make_clip(clip, width, height, args.frames) if clip != "pattern" else
+                          moving_pattern(width, height, args.frames, (3 * size / 48, 2 * size / 48)))
+                head = {"network": model, "size": size, "shape": [height, width], "clip": clip, "steps": args.steps}
+                with tempfile.TemporaryDirectory() as tmp:
+                    folder = write_frames(os.path.join(tmp, clip), frames)
+                    base = measure(folder, style, config, VideoSettings(independent=True), size)
+                    rows.append({**head, "mode": "independent", **base})
+                    print(json.dumps(rows[-1]), flush=True)
+                    for weight in args.temporal_weight or [DEFAULT_TEMPORAL_WEIGHT]:
+                        modes = [("consistent", config)] + [
+                            ("control", dataclasses.replace(config, channels_last=True))] * args.control
+                        for mode, cfg in modes:
+                            settings = VideoSettings(temporal_weight=weight, first_frame_steps=args.first_frame_steps)
+                            row = measure(folder, style, cfg, settings, size)
+                            ratio = row["warping_error"] / base["warping_error"] if base["warping_error"] else None
+                            rows.append({**head, "mode": mode, "temporal_weight": weight, **row, "ratio": ratio})
+                            print(json.dumps(rows[-1]), flush=True)
+    network = None if args.real else networks.block(args.model, args.weights, config.preprocess)  # --real: each row's
+    report = reports.start(args, network, rows=rows)
     if args.json:
         reports.write(report, args.json)
     return 0

@@ -4,13 +4,11 @@
     python -m benchmarks gpu_check --device cpu --smoke   # the same code on the CPU in seconds (tests)
     python -m benchmarks gpu_check --markdown FILE.json   # the tables of a report
 
-It writes its report after each part and exits 0 when every check passed or was skipped with a reason, 1 when one
-failed, 2 without a GPU (unless ``--device cpu``) or on a bad option. The parts: ``first_evaluation``, the loss and
-image gradient of the first evaluation at 128 px on the GPU in float32 (TF32 off) against the CPU's (on the CPU:
-float32 against float64), within ``LOSS_TOLERANCE`` and ``GRAD_TOLERANCE`` (about 100x and 300x the CPU's own
-float32-vs-float64 difference); ``timings``, seconds per evaluation (the second LBFGS step of a 40-evaluation run),
-a whole ``stylize()`` run and its peak memory, default and --fast, at 512 and 1024 px; ``bf16_gram``, the bf16
-Gram kernel within ``2^-8 * sum_m |F_im F_jm| / n`` of the float64 Gram, entry by entry.
+Exit 0 when every check passed or was skipped with a reason, 1 when one failed, 2 without a GPU (unless ``--device
+cpu``) or on a bad option. The checks: the first evaluation's loss and image gradient at 128 px, the GPU's float32
+(TF32 off) against the CPU's (on the CPU: float32 against float64), within ``LOSS_TOLERANCE`` and
+``GRAD_TOLERANCE``; the bf16 Gram kernel within ``2^-8 * sum_m |F_im F_jm| / n`` of the float64 Gram, entry by
+entry. The timings: seconds per evaluation, a whole ``stylize()`` run and its peak memory, default and --fast.
 """
 
 from __future__ import annotations
@@ -21,7 +19,6 @@ import copy
 import json
 import math
 import os
-import re
 import sys
 import time
 from collections.abc import Iterator
@@ -38,19 +35,17 @@ from style_transfer.fast.hardware import bf16_supported
 from style_transfer.fast.kernels import _gram_forward
 
 from .. import memory, network as networks, report as reports
-from ..machine import summary as machine_summary
 from ..scoring import CONTENT, STYLE
 from ..timing import Clock, sync
 
 STYLE_WEIGHT, CONTENT_WEIGHT = 1e6 * 1000, 1.0 * 1000  # the tutorial's x1000: LBFGS stores curvature pairs
 # (random weights; real weights: the preset's for their input scale, times --loss-scale; set in main)
-LOSS_TOLERANCE = 1e-5  # |loss - reference| / |reference|
-GRAD_TOLERANCE = 1e-4  # max |grad - reference| / max |reference|
+LOSS_TOLERANCE = 1e-5  # |loss - reference| / |reference|: about 100x the CPU's own float32-vs-float64 difference
+GRAD_TOLERANCE = 1e-4  # max |grad - reference| / max |reference|: about 300x
 GRAM_BOUND_FACTOR = 2.0**-8  # fast._gram_forward: each entry within 2^-8 sum_m |F_im F_jm| / n
 TIMED_STEPS = 20  # the loop's steps for the per-evaluation timing: 40 evaluations, two LBFGS steps
 LBFGS_STEP = 20  # evaluations per LBFGS step (torch's max_iter)
 SEED = 0  # the network's weights
-LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -63,17 +58,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--budget-s", type=float, default=270.0,
                         help="skip a timed run whose estimated end passes this many seconds of the script")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
-    networks.add_options(parser)
-    parser.add_argument("--loss-scale", type=float, default=None,
-                        help="both loss weights (the tutorial preset's for the network's input scale) times this "
-                             "(default 1000 with random weights: LBFGS stores curvature pairs; 1 with real ones)")
-    parser.add_argument("--label", default=None, help="a name for this machine, kept in the JSON's machine block")
-    parser.add_argument("--out", default=None,
-                        help="JSON output (default: benchmarks/results/gpu_check/DATE-CLASS-NETWORK-SIZESpx.json)")
+    networks.add_options(parser, loss_scale=True)
+    reports.add_options(parser, "gpu_check")
     parser.add_argument("--smoke", action="store_true",
                         help="tiny run: 32 and 64 px, one LBFGS step per run, 64 px check, small Gram cases")
-    parser.add_argument("--markdown", metavar="JSON", default=None,
-                        help="print the tables of an earlier report as Markdown and exit")
     args = parser.parse_args(argv)
     if args.smoke:
         args.sizes, args.steps, args.check_size = "32,64", 1, 64
@@ -169,24 +157,6 @@ def check_first_evaluation(device: torch.device, size: int, network: Any) -> dic
 
 # 2. Timings of the default path and --fast.
 
-def timed_config(size: int, steps: int, device: torch.device, fast: bool,
-                 net: argparse.Namespace | None = None) -> StyleConfig:
-    """A timed run's settings; ``net``: the options' ``model``, ``weights`` and ``preprocess`` (None: random
-    VGG19)."""
-    net = net or argparse.Namespace(model="vgg19", weights="random", preprocess=None)
-    return networks.config(net, size=size, steps=steps, device=str(device), fast=fast,
-                           style_weight=STYLE_WEIGHT, content_weight=CONTENT_WEIGHT)
-
-
-def reset_peak(device: torch.device) -> float | None:
-    """``memory.reset_peak`` on CUDA (None on the CPU, whose peak RSS is the benchmark study's job)."""
-    return memory.reset_peak(device) if device.type == "cuda" else None
-
-
-def peak_mib(device: torch.device) -> float | None:
-    return memory.peak_mib(device) if device.type == "cuda" else None
-
-
 def seconds_per_evaluation(network: Any, config: StyleConfig, device: torch.device,
                            smoke: bool) -> dict[str, Any]:
     """Median interval between evaluations at ``config.size`` in a run of two LBFGS steps (smoke: one).
@@ -198,7 +168,7 @@ def seconds_per_evaluation(network: Any, config: StyleConfig, device: torch.devi
     content, style = load_image(CONTENT, config.size, device), load_image(STYLE, config.size, device)
     clock = Clock(device)
     steps = 1 if smoke else TIMED_STEPS
-    base = reset_peak(device)
+    base = memory.reset_peak(device) if device.type == "cuda" else None  # CPU peaks: benchmark's
     stopped = None
     try:
         settings = TransferSettings(progress=clock, accelerate=accelerator(speed), history_size=speed.history_size)
@@ -209,26 +179,22 @@ def seconds_per_evaluation(network: Any, config: StyleConfig, device: torch.devi
     skip = 2 if smoke or clock.evaluations <= LBFGS_STEP + 1 else LBFGS_STEP + 1
     return {"s_per_eval": clock.per_evaluation(skip), "timed_intervals": max(clock.evaluations - skip, 0),
             "evaluations": clock.evaluations, "shape": list(content.shape[-2:]), "speed": speed.__dict__,
-            "peak_mib": peak_mib(device), "base_mib": base, "stopped": stopped}
+            "peak_mib": memory.peak_mib(device) if base is not None else None, "base_mib": base, "stopped": stopped}
 
 
 def whole_run(config: StyleConfig, device: torch.device) -> dict[str, Any]:
     """``stylize()`` from the files, as a user runs it: wall time, evaluations, peak memory."""
-    base = reset_peak(device)
-    clock = Clock(device)
-    stopped = None
-    start = clock.stamps[0]
+    base = memory.reset_peak(device) if device.type == "cuda" else None  # CPU peaks: benchmark's
+    clock, stopped = Clock(device), None
     try:
         stylize(CONTENT, STYLE, config, progress=clock)
     except RunStopped as exc:
         stopped = f"{type(exc).__name__} after {exc.step} evaluations"
-    sync(device)
-    wall = time.perf_counter() - start
-    return {"steps": config.steps, "evaluations": clock.evaluations, "wall_s": wall,
-            "first_evaluation_s": clock.stamps[1] - start if clock.evaluations else None,
-            "peak_mib": peak_mib(device), "base_mib": base, "stopped": stopped,
-            "scales": getattr(config, "scales", None), "min_size": getattr(config, "min_size", None),
-            "scale_steps": list(getattr(config, "scale_steps", ()) or ())}
+    clock()  # the end, after the device finished
+    return {"steps": config.steps, "evaluations": clock.evaluations - 1, "wall_s": clock.elapsed,
+            "first_evaluation_s": clock.stamps[1] - clock.stamps[0] if clock.evaluations > 1 else None,
+            "peak_mib": memory.peak_mib(device) if base is not None else None, "base_mib": base, "stopped": stopped,
+            "scales": config.scales, "min_size": config.min_size, "scale_steps": list(config.scale_steps or ())}
 
 
 def time_paths(device: torch.device, sizes: list[int], steps: int, smoke: bool, started: float,
@@ -239,7 +205,8 @@ def time_paths(device: torch.device, sizes: list[int], steps: int, smoke: bool, 
     rows: list[dict[str, Any]] = []
     for size in sizes:
         for name in ("default", "fast"):
-            config = timed_config(size, steps, device, fast=name == "fast", net=net)
+            config = networks.config(net, size=size, steps=steps, device=str(device), fast=name == "fast",
+                                     style_weight=STYLE_WEIGHT, content_weight=CONTENT_WEIGHT)
             row: dict[str, Any] = {"size": size, "path": name}
             rows.append(row)
             if time.perf_counter() - started > budget_s:
@@ -335,14 +302,14 @@ def run(args: argparse.Namespace, device: torch.device, network: Any) -> int:
         reports.write(report, out)
 
     first = report["checks"]["first_evaluation"] = check_first_evaluation(device, args.check_size, network)
-    print_first(first)
+    print("\n".join(check_rows(report)), flush=True)
     write()
     gram = report["checks"]["bf16_gram"] = check_bf16_gram(device, args.smoke)
-    print_gram(gram)
+    print(check_rows(report)[-1], flush=True)
     write()
     report["timings"] = time_paths(device, args.sizes, args.steps, args.smoke, started, args.budget_s,
                                    report["notes"], write, network, args)
-    print_timings(report["timings"])
+    print("\n".join(timing_rows(report)))
     failed = [name for name, check in report["checks"].items() if check["passed"] is False]
     failed += [f"{row['size']} px {row['path']}" for row in report["timings"] if "error" in row]
     report["passed"] = not failed
@@ -354,69 +321,42 @@ def run(args: argparse.Namespace, device: torch.device, network: Any) -> int:
     return 0 if not failed else 1
 
 
-def print_first(first: dict[str, Any]) -> None:
+def check_rows(report: dict[str, Any]) -> list[str]:
+    """The checks' table (Markdown, also printed as they pass): the first evaluation, then the bf16 Gram's bound."""
+    first, gram = report["checks"]["first_evaluation"], report["checks"].get("bf16_gram")
     check = first["check"]
     h, w = first["shape"]
-    print(f"first evaluation at {w}x{h}, {first['compared']} against {first['reference']}: loss relative "
-          f"difference {check['loss_rel_diff']:.2e} (tolerance {check['loss_tolerance']:.0e}), gradient "
-          f"{check['grad_max_abs_rel_diff']:.2e} of its max (tolerance {check['grad_tolerance']:.0e}): "
-          f"{'passed' if check['passed'] else 'FAILED'}")
-    sys.stdout.flush()
-
-
-def print_gram(gram: dict[str, Any]) -> None:
-    if gram["status"] == "skipped":
-        print(f"bf16 Gram: skipped ({gram['reason']})")
-    else:
-        print(f"bf16 Gram: largest error / bound {gram['max_ratio']:.3f} over {len(gram['cases'])} feature maps: "
-              f"{gram['status']}")
-    sys.stdout.flush()
-
-
-def print_timings(rows: list[dict[str, Any]]) -> None:
-    for row in rows:
-        per_eval, whole = row.get("per_eval") or {}, row.get("run") or {}
-        text = f"{row['size']} px {row['path']}: "
-        if per_eval.get("s_per_eval") is not None:
-            text += f"{per_eval['s_per_eval']:.4f} s per evaluation"
-        if whole:
-            text += f"; {whole['evaluations']} evaluations in {whole['wall_s']:.1f} s"
-            if whole["peak_mib"] is not None:
-                text += f", peak {whole['peak_mib']:.0f} MiB allocated"
-        if row.get("error"):
-            text += f" error: {row['error']}"
-        print(text)
-
-
-def markdown(report: dict[str, Any]) -> str:
-    """The checks and the timings of a report as Markdown."""
-    first, gram = report["checks"]["first_evaluation"], report["checks"]["bf16_gram"]
-    check = first["check"]
-    h, w = first["shape"]
-    lines = [f"Measured on: {machine_summary(report['machine'])}",
-             networks.summary(report.get("network"), "random"), "",
-             "| check | result | tolerance | passed |", "|---|---|---|---|",
+    lines = ["| check | result | tolerance | passed |", "|---|---|---|---|",
              f"| first evaluation {w}x{h}, {first['compared']} vs {first['reference']}: loss | "
              f"{check['loss_rel_diff']:.2e} relative | {check['loss_tolerance']:.0e} | {check['passed']} |",
              f"| same: gradient max-abs difference / max-abs | {check['grad_max_abs_rel_diff']:.2e} | "
              f"{check['grad_tolerance']:.0e} | {check['passed']} |"]
-    if gram["status"] == "skipped":
-        lines.append(f"| bf16 Gram within 2^-8 sum\\|F F\\| / n | skipped: {gram['reason']} | | |")
-    else:
-        lines.append(f"| bf16 Gram within 2^-8 sum\\|F F\\| / n | largest error/bound {gram['max_ratio']:.3f} | "
-                     f"1 | {gram['passed']} |")
-    lines += ["", "| size | path | s/evaluation | whole run: evaluations, wall time | peak allocated (MiB) |",
-              "|---|---|---|---|---|"]
+    if gram is not None:
+        result = (f"skipped: {gram['reason']} | |" if gram["status"] == "skipped" else
+                  f"largest error/bound {gram['max_ratio']:.3f} | 1 |")
+        passed = "" if gram["passed"] is None else gram["passed"]
+        lines.append(f"| bf16 Gram within 2^-8 sum\\|F F\\| / n | {result} {passed} |")
+    return lines
+
+
+def timing_rows(report: dict[str, Any]) -> list[str]:
+    """The timings' table (Markdown): per size and path, s/evaluation, the whole run, its peak allocated."""
+    lines = ["| size | path | s/evaluation | whole run: evaluations, wall time | peak allocated (MiB) |",
+             "|---|---|---|---|---|"]
     for row in report["timings"]:
         per_eval, whole = row.get("per_eval") or {}, row.get("run") or {}
         shape = per_eval.get("shape")
-        size = f"{shape[1]}x{shape[0]}" if shape else str(row["size"])
-        seconds = per_eval.get("s_per_eval")
-        peak = whole.get("peak_mib")
-        lines.append(f"| {size} | {row['path']} | {'' if seconds is None else f'{seconds:.4f} s'} | "
+        seconds, peak = per_eval.get("s_per_eval"), whole.get("peak_mib")
+        lines.append(f"| {f'{shape[1]}x{shape[0]}' if shape else row['size']} | {row['path']} | "
+                     f"{'' if seconds is None else f'{seconds:.4f} s'} | "
                      + (f"{whole['evaluations']}, {whole['wall_s']:.1f} s" if whole else row.get("error", "skipped"))
                      + f" | {'' if peak is None else f'{peak:.0f}'} |")
-    return "\n".join(lines)
+    return lines
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """The checks and the timings of a report as Markdown."""
+    return "\n".join([*reports.head(report, "random"), "", *check_rows(report), "", *timing_rows(report)])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -424,9 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.markdown:
         print(markdown(json.loads(Path(args.markdown).read_text())))
         return 0
-    if args.label is not None and not LABEL_RE.match(args.label):
-        print(f"error: --label must be letters, digits, '.', '_' or '-' (a file name part), got {args.label!r}",
-              file=sys.stderr)
+    if reports.bad_label(args.label):
         return 2
     try:
         device = torch.device(args.device)
@@ -449,12 +387,10 @@ def main(argv: list[str] | None = None) -> int:
     global STYLE_WEIGHT, CONTENT_WEIGHT
     try:
         network = networks.load(args)  # random: load_network(model, "random"), seed 0 (SEED)
-        preset = networks.preset_weights(args)
+        STYLE_WEIGHT, CONTENT_WEIGHT = networks.loss_weights(args)
     except (StyleTransferError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    args.loss_scale = networks.loss_scale(args, args.loss_scale)
-    STYLE_WEIGHT, CONTENT_WEIGHT = preset[0] * args.loss_scale, preset[1] * args.loss_scale
     return run(args, device, network)
 
 

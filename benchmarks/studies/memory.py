@@ -1,16 +1,11 @@
 """Peak memory of a run against the estimate the size check uses (style_transfer.tiling.memory).
 
-    python -m benchmarks memory [SIZE ...]          # default: 64 128 256 384, one LBFGS step each
-    python -m benchmarks memory --fast [SIZE ...]   # the same with --fast
-    python -m benchmarks memory --model vgg16 --weights FILE.onnx 64 128   # another network, as the command's
+    python -m benchmarks memory [--fast] [SIZE ...]      # default: 64 128 256 384, one LBFGS step each
 
-Each size runs in a fresh process (by default seeded random VGG19 weights; ``--model``, ``--weights`` and
-``--preprocess`` as the command's; the tutorial's layers, square noise images) and reports its peak RSS above
-the process's start; the slope between the sizes is the per-pixel cost that ``ACTIVATION_BYTES_PER_PIXEL``
-stands for (on both paths: see guards.py). Random weights store no LBFGS pairs, so the estimate's history term
-(2400 B/px, 480 with --fast's 20 pairs) is not in these measurements. A weights file is read before the span
-measured, which starts again after it (Linux), so the network's own size is in the peak but not the reading's
-transient; the printout names the network.
+Each size runs in a fresh process on square noise images with the tutorial's layers; its peak RSS above the
+process's start, against the estimate, and the slope between sizes against ``ACTIVATION_BYTES_PER_PIXEL``. Random
+weights store no LBFGS pairs, so the estimate's history term is left out. A weights file is read before the span
+measured (Linux), so the network is in the peak but not the reading's transient.
 """
 
 from __future__ import annotations
@@ -22,19 +17,9 @@ import sys
 from .. import network as networks, report as reports
 from .. import ROOT
 
+# The network is read first, then the peak restarts from the RSS before it plus the network (Linux clear_refs), so
+# reading a file (an ONNX graph, a zip) does not set the peak.
 CHILD = """
-import sys, torch
-from benchmarks.memory import peak_mib, reset_peak
-from style_transfer import StyleConfig, stylize
-size, fast = int(sys.argv[1]), sys.argv[2] == "fast"
-images = [torch.rand(1, 3, size, size, generator=torch.Generator().manual_seed(i)) for i in (0, 1)]
-start = reset_peak()
-stylize(*images, StyleConfig(size=size, steps=1, weights="random", device="cpu", fast=fast))
-print(int((peak_mib() - start) * 2**20))
-"""
-# Real weights: the network is read first, then the peak restarts from the RSS before it plus the network
-# (Linux clear_refs), so reading a file (an ONNX graph, a zip) does not set the peak.
-CHILD_FILE = """
 import sys, torch
 from benchmarks.memory import peak_mib, reset_peak
 from benchmarks.network import load
@@ -48,7 +33,7 @@ reset_peak()  # the peak restarts at the RSS now: the network, not the reading's
 config = StyleConfig(size=size, steps=1, model=model, weights=weights, preprocess=network.preprocess, device="cpu",
                      fast=fast)
 Run(*images, config, cnn=network).execute()
-print(network.preprocess, int((peak_mib() - start) * 2**20))
+print(int((peak_mib() - start) * 2**20))
 """
 
 
@@ -72,21 +57,17 @@ def main(argv: list[str] | None = None) -> int:
     per_pixel = guards.ACTIVATION_BYTES_PER_PIXEL
     history = guards.LBFGS_HISTORY_BYTES_PER_PIXEL * speed.history_size // 100
     print(f"{'--fast' if fast else 'default path'}: {speed}")
-    random_vgg19 = networks.is_random(args) and args.model == "vgg19" and args.preprocess in (None, "torchvision")
+    block = networks.block(args.model, args.weights, networks.config(args).preprocess)  # what the weights tell
+    print(networks.summary(block))
     peaks = {}
     for size in sizes:
-        mode = "fast" if fast else "default"
-        command = ([sys.executable, "-c", CHILD, str(size), mode] if random_vgg19 else
-                   [sys.executable, "-c", CHILD_FILE, str(size), mode, args.model, args.weights, args.preprocess or ""])
-        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+        done = subprocess.run([sys.executable, "-c", CHILD, str(size), "fast" if fast else "default", args.model,
+                               args.weights, args.preprocess or ""], cwd=ROOT, capture_output=True, text=True)
         if done.returncode != 0:
             last = (done.stderr.strip().splitlines() or ["the child failed"])[-1]
             print(f"error: {size} px: {last}", file=sys.stderr)
             return 1
         peaks[size] = int(done.stdout.split()[-1])
-        if len(peaks) == 1:  # the preprocessing the child's network was loaded with (this process loads none)
-            preprocess = done.stdout.split()[-2] if not random_vgg19 else "torchvision"
-            print(networks.summary(networks.block(args.model, args.weights, preprocess)))
         without_history = guards.estimate_bytes((size, size), (size, size), speed) - size * size * history
         print(f"{size:5d} px: peak {peaks[size] / 2**20:7.1f} MiB above start; estimate without LBFGS history "
               f"{without_history / 2**20:7.1f} MiB (ratio {without_history / peaks[size]:.2f})")
@@ -94,8 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         slope = (peaks[high] - peaks[low]) / (high * high - low * low)
         print(f"{low}->{high} px: {slope:.0f} B per pixel (the estimate's {per_pixel}, ratio {per_pixel / slope:.2f})")
     if args.json:
-        reports.write(reports.start(args, networks.block(args.model, args.weights, preprocess), peak_bytes=peaks),
-                      args.json)
+        reports.write(reports.start(args, block, peak_bytes=peaks), args.json)
     return 0
 
 

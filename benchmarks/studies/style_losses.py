@@ -1,24 +1,13 @@
 """Each style loss (``--style-loss``) side by side: time per evaluation and the style distances it did not optimise.
 
-    python -m benchmarks style_losses --model vgg16 --weights FILE.onnx [--size 256] [--steps 300]
-        [--content images/chelsea.png] [--style images/ihc.png] [--threads 1] [--pictures DIR] [--json FILE]
-        [--grid [--average-decay 0.9]]
+    python -m benchmarks style_losses --model vgg16 --weights FILE.onnx [--size 256] [--steps 300] [--grid]
 
-One run per style loss on the same photo and style, with its preset weight (``presets``), then each result is
-measured against the style by every statistic at the loss's layers and by the Gram matrices at layers left out
-of the loss (conv3_3, conv4_1, conv5_1 on VGG16/VGG19: deeper than the tutorial's conv_1..conv_5). Each
-distance is printed as a ratio to the photo's own distance to the style (1: no closer than the photo, 0: the
-style's statistics exactly), so the figures of different statistics can stand side by side; the loss a run
-optimised is marked. Also measured: the matrix square root behind the W2 loss, eigendecomposition against
-Newton-Schulz, on the photo's real covariances (time and error), the reason for the choice in
-``losses/statistics.py``. ``--pictures DIR`` writes each run's image as ``DIR/style-loss-KIND.jpg``
-(docs/make_style_loss_gallery.py). The machine (CPU model from /proc/cpuinfo) and network are named.
-
-``--grid`` runs every loss four ways, in one process: unmasked and masked (``--style-mask``: the style on the
-left half of the photo, nothing on the right), iterate averaging off and on (``--average``, decay
-``--average-decay``). A masked run's distances are the guided statistics over the same left half (the
-photo's own measured the same way), so its ratios stand beside the unmasked runs' whole-picture ones; an
-averaged run is measured on its output, the average.
+One run per style loss at its preset weight on the same photo and style; each result's distance to the style by
+every statistic at the loss's layers and by the Gram matrices at held-out deeper layers (``HELD_OUT``), as a ratio
+to the photo's own distance (1: no closer than the photo, 0: the style's statistics); * marks the loss a run
+optimised. Also the W2 loss's matrix square root, eigendecomposition against Newton-Schulz, on the photo's real
+covariances (time and error). ``--pictures DIR``: each result as ``style-loss-KIND.jpg``. ``--grid``: each loss
+also masked (the style on the left half; distances the guided ones over that half) and averaged (``--average``).
 """
 
 from __future__ import annotations
@@ -38,7 +27,6 @@ from style_transfer.io.images import load_image
 from style_transfer.presets import STYLE_LOSSES
 
 from .. import network as networks, report as reports
-from ..machine import summary as machine_summary
 from ..scoring import CONTENT, STYLE
 from ..timing import Clock
 
@@ -190,14 +178,14 @@ def main(argv: list[str] | None = None) -> int:
 def markdown(report: dict) -> str:
     names = [*STYLE_LOSSES, "gram held-out"]
     heads = {"gram": "Gram", "wasserstein": "W2", "sliced": "sliced", "gram held-out": "Gram, held-out layers"}
-    lines = [f"Machine: {machine_summary(report['machine'])}. " + networks.summary(report["network"]) + f". {report['content']} in "
-             f"{report['style']} at {report['size']} px, {report['steps']} steps; distances to the style as ratios "
-             f"to the photo's (loss layers {','.join(report['style_layers'])}; held out "
+    lines = [*reports.head(report), "", f"{report['content']} in {report['style']} at {report['size']} px, "
+             f"{report['steps']} steps; distances to the style as ratios to the photo's (loss layers "
+             f"{','.join(report['style_layers'])}; held out "
              f"{','.join(report['held_out_layers'])}); * the statistic the run optimised.", "",
              "| style loss | style weight | mask | average | evaluations | s | median s / evaluation | "
              + " | ".join(heads[n] for n in names) + " |", "|---" * (7 + len(names)) + "|"]
     if "average_decay" in report:
-        lines.insert(1, "mask: the style on the left half only, its distances the guided ones over that half (ratios to "
+        lines.insert(4, "mask: the style on the left half only, its distances the guided ones over that half (ratios to "
                         f"the photo's there); average: --average {report['average_decay']:g}, measured on the average.")
     for run in report["runs"]:
         cells = [f"{run['ratios'][n]:.2g}{'*' if n == run['style_loss'] else ''}" for n in names]

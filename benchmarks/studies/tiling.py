@@ -4,18 +4,12 @@
     python -m benchmarks tiling --sizes 1024 2048 4096 --tile 512 --no-untiled-above 2048
     python -m benchmarks tiling --device cuda --sizes 2048 4096 8192 --tile 2048
 
-Each (size, mode) runs in a fresh process: the network of ``--model``, ``--weights`` and ``--preprocess``
-(as the command's; default VGG19 with seeded random weights) with the tutorial preset's loss weights for its
-input scale, the tutorial's layers, square noise images (content, style and start image), the closure's work only (``TiledStyleModel.evaluate``,
-or the model's forward and one backward): ``--evaluations`` of them after one warm-up. It reports the
-peak memory above the process's state before the model was built (CPU: peak RSS, which counts the
-allocator's slack; CUDA: ``max_memory_allocated``) and the median seconds per evaluation.
-
-The tiled peaks at two or more sizes are split by a least-squares line into a fixed part (the crop's
-activations, the network) and a part proportional to the picture, in bytes per pixel. What a run adds
-to the proportional part is listed by tensor: LBFGS's history (``history_size`` pairs of 2 image copies;
-not allocated here, random weights store few pairs) and the loop's image copies (``plans.TILED_IMAGE_COPIES``).
-The JSON records the network (model, the weights' base name, preprocessing) beside the machine.
+Each (size, mode) runs in a fresh process on square noise images with the tutorial's layers and the preset's loss
+weights: ``--evaluations`` closure evaluations after a warm-up (``TiledStyleModel.evaluate``, or forward and
+backward). It reports the peak memory above the state before the model was built (CPU: peak RSS, allocator slack
+included; CUDA: ``max_memory_allocated``) and the median seconds per evaluation. A least-squares line splits the
+tiled peaks into a fixed part (a crop's activations, the network) and bytes per pixel; the printout lists what a
+run adds per pixel (LBFGS's history, not allocated here; the loop's image copies).
 """
 
 from __future__ import annotations
@@ -23,10 +17,9 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import os
 import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
 from .. import network as networks, report as reports
 from .. import ROOT
@@ -34,32 +27,21 @@ from .. import ROOT
 CHILD = r"""
 import json, statistics, sys, torch
 from style_transfer.tiling import plans, tiling
-from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD, load_network
 from style_transfer.core.backward import weighted_scores
-from style_transfer.core.style_model import get_style_model_and_losses
+from benchmarks.network import load, style_model
 size, tile, evaluations, device = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), torch.device(sys.argv[4])
 model_name, weights, preprocess = sys.argv[5], sys.argv[6], sys.argv[7] or None
 style_weight, content_weight = float(sys.argv[8]), float(sys.argv[9])
-network = load_network(model_name, weights, preprocess=preprocess)
-cnn = network.features.to(device)
-if weights != "random" and device.type == "cpu":  # reading a file peaks above the network it leaves (Linux):
-    try:                                          # the peak restarts from here, as after building random ones
-        import ctypes
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-    except OSError:
-        pass
+network = load(model=model_name, weights=weights, preprocess=preprocess)
+network.features.to(device)
 content, style, start = (torch.rand(1, 3, size, size, generator=torch.Generator().manual_seed(i)).to(device)
                          for i in (0, 1, 2))
 from benchmarks.memory import peak_mib, reset_peak
 from benchmarks.timing import seconds as timed
 before = reset_peak(device)
 tiled = tile > 0 and plans.needs_tiles(size, size, tile)
-model, sl, cl = get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD,
-                                           tiling.stand_ins(style) if tiled else style,
-                                           tiling.stand_ins(content) if tiled else content,
-                                           normalization=network.normalization())
+model, sl, cl = style_model(network, tiling.stand_ins(style) if tiled else style,
+                            tiling.stand_ins(content) if tiled else content)
 if tiled:
     tiler = tiling.TiledStyleModel(model, tile)
     tiler.set_targets(content, [style])
@@ -85,55 +67,15 @@ print(json.dumps({"peak": (peak_mib(device) - before) * 2**20, "seconds": statis
                   "target_bytes": targets, "loss": loss}))
 """
 
-# Real weights: checked, and saved as a plain state dict for the children, in a process of their own (a child's
-# peak RSS starts from its parent's, so this one never loads a network).
-PREPARE = r"""
-import json, sys, torch
-from style_transfer.config.style import StyleConfig
-from style_transfer.errors import StyleTransferError
-from style_transfer.networks.vgg import load_network
-model, weights, preprocess, out = sys.argv[1], sys.argv[2], sys.argv[3] or None, sys.argv[4]
-try:
-    network = load_network(model, weights, preprocess=preprocess)
-except (StyleTransferError, ValueError) as exc:
-    print(json.dumps({"error": str(exc)}))
-    sys.exit(0)
-torch.save(network.features.state_dict(), out)
-config = StyleConfig(model=model, weights=weights, preprocess=network.preprocess)
-print(json.dumps({"preprocess": network.preprocess, "loss_weights": [config.style_weight, config.content_weight]}))
-"""
-
-
-def prepare(args: argparse.Namespace, folder: Path) -> dict:
-    """The network the children load: ``{"child": options, "preprocess", "loss_weights"}`` or ``{"error"}``."""
-    if networks.is_random(args):
-        child = argparse.Namespace(model=args.model, weights="random", preprocess=args.preprocess)
-        return {"child": child, "preprocess": args.preprocess or "torchvision",
-                "loss_weights": networks.preset_weights(args)}
-    out = folder / f"{args.model}.pth"
-    done = subprocess.run([sys.executable, "-c", PREPARE, args.model, args.weights, args.preprocess or "", str(out)],
-                          cwd=ROOT, check=True, capture_output=True, text=True).stdout
-    found = json.loads(done.strip().splitlines()[-1])
-    if "error" not in found:
-        found["child"] = argparse.Namespace(model=args.model, weights=str(out), preprocess=found["preprocess"])
-        found["loss_weights"] = tuple(found["loss_weights"])
-    return found
-
-
-def measure(size: int, tile: int, evaluations: int, device: str, threads: int | None,
-            net: argparse.Namespace | None = None, loss_weights: tuple[float, float] = (1e6, 1.0)) -> dict:
-    """One (size, mode) in a fresh process; ``net``: the options' ``model``, ``weights`` and ``preprocess``
-    (None: random VGG19)."""
-    env = None
-    if threads:
-        import os
-
-        env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-    net = net or argparse.Namespace(model="vgg19", weights="random", preprocess=None)
-    out = subprocess.run([sys.executable, "-c", CHILD, str(size), str(tile), str(evaluations), device, net.model,
-                          net.weights, net.preprocess or "", *map(repr, loss_weights)], cwd=ROOT,
-                         check=True, capture_output=True, text=True, env=env).stdout
-    return json.loads(out.strip().splitlines()[-1])
+def measure(size: int, tile: int, evaluations: int, device: str, threads: int | None, config: object) -> dict:
+    """One (size, mode) in a fresh process, on the network and loss weights of ``config`` (a ``StyleConfig``)."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads)) if threads else None
+    done = subprocess.run([sys.executable, "-c", CHILD, str(size), str(tile), str(evaluations), device, config.model,
+                           config.weights, config.preprocess or "", repr(config.style_weight),
+                           repr(config.content_weight)], cwd=ROOT, capture_output=True, text=True, env=env)
+    if done.returncode:
+        sys.exit(f"error: {size} px: {(done.stderr.strip().splitlines() or ['the child failed'])[-1]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def fit(points: list[tuple[int, float]]) -> tuple[float, float]:
@@ -147,6 +89,7 @@ def fit(points: list[tuple[int, float]]) -> tuple[float, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from style_transfer.errors import StyleTransferError
     from style_transfer.tiling import plans
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -164,13 +107,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="the report (default: benchmarks/results/tiling/DATE-CLASS-NETWORK-SIZESpx.json)")
     networks.add_options(parser)
     args = parser.parse_args(argv)
-    folder = tempfile.TemporaryDirectory()
-    found = prepare(args, Path(folder.name))
-    if "error" in found:
-        print(f"error: {found['error']}", file=sys.stderr)
+    try:  # what the weights tell (preprocessing, the preset's loss weights), read here without loading them
+        config = networks.config(args)
+    except (StyleTransferError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
-    child, loss_weights = found["child"], found["loss_weights"]
-    block = networks.block(args.model, args.weights, found["preprocess"])
+    block = networks.block(args.model, args.weights, config.preprocess)
 
     report = reports.start(args, block, args.device if args.device.startswith("cuda") else "cpu",
                            device=args.device, tile=args.tile)
@@ -178,9 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for size in args.sizes:
         row = {"size": size, "pixels": size * size, "tiled": measure(size, args.tile, args.evaluations, args.device,
-                                                                     args.threads, child, loss_weights)}
+                                                                     args.threads, config)}
         if args.no_untiled_above is None or size <= args.no_untiled_above:
-            row["untiled"] = measure(size, 0, args.evaluations, args.device, args.threads, child, loss_weights)
+            row["untiled"] = measure(size, 0, args.evaluations, args.device, args.threads, config)
         rows.append(row)
         t = row["tiled"]
         line = (f"{size:5d} px: tiled ({t['crops']:3d} crops) peak {t['peak'] / 2**20:8.1f} MiB, "
@@ -191,7 +133,6 @@ def main(argv: list[str] | None = None) -> int:
                      f"memory {t['peak'] / u['peak']:.2f}x, time {t['seconds'] / u['seconds']:.2f}x, "
                      f"loss rel. diff {abs(t['loss'] - u['loss']) / abs(u['loss']):.1e}")
         print(line, flush=True)
-    folder.cleanup()
     fixed, per_pixel = fit([(r["pixels"], r["tiled"]["peak"]) for r in rows])
     targets = rows[-1]["tiled"]["target_bytes"] / rows[-1]["pixels"]
     history = args.history_size * 2 * 12

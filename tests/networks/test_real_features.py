@@ -356,8 +356,7 @@ def test_video_frames_stay_consistent(real: RealNetwork, tmp_path: Path) -> None
     pytest.importorskip("cv2", reason="the video extra is not installed")
     import dataclasses
 
-    from benchmarks.studies.flicker import write_frames
-    from benchmarks.studies.video_clips import CLIPS, make_clip
+    from benchmarks.studies.flicker import CLIPS, make_clip, write_frames
     from style_transfer.video.runner import VideoRun, VideoSettings, flicker
 
     style = small_image("ihc.png", (64, 64))
