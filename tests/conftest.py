@@ -39,6 +39,12 @@ def shared_networks_unchanged(request: pytest.FixtureRequest):
         pytest.fail(f"{request.node.nodeid} changed the session's shared random {', '.join(changed)}: copy it first")
 
 
+@pytest.fixture
+def fresh_random_networks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs on random weights build their own network, as outside the suite: for the tests of the building."""
+    monkeypatch.setattr(tiers, "SHARE", False)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def shared_networks_exact():
     """At the session's end each shared network equals a fresh build bit for bit (a change through ``.data``

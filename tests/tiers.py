@@ -28,6 +28,7 @@ import torch
 from style_transfer.core import vgg
 
 REAL_NETWORK_FIXTURES = ("vgg16", "vgg16_onnx", "vgg19_original", "real")
+SHARE = True  # False (the conftest's fresh_random_networks): each load builds its network, for tests of the building
 
 _SHARED: dict[str, vgg.Network] = {}
 _FINGERPRINTS: dict[str, list[tuple]] = {}
@@ -89,7 +90,7 @@ def _share_random_networks() -> None:
 
     def load_network(model: str = "vgg19", weights: str = "imagenet", *, preprocess: str | None = None,
                      seed: int = 0, **kwargs: Any) -> vgg.Network:
-        if weights == "random" and seed == 0 and model in vgg.VGG_LAYOUTS and preprocess in (None, *vgg.PREPROCESSINGS):
+        if SHARE and weights == "random" and seed == 0 and model in vgg.VGG_LAYOUTS and preprocess in (None, *vgg.PREPROCESSINGS):
             shared = shared_random_network(model)
             return shared if preprocess in (None, shared.preprocess) else vgg.Network(shared.features, model, preprocess)
         network = original(model, weights, preprocess=preprocess, seed=seed, **kwargs)
