@@ -24,9 +24,6 @@ IMAGES = Path(__file__).resolve().parent.parent / "images"
 def pytest_configure(config: pytest.Config) -> None:
     # No test may touch the network: an empty hub cache in a temp folder, and urlopen refused.
     os.environ.setdefault("TORCH_HOME", str(Path(config.rootpath) / ".pytest_cache" / "torch_home_unused"))
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    if workers > 1:  # pytest -n N: the cores shared out, so N workers do not fight over them
-        torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // workers))
     tiers.configure(config)
 
 

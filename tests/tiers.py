@@ -37,9 +37,7 @@ _REAL = [0]  # real pretrained networks loaded since then
 
 
 def configure(config: pytest.Config) -> None:
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    if workers > 1:  # pytest -n N: the cores shared out, so the workers do not fight over them
-        torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // workers))
+    _share_cores()
     _share_random_networks()
     _real_files()  # now, before any test stands in for the packages that hold them
     # subprocess (its own binding of the name) and multiprocessing start every child through fork_exec
@@ -47,6 +45,22 @@ def configure(config: pytest.Config) -> None:
         subprocess._fork_exec = _counting_children(subprocess._fork_exec)
     _posixsubprocess.fork_exec = _counting_children(_posixsubprocess.fork_exec)
     config.pluginmanager.register(_Tiers(), "tiers")
+
+
+def _share_cores() -> None:
+    """Under ``pytest -n N`` each worker gets its share of the cores, pinned, and as many torch threads: the
+    commands run in-process take their thread count from the cores they see (physical_cores), and on the suite's
+    tiny images a second thread spins more than it helps."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if workers <= 1 or not worker.startswith("gw"):
+        return
+    cores = sorted(os.sched_getaffinity(0))
+    share = len(cores) // workers
+    if share >= 1:
+        index = int(worker[2:]) % workers
+        os.sched_setaffinity(0, cores[index * share:(index + 1) * share])
+    torch.set_num_threads(max(1, share))
 
 
 def _fingerprint(features: torch.nn.Module) -> list[tuple]:
