@@ -74,6 +74,7 @@ def run_pytest(folder: Path, swallow: str, plugin: bool) -> tuple[subprocess.Com
 
 
 @pytest.mark.parametrize("swallow", ["except", "handler"])
+@pytest.mark.slow
 def test_a_real_ctrl_c_stops_the_suite_where_the_code_under_test_swallows_it(tmp_path: Path, swallow: str) -> None:
     control, after_ran = run_pytest(tmp_path / "without", swallow, plugin=False)
     assert control.returncode == 0 and after_ran, control.stdout  # the trap is real: the run went on
