@@ -17,6 +17,7 @@ where an unmarked test uses a real network's fixture.
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -69,7 +70,9 @@ def run_pytest(folder: Path, swallow: str, plugin: bool) -> tuple[subprocess.Com
         if plugin else "")
     done = subprocess.run([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", str(folder)],
                           cwd=folder, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
-                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+                          # an xdist worker ignores SIGINT (its controller takes Ctrl-C), and a child inherits that
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     return done, marker.exists()
 
 
