@@ -1,4 +1,5 @@
-"""Shared fixtures: tiny images and VGG19 with seeded random weights (no network, ever)."""
+"""Shared fixtures: tiny images and VGG19 with seeded random weights (no network, ever), and the suite's tiers: one
+frozen random network per layout for the whole session, and the slow marker checked on real networks and children."""
 
 from __future__ import annotations
 
@@ -15,8 +16,7 @@ import pytest
 import torch
 from PIL import Image
 
-from style_transfer.networks.vgg import random_vgg19_features, freeze
-
+from . import tiers
 from .interrupts import pytest_runtest_call, pytest_runtest_setup, pytest_runtest_teardown  # noqa: F401 (hooks)
 
 IMAGES = Path(__file__).resolve().parent.parent / "images"
@@ -25,14 +25,31 @@ IMAGES = Path(__file__).resolve().parent.parent / "images"
 def pytest_configure(config: pytest.Config) -> None:
     # No test may touch the network: an empty hub cache in a temp folder, and urlopen refused.
     os.environ.setdefault("TORCH_HOME", str(Path(config.rootpath) / ".pytest_cache" / "torch_home_unused"))
+    tiers.configure(config)
 
 
 @pytest.fixture(autouse=True)
-def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refuse(*args: object, **kwargs: object) -> None:
-        raise AssertionError("a test tried to use the network")
+def shared_networks_unchanged(request: pytest.FixtureRequest):
+    """Fail the test that changed a shared random network (its weights in place, mode, grads or hooks)."""
+    yield
+    changed = tiers.changed_networks()
+    if changed:
+        pytest.fail(f"{request.node.nodeid} changed the session's shared random {', '.join(changed)}: copy it first")
 
-    monkeypatch.setattr("urllib.request.urlopen", refuse)
+
+@pytest.fixture
+def fresh_random_networks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs on random weights build their own network, as outside the suite: for the tests of the building."""
+    monkeypatch.setattr(tiers, "SHARE", False)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_networks_exact():
+    """At the session's end each shared network equals a fresh build bit for bit (a change through ``.data``
+    escapes the in-place versions the per-test check reads)."""
+    yield
+    changed = tiers.networks_not_as_built()
+    assert not changed, f"the session's shared random networks were changed: {changed}"
 
 
 @pytest.fixture
@@ -68,8 +85,9 @@ def terminal_stderr(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="session")
 def cnn() -> torch.nn.Sequential:
-    """VGG19 features with seeded random weights, frozen (share it; never modify it)."""
-    return freeze(random_vgg19_features(seed=0))
+    """VGG19 features with seeded random weights, frozen: the session's shared one, what every run with weights
+    "random" gets (never modify it; each test checks)."""
+    return tiers.shared_random_network("vgg19").features
 
 
 def small_image(name: str, size: tuple[int, int]) -> Image.Image:

@@ -64,6 +64,7 @@ def test_a_report_from_before_the_network_block_says_so() -> None:
                         "(no network block in this report)")
 
 
+@pytest.mark.slow
 def test_gpu_check_smoke_on_the_real_vgg16(tmp_path: Path, vgg16_onnx: Path) -> None:
     """The real VGG16 through load_network: its Caffe preprocessing, the preset's loss weights (not x1000), the
     network named in the report, the printout and the Markdown, the checks passing."""

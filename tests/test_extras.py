@@ -50,6 +50,7 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize("case", CASES)
+@pytest.mark.slow
 def test_a_missing_extra_is_named_in_one_line(case: str, inputs: Path, tmp_path: Path) -> None:
     hidden, command, args, extra = CASES[case]
     out = tmp_path / "out"

@@ -345,6 +345,7 @@ def test_two_worker_processes_share_the_items_and_make_the_same_images(inputs: d
         np.testing.assert_array_equal(pixels(two.output), pixels(one.output))
 
 
+@pytest.mark.slow
 def test_the_command_imports_neither_torch_nor_ray() -> None:
     import subprocess
 

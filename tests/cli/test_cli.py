@@ -110,7 +110,7 @@ class ModelBuilt(Exception):
 
 
 @pytest.fixture
-def no_model(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+def no_model(monkeypatch: pytest.MonkeyPatch, fresh_random_networks: None) -> list[int]:
     """Make building the network (every loader goes through models.vgg_features) fail loudly; count the tries."""
     from style_transfer.networks import vgg as models
 

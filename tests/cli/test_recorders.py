@@ -466,6 +466,7 @@ class TestPlot:
         assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_imports_neither_torch_nor_matplotlib() -> None:
     code = ("import sys, style_transfer.cli.recorders; "
             "print(sorted(m for m in ('torch', 'matplotlib', 'numpy') if m in sys.modules))")

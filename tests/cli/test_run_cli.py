@@ -110,6 +110,7 @@ def read_until(stream, pattern: bytes, timeout: float) -> bytes:
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGTERM is POSIX")
+@pytest.mark.slow
 def test_sigterm_saves_image_and_checkpoint_and_resume_finishes_the_run(tmp_path: Path) -> None:
     out, checkpoint, whole = tmp_path / "out.png", tmp_path / "run.ckpt", tmp_path / "whole.png"
     args = [CONTENT, STYLE, *TINY[:-1], "--steps", "60", "--style-weight", "1e9", "--content-weight", "1e3"]

@@ -31,6 +31,7 @@ def imported(args: list[str], exit_code: int) -> tuple[set[str], str]:
     return modules, messages
 
 
+@pytest.mark.slow
 def test_importing_the_cli_imports_no_torch() -> None:
     code = "import sys, style_transfer.cli.stylize; print(sorted(m for m in %r if m in sys.modules))" % (HEAVY,)
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
@@ -62,6 +63,7 @@ def test_the_package_still_exports_the_library_api() -> None:
     (["missing.jpg", str(IMAGES / "ihc.png"), "-o", "out.png"], 2, "missing.jpg: no such file"),
     ([str(IMAGES / "chelsea.png"), str(ROOT / "README.md"), "-o", "out.png"], 1, "not a readable image"),
 ], ids=["help", "version", "print-config", "bad-steps", "bad-layer", "bad-output", "missing-input", "text-input"])
+@pytest.mark.slow
 def test_early_answers_import_no_torch(args: list[str], exit_code: int, message: str, tmp_path: Path,
                                        imagenet_cached: Path) -> None:  # --print-config asks no network
     args = [str(tmp_path / a) if a == "out.png" else a for a in args]
@@ -73,6 +75,7 @@ def test_early_answers_import_no_torch(args: list[str], exit_code: int, message:
         assert not any(tmp_path.iterdir())  # nothing written
 
 
+@pytest.mark.slow
 def test_a_run_does_import_torch(tmp_path: Path) -> None:
     """The negative control: the same check sees torch once a run starts."""
     modules, _ = imported([str(IMAGES / "chelsea.png"), str(IMAGES / "ihc.png"), "-o", str(tmp_path / "o.png"),

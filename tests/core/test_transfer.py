@@ -142,6 +142,7 @@ def test_the_optimiser_is_torchs_lbfgs_step_for_step() -> None:
 
 
 @pytest.mark.parametrize("fast", [False, True])
+@pytest.mark.slow
 def test_a_run_never_imports_torch_dynamo_torchvision_or_sympy(fast: bool) -> None:
     """Importing either of the first two costs about 1.4 s of every run's start (torchvision imports torch._dynamo;
     torch's optimisers import it on their first add_param_group and zero_grad), sympy 0.5 s (torch imports it to check

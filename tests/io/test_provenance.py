@@ -378,6 +378,7 @@ class TestInfoCommand:
         result = invoke([], 2)
         assert result.stderr.count("\n") == 1 and "Missing argument" in result.stderr
 
+    @pytest.mark.slow
     def test_runs_as_a_module(self, out: Path) -> None:
         done = subprocess.run([sys.executable, "-m", "style_transfer.cli.info", str(out), "--field", "stopped"],
                               cwd=ROOT, capture_output=True, text=True, timeout=120)
@@ -396,6 +397,7 @@ print(",".join(heavy))
 """
 
 
+@pytest.mark.slow
 def test_info_cli_and_provenance_do_not_import_torch() -> None:
     done = subprocess.run([sys.executable, "-c", _IMPORT_WITHOUT_INIT, str(ROOT / "style_transfer")],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
@@ -403,6 +405,7 @@ def test_info_cli_and_provenance_do_not_import_torch() -> None:
     assert done.stdout.strip() == ""
 
 
+@pytest.mark.slow
 def test_importing_info_cli_leaves_torch_unloaded() -> None:
     code = "import sys, style_transfer.cli.info; print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)

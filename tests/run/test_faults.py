@@ -301,6 +301,7 @@ def test_an_impossible_size_is_refused_from_the_headers_before_any_image_is_upsc
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the free memory is read from Linux's /proc")
+@pytest.mark.slow
 def test_size_100000_exits_at_once_in_one_line_and_little_memory(tmp_path: Path) -> None:
     """Issue 24: `--size 100000` grew to 22 GB and was killed. Now: one line, exit 1, under 1 GB peak RSS.
 

@@ -173,6 +173,7 @@ def test_without_the_extra_one_line_names_it(monkeypatch: pytest.MonkeyPatch) ->
         require("cv2")
 
 
+@pytest.mark.slow
 def test_the_command_without_the_extra_says_so_in_one_line(tmp_path: Path) -> None:
     style = tmp_path / "style.png"
     Image.new("RGB", (32, 32), (200, 50, 50)).save(style)
@@ -187,6 +188,7 @@ def test_the_command_without_the_extra_says_so_in_one_line(tmp_path: Path) -> No
     assert not (tmp_path / "out.mp4").exists()
 
 
+@pytest.mark.slow
 def test_the_command_module_imports_neither_torch_nor_the_extra() -> None:
     code = ("import sys, style_transfer.video.cli; "
             "print(sorted(m for m in ('torch', 'av', 'cv2', 'numpy', 'tqdm') if m in sys.modules))")

@@ -41,6 +41,7 @@ def run_serve(*args: str, code: str | None = None) -> subprocess.CompletedProces
     (["--model", "vgg11"], "'vgg11' is not one of 'vgg19', 'vgg16'"),
     (["--preprocess", "bgr"], "'bgr' is not one of 'torchvision', 'caffe', 'caffe256'"),
 ])
+@pytest.mark.slow
 def test_usage_errors_exit_2_in_one_line(args: list[str], message: str, tmp_path: Path) -> None:
     done = run_serve(*args, "--data-dir", str(tmp_path / "data"))
     assert done.returncode == 2, done.stderr
@@ -49,6 +50,7 @@ def test_usage_errors_exit_2_in_one_line(args: list[str], message: str, tmp_path
     assert not (tmp_path / "data").exists()
 
 
+@pytest.mark.slow
 def test_without_the_web_extra_one_line_names_it(tmp_path: Path) -> None:
     # fastapi made unimportable, as in an install without the extra.
     code = ("import sys; sys.modules['fastapi'] = None; from style_transfer.web.cli import main; "
@@ -61,6 +63,7 @@ def test_without_the_web_extra_one_line_names_it(tmp_path: Path) -> None:
     assert not (tmp_path / "data").exists()
 
 
+@pytest.mark.slow
 def test_a_weights_file_of_another_network_fails_at_start_in_one_line(tmp_path: Path) -> None:
     """The server's file is checked before serving: a VGG16 file (13 convolutions; tiny ones, so the file is
     small) under the default --model vgg19 names the --model to pass, and no data folder is made."""
@@ -76,6 +79,7 @@ def test_a_weights_file_of_another_network_fails_at_start_in_one_line(tmp_path: 
     assert not (tmp_path / "data").exists()
 
 
+@pytest.mark.slow
 def test_the_command_starts_without_torch_and_the_app_without_torch() -> None:
     """``stylize-serve --help`` needs click only; the app itself loads torch with the first job, not before."""
     code = ("import sys, style_transfer.web.cli; first = sorted(m for m in ('torch', 'fastapi', 'uvicorn') "
@@ -87,6 +91,7 @@ def test_the_command_starts_without_torch_and_the_app_without_torch() -> None:
     assert done.stdout.split() == ["[]", "False"]
 
 
+@pytest.mark.slow
 def test_a_port_in_use_is_one_line(tmp_path: Path) -> None:
     pytest.importorskip("fastapi", reason="the web extra is not installed")
     import socket
@@ -165,6 +170,7 @@ def job_files() -> list[tuple[str, tuple[str, bytes, str]]]:
     return [("content", ("cat.png", cat.getvalue(), "image/png")), ("style", ("stain.png", stain.getvalue(), "image/png"))]
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_the_server_and_keeps_the_running_image(tmp_path: Path) -> None:
     httpx = pytest.importorskip("httpx")
     pytest.importorskip("fastapi", reason="the web extra is not installed")
@@ -194,6 +200,7 @@ def test_ctrl_c_stops_the_server_and_keeps_the_running_image(tmp_path: Path) -> 
     assert (tmp_path / "data" / "results" / f"{entries[0]['id']}.png").is_file()
 
 
+@pytest.mark.slow
 def test_model_vgg16_with_random_weights_serves_vgg16_by_default(tmp_path: Path) -> None:
     httpx = pytest.importorskip("httpx")
     pytest.importorskip("fastapi", reason="the web extra is not installed")
@@ -218,6 +225,7 @@ def test_model_vgg16_with_random_weights_serves_vgg16_by_default(tmp_path: Path)
 IN_LOOPBACK_NAMESPACE = "STYLE_TRANSFER_TEST_IN_LOOPBACK_NAMESPACE"
 
 
+@pytest.mark.slow
 def test_the_address_needs_a_token_beyond_loopback(tmp_path: Path) -> None:
     """Listening on all interfaces makes up a token, prints it in the address, and checks it. Tests listen
     on 127.0.0.1 only, so this one reruns itself in a network namespace of its own with only loopback up:
