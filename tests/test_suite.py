@@ -147,7 +147,7 @@ def test_the_slow_kinds_are_slow_so_the_quick_run_leaves_them_out(request: pytes
 
 
 def test_a_run_on_random_weights_gets_the_sessions_shared_network(cnn) -> None:
-    from style_transfer.core.vgg import load_network, load_vgg19_features
+    from style_transfer.networks.vgg import load_network, load_vgg19_features
     from style_transfer.run import run
 
     assert load_network("vgg19", "random").features is cnn
@@ -160,7 +160,7 @@ def test_a_run_on_random_weights_gets_the_sessions_shared_network(cnn) -> None:
 def test_a_change_to_a_shared_network_is_found_and_the_network_dropped() -> None:
     import torch
 
-    from style_transfer.core.vgg import Network
+    from style_transfer.networks.vgg import Network
 
     from . import tiers
 
