@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .hooks import StepHooks
 from .loss_terms import normalized_blend, style_alphas
 from .losses import StyleLoss
 
@@ -350,13 +351,13 @@ class WassersteinStyleLoss(StyleLoss):
         return input
 
 
-class SlicedStyleLoss(StyleLoss):
+class SlicedStyleLoss(StyleLoss, StepHooks):
     """Transparent module: ``self.loss = weight * sliced_wasserstein(input, target, directions)``.
 
     ``--style-loss sliced``. The directions are drawn from a CPU ``torch.Generator`` seeded with ``(seed, layer,
-    evaluations)``, so a run is repeatable: afresh at every forward, or, once the loop calls ``start_step`` (the
-    tutorial's loop does before each ``optimizer.step``), held for the whole step, drawn by the evaluations done
-    when it began. LBFGS builds its curvature pairs from gradient differences within a step; directions re-drawn
+    evaluations)``, so a run is repeatable: afresh at every forward, or, once the loop calls ``start_step`` (its
+    ``StepHooks`` point before each of its steps), held for the whole step, drawn by the evaluations done when it
+    began. LBFGS builds its curvature pairs from gradient differences within a step; directions re-drawn
     between them made those pairs noise, and a run could blow up (a masked run at 128 px did at its third
     evaluation). Adam's steps are one evaluation each, so they draw afresh either way. A resumed run continues
     from the evaluations it had done.

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from ..config import StyleConfig
+from ..core.hooks import HookedModel
 from ..core.losses import ContentLoss, StyleLoss
 from ..core.steps import LBFGS_MAX_ITER, TORCH_LBFGS_HISTORY  # noqa: F401  (TORCH_LBFGS_HISTORY: its old home)
 from .hardware import bf16_pays_off, bf16_supported, check_bf16, physical_cores  # noqa: F401  (their old home)
@@ -54,7 +55,7 @@ def speed_from_config(config: StyleConfig, device: torch.device) -> Speed:
 
 BF16_EXACT_START = LBFGS_MAX_ITER  # evaluations a bf16 model runs in float32 first: LBFGS's first step
 # In the Fourier basis (--fast): 4 evaluations in float32 first, and the run's last evaluations in float32 again
-# (FastStyleModel.step_starts; until the late 2026-12-03 its whole last LBFGS step). bf16's rounding moves the minimum it finds: on four pairs at 256 px (real VGG16, an
+# (FastStyleModel.switches_arithmetic; until the late 2026-12-03 its whole last LBFGS step). bf16's rounding moves the minimum it finds: on four pairs at 256 px (real VGG16, an
 # AVX512-BF16 EPYC) the float32 loss of --fast's picture stood 0.3 to 2.3 % above the bf16 loss it ended at; with
 # the float32 finish it ended 0.3 % higher to 3.2 % lower (1.1 % lower on the mean) than with the float32 start
 # alone, for 4 more float32 evaluations in all (docs/speed.md).
@@ -67,7 +68,7 @@ BF16_EXACT_START_FOURIER = 4
 BF16_FINISH_EVALUATIONS = 10
 
 
-class FastStyleModel(nn.Module):
+class FastStyleModel(HookedModel):
     """Runs a style model's layers in bf16 and/or channels_last; its loss modules stay float32.
 
     The loss modules see float32 feature maps outside autocast, so losses, targets and the
@@ -81,8 +82,8 @@ class FastStyleModel(nn.Module):
     evaluations in float32 mended the first, a whole step the rest; README, Speed). In the Fourier
     basis the start is ``BF16_EXACT_START_FOURIER`` evaluations, and the run's last
     ``finish_evaluations`` (``BF16_FINISH_EVALUATIONS``) run in float32 too, as an LBFGS step of their own
-    (``step_starts``: the float32 finish). ``done`` counts the evaluations run (a resumed run's
-    included); the float32 start is the first ``exact_until`` of them.
+    (the float32 finish); its ``StepHooks`` (core/hooks.py) tell the loop so. ``done`` counts the evaluations run (a
+    resumed run's included); the float32 start is the first ``exact_until`` of them.
     """
 
     def __init__(self, body: nn.Sequential, speed: Speed, device_type: str,
@@ -96,7 +97,7 @@ class FastStyleModel(nn.Module):
         fourier = speed.parametrization == "fourier"
         bf16 = speed.precision == "bf16"
         self.exact_until = (BF16_EXACT_START_FOURIER if fourier else BF16_EXACT_START) if bf16 else 0
-        self.finishes = bf16 and fourier  # the run's last evaluations in float32 (step_starts)
+        self.finishes = bf16 and fourier  # the run's last evaluations in float32 (switches_arithmetic)
         self.finishing = False
         self.done = 0
         modules = list(body)
@@ -105,7 +106,6 @@ class FastStyleModel(nn.Module):
                            if type(m) is FusedStyleLoss and isinstance(modules[i + 1], nn.ReLU)}
         self._deferred = {i - 1 for i in self._relu_gram}  # those style losses' own indices
 
-    @property
     def finish_evaluations(self) -> int:
         """The float32 finish's evaluations (0: none): ``optimize`` runs the run's last LBFGS step as two, the
         second of this many."""
@@ -120,7 +120,7 @@ class FastStyleModel(nn.Module):
     def exact_left(self, left: int) -> None:
         self.exact_until = self.done + left
 
-    def step_starts(self, last: bool) -> bool:
+    def switches_arithmetic(self, last: bool) -> bool:
         """Called before each optimiser step (``transfer.optimize``), ``last`` when it is the run's last one: a bf16 run
         in the Fourier basis runs its last step in float32 (the float32 finish; ``optimize`` makes that step the
         last ``finish_evaluations`` of the planned ones).

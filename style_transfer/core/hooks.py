@@ -1,0 +1,71 @@
+"""The points of the tutorial's loop where an option adds its part (``StepHooks``), declared once.
+
+``transfer.optimize`` runs the tutorial's LBFGS loop and calls every hook it is given at each point, in order; it
+never asks an object what it can do. What implements them: the image's basis (``parametrization.PixelImage``, the
+tutorial's clamp, and ``parametrization.FourierImage``), a bf16 style model's float32 start and finish
+(``speed.fast.FastStyleModel``, a ``HookedModel``) and the sliced loss's held draws (``statistics.SlicedStyleLoss``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import nn, optim
+
+
+class StepHooks:
+    """What an option does at the loop's points; each default does nothing, so a hook names only its own."""
+
+    def finish_evaluations(self) -> int:
+        """Evaluations the run's last LBFGS step ends with as a step of their own (0: none; the bf16 finish)."""
+        return 0
+
+    def start_step(self, evaluations: int) -> None:
+        """Before each step of the loop, ``evaluations`` run so far (a step is one ``optimizer.step``, or two
+        where the run's last LBFGS step ends with ``finish_evaluations`` of its own)."""
+
+    def switches_arithmetic(self, last: bool) -> bool:
+        """Before each ``optimizer.step``, ``last`` when it runs the run's last evaluations.
+
+        Returns:
+            whether its first evaluation runs in another arithmetic than the one before it, so LBFGS must keep no
+            curvature pair across the change.
+        """
+        return False
+
+    def before_evaluation(self, image: torch.Tensor) -> None:
+        """Before each evaluation: what the image holds (the tutorial's clamp, or a basis's decoded image)."""
+
+    def after_backward(self, image: torch.Tensor) -> None:
+        """After an evaluation's backward, ``image.grad`` set, before the evaluation is counted and reported."""
+
+    def after_evaluation(self, loss: float) -> None:
+        """After the evaluation was reported, with its loss (a basis's jump guard may end the step here)."""
+
+
+class HookedModel(nn.Module, StepHooks):
+    """A style model that takes part in the loop's steps (``TransferSettings.accelerate`` returns one)."""
+
+
+class ImageBasis(StepHooks):
+    """What the optimiser moves to change the image (``parametrization``): ``variable``, with its ``optimizer``.
+
+    The tutorial's is the pixels themselves (``PixelImage``); a basis may replace its optimiser after a step
+    (``run_step``), so the loop reads both from here at every step.
+    """
+
+    variable: torch.Tensor
+    optimizer: optim.Optimizer
+
+    def run_step(self, step: Callable[[], None]) -> bool:
+        """Run one step of the loop (``step``). Returns whether it was cut short and the optimiser started again."""
+        step()
+        return False
+
+    def end_step(self, evaluations: int) -> None:
+        """After a step, ``evaluations`` run so far, before a checkpoint may keep the optimiser's state: the image
+        of the step's last update."""
+
+    def hand_back(self, image: torch.Tensor) -> None:
+        """At the run's end, under no_grad, where the run hands back its last update: write it into ``image``."""
