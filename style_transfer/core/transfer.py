@@ -238,10 +238,10 @@ def _one_step(optimizer: optim.Optimizer, variable: torch.Tensor, closure: Calla
 class Scores(NamedTuple):
     """One evaluation's weighted terms, and the loss the loop checks and LBFGS sees."""
 
-    style: torch.Tensor  # style_weight * Σ style losses
-    content: torch.Tensor  # content_weight * Σ content losses
+    style: torch.Tensor | float  # style_weight * Σ style losses
+    content: torch.Tensor | float  # content_weight * Σ content losses
     extra: torch.Tensor | float  # Σ extra losses (weighted already; 0.0 without any)
-    loss: torch.Tensor
+    loss: torch.Tensor | float
 
 
 class Evaluation(Protocol):
