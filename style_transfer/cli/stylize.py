@@ -23,7 +23,8 @@ from ..io.images import (INPUT_FORMATS_TEXT, MAX_PIXELS, MIN_INPUT_SIDE, check_o
 from .options import (MASK_FIELDS, OneLineCommand, RECORDED_FIELDS, SETTINGS_FIELDS, UsageFault, check_input_paths,
                       config_from_options, note, one_line_error, setting_inputs, settings_options,
                       show_traceback, unexpected_error)
-from ..fast.levers import FAST_HISTORY_SIZE, fast_levers
+from ..config.algorithm import FAST_HISTORY_SIZE
+from ..fast.levers import fast_levers
 from ..run.plans import FAST_STEPS_SHARE, checkpoint_bytes, default_size_of, plan_run
 from ..core.steps import LBFGS_MAX_ITER
 from ..networks.download import planned_weights

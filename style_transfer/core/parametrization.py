@@ -16,12 +16,14 @@ default path moves the pixels, as the tutorial does.
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any
 
 import torch
+from torch import optim
 
 from ..config.choices import PARAMETRIZATIONS
+from .hooks import ImageBasis
 
 FOURIER_EXPONENT = 0.5  # the scale 1/f**0.5: 0.35, 0.75 and a Laplacian pyramid measured worse (benchmarks/NOTEBOOK.md)
 # An LBFGS run in the Fourier basis moves to a flat scale (exponent 0) after this share of its planned evaluations,
@@ -212,3 +214,118 @@ class BasisImage:
         with torch.no_grad():
             image.copy_(self.basis.decode(self.coefficients))
             self.coefficients.copy_(self.basis.encode(image))
+
+
+# The loop's optimiser over a variable, at a learning rate (None: the run's own; get_input_optimizer).
+NewOptimizer = Callable[[torch.Tensor, "float | None"], optim.Optimizer]
+
+
+def image_basis(parametrization: str, image: torch.Tensor, new_optimizer: NewOptimizer, *,
+                state: Mapping[str, Any] | None = None, base_lr: float = 1.0,
+                late_from: int | None = None) -> ImageBasis:
+    """What ``optimize`` moves to change ``image``: ``PixelImage`` (the tutorial's) or ``FourierImage``.
+
+    ``state``: a checkpoint's optimiser state (loaded here); ``base_lr``: the run's learning rate; ``late_from``:
+    the evaluations after which an LBFGS run goes to the flat scale (None: never).
+    """
+    if parametrization == "pixels":
+        return PixelImage(image, new_optimizer, state)
+    make_basis(parametrization, image)  # the same ValueError for a name it does not know
+    return FourierImage(image, new_optimizer, state, base_lr=base_lr, late_from=late_from)
+
+
+class PixelImage(ImageBasis):
+    """The tutorial's: the optimiser moves the image's pixels, clamped to [0, 1] before each evaluation."""
+
+    def __init__(self, image: torch.Tensor, new_optimizer: NewOptimizer, state: Mapping[str, Any] | None) -> None:
+        self.image = self.variable = image
+        self.optimizer = new_optimizer(image, None)
+        if state is not None:
+            self.optimizer.load_state_dict(state)
+
+    def before_evaluation(self, image: torch.Tensor) -> None:
+        with torch.no_grad():
+            image.clamp_(0, 1)
+
+
+class FourierImage(ImageBasis):
+    """The optimiser moves the image's scaled Fourier coefficients (``BasisImage``), with the jump guard: a loss
+    that jumped ends the step, LBFGS starts again from the step's best, damped, and after ``RESTARTS_IN_A_ROW``
+    restarts the rest of the run moves the pixels. Its state (scale, damping, restarts, giving up) goes into the
+    optimiser's ``param_groups``, so a checkpoint's ``state_dict`` keeps it and a resumed run continues it."""
+
+    def __init__(self, image: torch.Tensor, new_optimizer: NewOptimizer, state: Mapping[str, Any] | None, *,
+                 base_lr: float, late_from: int | None) -> None:
+        group = state["param_groups"][0] if state is not None and state.get("param_groups") else {}
+        basis = FourierBasis.like(image, exponent=group.get("exponent", FOURIER_EXPONENT))  # older ones: the first
+        self.moved: BasisImage | None = None if group.get("gave_up_basis") else BasisImage(basis, image)
+        self.image, self.new_optimizer, self.base_lr = image, new_optimizer, base_lr
+        self.late_from = late_from if self.moved is not None else None
+        self.variable = image if self.moved is None else self.moved.coefficients
+        self.optimizer = new_optimizer(self.variable, None)
+        if state is not None:
+            self.optimizer.load_state_dict(state)
+            if self.moved is not None:  # the damped learning rate and restarts continue as the checkpoint left them
+                self.moved.damping = self.optimizer.param_groups[0]["lr"] / base_lr
+                self.moved.in_a_row = self.optimizer.param_groups[0].get("restarts_in_a_row", 0)
+
+    def start_step(self, evaluations: int) -> None:
+        if self.moved is not None:
+            self.moved.begin_step()
+
+    def before_evaluation(self, image: torch.Tensor) -> None:
+        if self.moved is None:  # given up: the pixels, as the tutorial moves them
+            with torch.no_grad():
+                image.clamp_(0, 1)
+        else:  # the coefficients' image, clamped, evaluated like the pixels
+            self.moved.show(image)
+            image.grad = None
+
+    def after_backward(self, image: torch.Tensor) -> None:
+        if self.moved is not None:
+            self.moved.backward(image)
+
+    def after_evaluation(self, loss: float) -> None:
+        if self.moved is not None:  # a loss that jumped ends the step (Jumped): back to the step's best
+            self.moved.observe(loss)
+
+    def run_step(self, step: Callable[[], None]) -> bool:
+        moved = self.moved
+        try:
+            step()
+        except Jumped:  # the step's best coefficients, a fresh LBFGS from there, damped
+            assert moved is not None  # only an image in the basis observes its losses
+            moved.restart()
+            if moved.exhausted:  # damping did not help: the rest of the run moves the pixels, from the best image
+                moved.settle(self.image)
+                with torch.no_grad():
+                    self.image.clamp_(0, 1)
+                self.moved, self.variable = None, self.image
+                self.optimizer = self.new_optimizer(self.variable, None)
+                self.optimizer.param_groups[0]["gave_up_basis"] = True  # kept by a checkpoint's state_dict
+            else:
+                self.optimizer = self.new_optimizer(self.variable, moved.damped(self.base_lr))
+                self.optimizer.param_groups[0]["restarts_in_a_row"] = moved.in_a_row  # kept by a state_dict
+            return True
+        if moved is not None:  # a step without a jump: the damping eases off
+            moved.clean_step()
+            self.optimizer.param_groups[0]["restarts_in_a_row"] = 0
+            if moved.damping < 1:
+                self.optimizer.param_groups[0]["lr"] = moved.ease(self.base_lr)
+        return False
+
+    def end_step(self, evaluations: int) -> None:
+        moved = self.moved
+        if moved is None:
+            return
+        # The image of the step's last update, and coefficients a checkpoint restores exactly; from late_from
+        # evaluations on, the rest of the run in the flat scale.
+        late = self.late_from is not None and evaluations >= self.late_from
+        if late and moved.basis.exponent != LATE_EXPONENT:
+            moved.rebase(LATE_EXPONENT, self.optimizer.state[self.variable])
+        moved.settle(self.image)
+        self.optimizer.param_groups[0]["exponent"] = moved.basis.exponent  # kept by a checkpoint's state_dict
+
+    def hand_back(self, image: torch.Tensor) -> None:
+        if self.moved is not None:
+            image.copy_(self.moved.basis.decode(self.moved.coefficients))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import torch
 from PIL import Image
@@ -20,11 +20,13 @@ from .backward import check_backward, per_module_backward, weighted_scores
 from ..config.choices import TILING_REFUSAL
 from ..presets import TUTORIAL_CONTENT_LAYERS, TUTORIAL_STYLE_LAYERS
 from ..config.style import StyleConfig
+from ..config.algorithm import history_of, parametrization_of
 from .run_stats import RunStats, keeps_image_on_interrupt
 from ..losses.terms import TotalVariationLoss
 from ..losses.tutorial import ContentLoss, StyleLoss
-from .parametrization import (FOURIER_EXPONENT, KEEP_WITHIN, LATE_EXPONENT, LATE_SHARE, BasisImage, Jumped,
-                              make_basis)
+from ..step_hooks import StepHooks
+from .hooks import HookedModel, ImageBasis
+from .parametrization import KEEP_WITHIN, LATE_SHARE, image_basis
 from ..losses.statistics import SlicedStyleLoss
 from .style_model import get_style_model_and_losses
 from .steps import LBFGS_MAX_ITER, TORCH_LBFGS_HISTORY, planned_evaluations
@@ -91,210 +93,131 @@ def get_input_optimizer(input_img: torch.Tensor, *, optimizer_name: str = "lbfgs
 
 
 @keeps_image_on_interrupt
-def optimize(
-    model: nn.Module,
-    style_losses: Sequence[StyleLoss],
-    content_losses: Sequence[ContentLoss],
-    input_img: torch.Tensor,
-    num_steps: int = 300,
-    style_weight: float = 1000000,
-    content_weight: float = 1,
-    progress: ProgressCallback | None = None,
-    *,
-    optimizer_name: str = "lbfgs",
-    lr: float | None = None,
-    extra_losses: Sequence[nn.Module] = (),
-    stats: RunStats,
-    backward: str = "combined",
-    history_size: int = TORCH_LBFGS_HISTORY,
-    resume: Resume | None = None,
-    on_step_end: StepEndCallback | None = None,
-    tiled: TiledEvaluation | None = None,
-    parametrization: str = "pixels",
-    keep_best: float | None = None,
-) -> torch.Tensor:
+def optimize(model: nn.Module, style_losses: Sequence[StyleLoss], content_losses: Sequence[ContentLoss],
+             input_img: torch.Tensor, num_steps: int = 300, style_weight: float = 1000000, content_weight: float = 1,
+             progress: ProgressCallback | None = None, *, optimizer_name: str = "lbfgs", lr: float | None = None,
+             extra_losses: Sequence[nn.Module] = (), stats: RunStats, backward: str = "combined",
+             history_size: int = TORCH_LBFGS_HISTORY, resume: Resume | None = None,
+             on_step_end: StepEndCallback | None = None, tiled: TiledEvaluation | None = None,
+             parametrization: str = "pixels", keep_best: float | None = None,
+             hooks: Sequence[StepHooks] = ()) -> torch.Tensor:
     """The tutorial's loop: LBFGS steps until more than ``num_steps`` closure evaluations ran.
 
-    Optimises ``input_img`` in place (clamped to [0, 1]) and returns it. ``optimizer_name``
-    and ``lr`` choose the optimiser (``get_input_optimizer``; Adam runs one evaluation per
-    step); ``extra_losses`` are modules of the model whose ``.loss`` (weighted already, such
-    as total variation) is added to the loss. ``stats`` (made by the decorator when not
-    given) counts evaluations, stops the run on a NaN/inf loss (``NonFiniteLoss``), notes
-    LBFGS stopping early, and turns Ctrl-C into ``Interrupted``. ``backward`` is ``combined``
-    (one backward of the summed loss, the tutorial's) or ``per-module`` (one backward per loss
-    module, retaining the graph: the 2017 tutorial's; the same objective).
+    Optimises ``input_img`` in place (clamped to [0, 1]) and returns it. ``optimizer_name``, ``lr``, ``history_size``:
+    the optimiser (``get_input_optimizer``; Adam runs one evaluation per step). ``extra_losses``: modules of the
+    model whose ``.loss`` (weighted already: total variation) is added. ``stats`` (made by the decorator when not
+    given) counts evaluations, stops the run on a NaN/inf loss (``NonFiniteLoss``), notes LBFGS stopping early, and
+    turns Ctrl-C into ``Interrupted``. ``backward``: ``combined`` (the tutorial's) or ``per-module`` (the 2017
+    tutorial's; the same objective). ``tiled``: each evaluation over crops (``tiling.tiling``; ``model`` is not run).
 
-    Beyond the tutorial, for the run API's checkpoints (``run.py``): ``resume`` continues a loop
-    from the optimiser state and evaluation count it had after one of its ``optimizer.step()``
-    calls (``input_img`` then holds that step's image), and ``on_step_end(optimizer, input_img,
-    evaluations)`` is called after every ``optimizer.step()``, where the state is whole. Neither
-    changes a number the loop computes.
-
-    ``tiled`` (docs/print-size.md): each evaluation runs over crops (``tiling.tiling.TiledStyleModel.evaluate``) and
-    gives the same loss and ``input_img.grad`` up to rounding; ``model`` is then not run.
-
-    ``parametrization`` (core/parametrization.py): ``pixels`` moves the image's pixels (the tutorial's); ``fourier``
-    moves its scaled Fourier coefficients. Either way each evaluation scores the clamped image in ``input_img`` with
-    the same model and loss; the basis only changes the path the optimiser takes.
-
-    ``keep_best`` (not the tutorial's, which hands back LBFGS's last update): a tolerance ``t``; the run hands back
-    the image of its lowest evaluated loss (``stats.best_evaluation``) unless its last evaluation's loss is below
-    ``(1 + t)`` times that lowest. 0: always the best evaluated image. None: the pixels' run hands back its last
-    update (the tutorial's), a run in another basis keeps its best within ``KEEP_WITHIN``.
+    Beyond the tutorial, for checkpoints (``run.py``): ``resume`` continues from the optimiser state and evaluation
+    count after one of its steps; ``on_step_end(optimizer, input_img, evaluations)`` is called after each step,
+    where the state is whole. ``parametrization`` (core/parametrization.py): ``pixels`` (the tutorial's) or
+    ``fourier``, the same loss of the clamped image on another path. ``keep_best``: a tolerance ``t``; the image of
+    the lowest evaluated loss is handed back unless the last evaluation's loss is below ``(1 + t)`` times it (None:
+    the pixels hand back LBFGS's last update, as the tutorial does; another basis its best within
+    ``KEEP_WITHIN``). ``hooks`` (core/hooks.py): what an option adds at the loop's points (a bf16 model's float32
+    start and finish); the image's basis and the style losses that are ``StepHooks`` join them.
     """
-    check_backward(backward)
-    if tiled is not None and backward == "per-module":
-        raise ValueError("backward 'per-module' cannot be combined with tiling (tile): a tiled evaluation "
-                         "backpropagates once per crop; use backward 'combined'")
+    evaluation = _evaluation(model, style_losses, content_losses, style_weight, content_weight, extra_losses,
+                             backward, tiled)
     input_img.requires_grad_(True)
     model.eval()
     model.requires_grad_(False)
-    # The Fourier basis's scale: 1/f**0.5, flat from LATE_SHARE of the planned evaluations on (LBFGS only; a
-    # checkpoint's optimiser state says which it had, older ones the first).
-    exponent = FOURIER_EXPONENT
+    planned = planned_evaluations(num_steps, optimizer_name)
+    lbfgs = optimizer_name == "lbfgs"
+    image = image_basis(  # departure: the optimiser may move another basis than the pixels (core/parametrization.py)
+        parametrization, input_img, lambda variable, rate: get_input_optimizer(
+            variable, optimizer_name=optimizer_name, lr=lr if rate is None else rate, history_size=history_size),
+        state=None if resume is None else resume.optimizer_state,
+        base_lr=OPTIMIZER_LR[optimizer_name] if lr is None else lr,
+        late_from=round(LATE_SHARE * planned) if lbfgs else None)
+    hooks = [image, *hooks, *(module for module in style_losses if isinstance(module, StepHooks))]
     if keep_best is None and parametrization != "pixels":  # not the tutorial's path: its best within KEEP_WITHIN
         keep_best = KEEP_WITHIN
-    if resume is not None and resume.optimizer_state.get("param_groups"):
-        exponent = resume.optimizer_state["param_groups"][0].get("exponent", FOURIER_EXPONENT)
-        if resume.optimizer_state["param_groups"][0].get("gave_up_basis"):  # the run had fallen back to the pixels
-            parametrization = "pixels"
-    basis = make_basis(parametrization, input_img, exponent)
-    moved = BasisImage(basis, input_img) if basis is not None else None
-    variable = input_img if moved is None else moved.coefficients  # what the optimiser moves
-    optimizer = get_input_optimizer(variable, optimizer_name=optimizer_name, lr=lr, history_size=history_size)
-    planned = planned_evaluations(num_steps, optimizer_name)
-    late_from = round(LATE_SHARE * planned) if moved is not None and optimizer_name == "lbfgs" else None
-    run = [0]
-    base_lr = OPTIMIZER_LR[optimizer_name] if lr is None else lr
-    if keep_best is not None:
-        stats.keep_best()
-    if resume is not None:
-        optimizer.load_state_dict(resume.optimizer_state)
-        run[0] = resume.evaluations
-        kept = optimizer.param_groups[0].get("best_image")
-        if keep_best is not None and kept is not None:  # the best image so far, as the checkpoint kept it
-            group = optimizer.param_groups[0]
-            stats.keep_best_from(group["best_loss"], group["best_evaluation"], kept.to(input_img.device))
-        if moved is not None:  # the jump guard's damped learning rate and restarts continue as the checkpoint left them
-            moved.damping = optimizer.param_groups[0]["lr"] / base_lr
-            moved.in_a_row = optimizer.param_groups[0].get("restarts_in_a_row", 0)
+    _keep_best(stats, keep_best, image.optimizer, input_img.device)
+    run = [0 if resume is None else resume.evaluations]
     while run[0] <= num_steps:
 
         def closure() -> torch.Tensor:
-            if moved is None:
-                with torch.no_grad():
-                    input_img.clamp_(0, 1)
-            else:  # the coefficients' image, clamped, evaluated like the pixels
-                moved.show(input_img)
-                input_img.grad = None
-            optimizer.zero_grad()
-            if tiled is not None:  # two passes over crops, the same loss and gradient (tiling/tiling.py)
-                style_score, content_score, extra_score = tiled.evaluate(input_img, style_weight, content_weight,
-                                                                         extra_losses)
-                loss = style_score + content_score + extra_score
-                stats.check_finite(loss, input_img)
-                if moved is not None:
-                    moved.backward(input_img)
-                run[0] += 1
-                if progress is not None:
-                    progress(StepInfo(run[0], planned, _value(style_score), _value(content_score),
-                                      _value(extra_score)))
-                if moved is not None:
-                    moved.observe(_value(loss))
-                return style_score + content_score if not extra_losses else loss
-            model(input_img)
-            # The tutorial's sums in its order: style_weight * Σ style losses, content_weight * Σ content losses.
-            style_score, content_score = weighted_scores(style_losses, content_losses, style_weight, content_weight)
-            loss = style_score + content_score
-            extra_score = 0.0
-            for extra in extra_losses:  # terms beyond the tutorial's two (total variation)
-                extra_score = extra_score + extra.loss
-                loss = loss + extra.loss
-            stats.check_finite(loss, input_img)  # departure: a NaN/inf loss stops the run, keeping the last image
-            if backward == "per-module":  # the 2017 tutorial's structure, kept to compare: docs/retain_graph.md
-                style_score, content_score, extra_score = per_module_backward(  # the sum above is not backpropagated
-                    style_losses, content_losses, style_weight, content_weight, extra_losses=extra_losses)
-                loss = style_score + content_score + extra_score
-            else:
-                loss.backward()
-            if moved is not None:
-                moved.backward(input_img)
+            image.before_evaluation(input_img)  # the tutorial's clamp (or the basis's image, clamped)
+            image.optimizer.zero_grad()
+            scores = evaluation.forward(input_img)
+            # Departure: a NaN/inf loss stops the run, keeping the last image.
+            stats.check_finite(scores.loss, input_img)
+            scores = evaluation.backward(scores)
+            for hook in hooks:
+                hook.after_backward(input_img)
             run[0] += 1
             if progress is not None:
-                progress(StepInfo(run[0], planned, _value(style_score), _value(content_score), _value(extra_score)))
-            if moved is not None:  # a loss that jumped ends the step (Jumped): back to the step's best
-                moved.observe(_value(loss))
-            return style_score + content_score if not extra_losses else loss
+                progress(StepInfo(run[0], planned, _value(scores.style), _value(scores.content), _value(scores.extra)))
+            for hook in hooks:
+                hook.after_evaluation(_value(scores.loss))
+            return scores.style + scores.content if not extra_losses else scores.loss
 
-        iterations = optimizer.state[variable].get("n_iter", 0)
-        for module in style_losses:  # losses that draw at random (sliced) hold one draw for the whole step
-            if hasattr(module, "start_step"):
-                module.start_step(run[0])
-        restarted = False
-        if moved is not None:
-            moved.begin_step()
-        # A model whose arithmetic changes with this step (a bf16 run's float32 finish, fast/fast.py): LBFGS would
-        # pair this step's first gradient with the last one in the other arithmetic; a last step of length 0 skips
-        # that pair (LBFGS keeps a pair only where y·s > 1e-10), the rest of its memory is kept. A model that
-        # finishes in its last ``finish_evaluations`` gets the run's last LBFGS step as two: the rest, then those.
-        starts = getattr(model, "step_starts", None)
+        iterations = image.optimizer.state[image.variable].get("n_iter", 0)
         last = run[0] + LBFGS_MAX_ITER > num_steps
-        finish = getattr(model, "finish_evaluations", 0) if last and optimizer_name == "lbfgs" else 0
-        try:
-            if starts is not None and 0 < finish < LBFGS_MAX_ITER:
-                _one_step(optimizer, variable, closure, LBFGS_MAX_ITER - finish, starts(last=False))
-                _one_step(optimizer, variable, closure, finish, starts(last=True))
-            else:
-                _one_step(optimizer, variable, closure, None,
-                            starts is not None and starts(last=last) and optimizer_name == "lbfgs")
-        except Jumped:  # the Fourier path's guard: the step's best coefficients, a fresh LBFGS from there, damped
-            assert moved is not None
-            moved.restart()
-            restarted = True
-            if moved.exhausted:  # damping did not help: the rest of the run moves the pixels, from the best image
-                moved.settle(input_img)
-                with torch.no_grad():
-                    input_img.clamp_(0, 1)
-                moved = None
-                variable = input_img
-                optimizer = get_input_optimizer(variable, optimizer_name=optimizer_name, lr=lr,
-                                                history_size=history_size)
-                optimizer.param_groups[0]["gave_up_basis"] = True  # kept by a checkpoint's state_dict
-            else:
-                optimizer = get_input_optimizer(variable, optimizer_name=optimizer_name, lr=moved.damped(base_lr),
-                                                history_size=history_size)
-                optimizer.param_groups[0]["restarts_in_a_row"] = moved.in_a_row  # kept by a checkpoint's state_dict
-        else:
-            if moved is not None:  # a step without a jump: the damping eases off
-                moved.clean_step()
-                optimizer.param_groups[0]["restarts_in_a_row"] = 0
-                if moved.damping < 1:
-                    optimizer.param_groups[0]["lr"] = moved.ease(base_lr)
-        if moved is not None:  # the image of the step's last update, and coefficients a checkpoint restores exactly
-            if late_from is not None and run[0] >= late_from and moved.basis.exponent != LATE_EXPONENT:
-                moved.rebase(LATE_EXPONENT, optimizer.state[variable])  # the rest of the run in the flat scale
-            moved.settle(input_img)
-            optimizer.param_groups[0]["exponent"] = moved.basis.exponent  # kept by a checkpoint's state_dict
+        for hook in hooks:
+            hook.start_step(run[0])
+        restarted = image.run_step(lambda: _step(image, closure, hooks, last, lbfgs))
+        image.end_step(run[0])
         if keep_best is not None and stats.best_image() is not None:  # kept by a checkpoint's state_dict
-            optimizer.param_groups[0].update(best_image=stats.best_image(), best_loss=stats.best_loss,
-                                             best_evaluation=stats.best_evaluation)
+            image.optimizer.param_groups[0].update(best_image=stats.best_image(), best_loss=stats.best_loss,
+                                                   best_evaluation=stats.best_evaluation)
         if on_step_end is not None:
-            on_step_end(optimizer, input_img, run[0])
+            on_step_end(image.optimizer, input_img, run[0])
         # Departure: once LBFGS returns at once (gradient below tolerance) the tutorial re-evaluates the same
         # image until num_steps; we stop, with the same image, and say so.
-        if not restarted and stats.stopped_early(optimizer, variable, iterations, unfinished=run[0] <= num_steps):
+        if not restarted and stats.stopped_early(image.optimizer, image.variable, iterations,
+                                                 unfinished=run[0] <= num_steps):
             break
     with torch.no_grad():
-        best = stats.best_image() if keep_best is not None else None
-        if best is not None and not stats.last_loss < (1 + keep_best) * stats.best_loss:  # type: ignore[operator]
-            input_img.copy_(best)
-            stats.handed_back = stats.best_evaluation
-        elif moved is not None:
-            input_img.copy_(moved.basis.decode(moved.coefficients))
+        if not _hand_back_best(stats, keep_best, input_img):
+            image.hand_back(input_img)
         input_img.clamp_(0, 1)
     input_img.requires_grad_(False)
     stats.check_final(input_img)  # LBFGS's last update is never evaluated: it must be finite too
     return input_img
+
+
+def _keep_best(stats: RunStats, keep_best: float | None, optimizer: optim.Optimizer, device: torch.device) -> None:
+    """Have ``stats`` keep the best evaluated image, from the one a resumed optimiser's state kept."""
+    if keep_best is None:
+        return
+    stats.keep_best()
+    group = optimizer.param_groups[0]
+    if group.get("best_image") is not None:  # the best image so far, as the checkpoint kept it
+        stats.keep_best_from(group["best_loss"], group["best_evaluation"], group["best_image"].to(device))
+
+
+def _hand_back_best(stats: RunStats, keep_best: float | None, image: torch.Tensor) -> bool:
+    """Put the best evaluated image into ``image`` where ``keep_best`` says to; whether it did."""
+    best = stats.best_image() if keep_best is not None else None
+    if best is None or stats.last_loss < (1 + keep_best) * stats.best_loss:  # type: ignore[operator]
+        return False
+    image.copy_(best)
+    stats.handed_back = stats.best_evaluation
+    return True
+
+
+def _step(image: ImageBasis, closure: Callable[[], torch.Tensor], hooks: Sequence[StepHooks], last: bool,
+          lbfgs: bool) -> None:
+    """One step of the loop: ``optimizer.step(closure)``; the run's ``last`` LBFGS step as two where a hook finishes
+    in its own arithmetic (a bf16 run's float32 finish, fast/fast.py): the rest, then its ``finish_evaluations``.
+
+    Where the arithmetic changes at a step's start LBFGS would pair that step's first gradient with the last one in
+    the other arithmetic; a last step length of 0 skips that pair (LBFGS keeps a pair only where y·s > 1e-10), the
+    rest of its memory is kept."""
+    finish = max(hook.finish_evaluations() for hook in hooks) if last and lbfgs else 0
+    if 0 < finish < LBFGS_MAX_ITER:
+        _one_step(image.optimizer, image.variable, closure, LBFGS_MAX_ITER - finish, _switches(hooks, False))
+        _one_step(image.optimizer, image.variable, closure, finish, _switches(hooks, True))
+    else:
+        _one_step(image.optimizer, image.variable, closure, None, _switches(hooks, last) and lbfgs)
+
+
+def _switches(hooks: Sequence[StepHooks], last: bool) -> bool:
+    return any([hook.switches_arithmetic(last) for hook in hooks])  # a list: every hook is told
 
 
 def _one_step(optimizer: optim.Optimizer, variable: torch.Tensor, closure: Callable[[], torch.Tensor],
@@ -313,6 +236,89 @@ def _one_step(optimizer: optim.Optimizer, variable: torch.Tensor, closure: Calla
     finally:
         if iterations is not None:
             group["max_iter"] = whole
+
+
+class Scores(NamedTuple):
+    """One evaluation's weighted terms, and the loss the loop checks and LBFGS sees."""
+
+    style: torch.Tensor | float  # style_weight * Σ style losses
+    content: torch.Tensor | float  # content_weight * Σ content losses
+    extra: torch.Tensor | float  # Σ extra losses (weighted already; 0.0 without any)
+    loss: torch.Tensor | float
+
+
+class Evaluation(Protocol):
+    """How ``optimize``'s closure evaluates the loss at the image: the forward's scores, then the backward that
+    sets ``image.grad`` (the loop checks the loss is finite between the two)."""
+
+    def forward(self, image: torch.Tensor) -> Scores: ...
+
+    def backward(self, scores: Scores) -> Scores: ...
+
+
+def _evaluation(model: nn.Module, style_losses: Sequence[StyleLoss], content_losses: Sequence[ContentLoss],
+                style_weight: float, content_weight: float, extra_losses: Sequence[nn.Module], backward: str,
+                tiled: TiledEvaluation | None) -> Evaluation:
+    """The loop's evaluation: the whole image through ``model`` (the tutorial's), or ``tiled`` over crops."""
+    check_backward(backward)
+    if tiled is None:
+        return _WholeImage(model, style_losses, content_losses, style_weight, content_weight, extra_losses, backward)
+    if backward == "per-module":
+        raise ValueError("backward 'per-module' cannot be combined with tiling (tile): a tiled evaluation "
+                         "backpropagates once per crop; use backward 'combined'")
+    return _OverCrops(tiled, style_weight, content_weight, extra_losses)
+
+
+@dataclass(frozen=True)
+class _WholeImage:
+    """The tutorial's evaluation: the image through the style model, the weighted sum backpropagated."""
+
+    model: nn.Module
+    style_losses: Sequence[StyleLoss]
+    content_losses: Sequence[ContentLoss]
+    style_weight: float
+    content_weight: float
+    extra_losses: Sequence[nn.Module]
+    backward_form: str
+
+    def forward(self, image: torch.Tensor) -> Scores:
+        self.model(image)
+        # The tutorial's sums in its order: style_weight * Σ style losses, content_weight * Σ content losses.
+        style_score, content_score = weighted_scores(self.style_losses, self.content_losses, self.style_weight,
+                                                     self.content_weight)
+        loss = style_score + content_score
+        extra_score: torch.Tensor | float = 0.0
+        for extra in self.extra_losses:  # terms beyond the tutorial's two (total variation)
+            extra_score = extra_score + extra.loss
+            loss = loss + extra.loss
+        return Scores(style_score, content_score, extra_score, loss)
+
+    def backward(self, scores: Scores) -> Scores:
+        if self.backward_form == "per-module":  # the 2017 tutorial's structure, kept to compare: docs/retain_graph.md
+            style_score, content_score, extra_score = per_module_backward(  # the forward's sum is not backpropagated
+                self.style_losses, self.content_losses, self.style_weight, self.content_weight,
+                extra_losses=self.extra_losses)
+            return Scores(style_score, content_score, extra_score, style_score + content_score + extra_score)
+        scores.loss.backward()
+        return scores
+
+
+@dataclass(frozen=True)
+class _OverCrops:
+    """Two passes over crops (tiling/tiling.py): the same loss and gradient up to rounding, the backward included."""
+
+    tiled: TiledEvaluation
+    style_weight: float
+    content_weight: float
+    extra_losses: Sequence[nn.Module]
+
+    def forward(self, image: torch.Tensor) -> Scores:
+        style_score, content_score, extra_score = self.tiled.evaluate(image, self.style_weight, self.content_weight,
+                                                                      self.extra_losses)
+        return Scores(style_score, content_score, extra_score, style_score + content_score + extra_score)
+
+    def backward(self, scores: Scores) -> Scores:
+        return scores  # the second pass over crops set image.grad
 
 
 @dataclass(frozen=True)
@@ -352,10 +358,10 @@ class Tiles(Protocol):
                    style_blend: Sequence[float] | None, guides: masks.Guides | None = None) -> TiledEvaluation: ...
 
 
-# fast.fast.accelerator's: the style model in its fast form, given the evaluations a resumed run has done and the
-# evaluations the run plans.
-Accelerate = Callable[[nn.Sequential, list[StyleLoss], list[ContentLoss], int, int],
-                      tuple[nn.Module, list[StyleLoss], list[ContentLoss]]]
+# fast.fast.accelerator's: the style model in its fast form, given the evaluations a resumed run has done; the model
+# takes part in the loop's steps (its float32 start and finish: core/hooks.py).
+Accelerate = Callable[[nn.Sequential, list[StyleLoss], list[ContentLoss], int],
+                      tuple[HookedModel, list[StyleLoss], list[ContentLoss]]]
 
 
 @dataclass(frozen=True, eq=False)
@@ -395,14 +401,15 @@ class TransferSettings:
 
     @classmethod
     def from_config(cls, config: StyleConfig, **objects: object) -> TransferSettings:
-        """The maths of ``config`` (layers, loss forms, optimiser, backward, style statistics), then ``objects``
-        (any field: normalization, progress, a history size resolved by speed/, ...)."""
+        """The maths of ``config`` (layers, loss forms, optimiser, backward, style statistics, and what ``--fast``
+        makes the optimiser move and remember: ``config.algorithm``, as a ``run.Run`` resolves them), then
+        ``objects`` (any field: normalization, progress, a tiled size's shorter history, ...)."""
         maths = dict(content_layers=config.content_layers, style_layers=config.style_layers,
                      style_layer_weights=config.style_layer_weights, style_blend=config.style_blend,
                      loss_form=config.loss_form, pooling=config.pooling, tv_weight=config.tv_weight,
                      style_loss=config.style_loss, seed=config.seed, optimizer_name=config.optimizer, lr=config.lr,
-                     history_size=config.history_size, backward=config.backward,
-                     parametrization=config.parametrization or "pixels")  # --fast's fourier: run.Run's speed
+                     history_size=history_of(config), backward=config.backward,
+                     parametrization=parametrization_of(config))
         return cls(**{**maths, **objects})  # type: ignore[arg-type]
 
 
@@ -460,10 +467,14 @@ def run_style_transfer(
     for i, image_loss in enumerate(s.image_losses):  # beyond the tutorial: the caller's terms (video/temporal.py)
         model = nn.Sequential(OrderedDict([(f"image_loss_{i}", image_loss), *model.named_children()]))
         extra_losses.append(image_loss)
+    loop_model: nn.Module = model
+    hooks: list[StepHooks] = []
     if s.accelerate is not None:  # bf16 / channels_last / fused Gram (fast/fast.py)
-        model, style_losses, content_losses = s.accelerate(model, style_losses, content_losses,
-                                                           0 if s.resume is None else s.resume.evaluations)
-    return optimize(model, style_losses, content_losses, input_img, num_steps, style_weight, content_weight,
+        fast_model, style_losses, content_losses = s.accelerate(model, style_losses, content_losses,
+                                                                0 if s.resume is None else s.resume.evaluations)
+        loop_model, hooks = fast_model, [fast_model]  # its float32 start and finish join the loop's hooks
+    return optimize(loop_model, style_losses, content_losses, input_img, num_steps, style_weight, content_weight,
                     s.progress, optimizer_name=s.optimizer_name, lr=s.lr, extra_losses=extra_losses,
                     stats=s.stats, backward=s.backward, history_size=s.history_size, resume=s.resume,
-                    on_step_end=s.on_step_end, tiled=tiled, parametrization=s.parametrization, keep_best=s.keep_best)
+                    on_step_end=s.on_step_end, tiled=tiled, parametrization=s.parametrization, keep_best=s.keep_best,
+                    hooks=hooks)

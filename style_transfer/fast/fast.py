@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from ..config.style import StyleConfig
+from ..core.hooks import HookedModel
 from ..losses.tutorial import ContentLoss, StyleLoss
 from ..core.steps import LBFGS_MAX_ITER, TORCH_LBFGS_HISTORY
 from .hardware import bf16_pays_off, check_bf16
@@ -54,8 +55,8 @@ def speed_from_config(config: StyleConfig, device: torch.device) -> Speed:
 
 BF16_EXACT_START = LBFGS_MAX_ITER  # evaluations a bf16 model runs in float32 first: LBFGS's first step
 # In the Fourier basis (--fast): 4 evaluations in float32 first, and the run's last evaluations in float32 again
-# (FastStyleModel.step_starts), so the picture ends at the float32 loss's minimum, not bf16's (benchmarks/NOTEBOOK.md,
-# 2026-12-03 "A float32 finish").
+# (FastStyleModel.switches_arithmetic), so the picture ends at the float32 loss's minimum, not bf16's
+# (benchmarks/NOTEBOOK.md, 2026-12-03 "A float32 finish").
 BF16_EXACT_START_FOURIER = 4
 # The finish is the last BF16_FINISH_EVALUATIONS of the last LBFGS step, run as an LBFGS step of their own after the
 # step's first 10 in bf16 (transfer.optimize): 0.3 % more loss than a whole float32 step for about 4 % less time
@@ -63,7 +64,7 @@ BF16_EXACT_START_FOURIER = 4
 BF16_FINISH_EVALUATIONS = 10
 
 
-class FastStyleModel(nn.Module):
+class FastStyleModel(HookedModel):
     """Runs a style model's layers in bf16 and/or channels_last; its loss modules stay float32.
 
     The loss modules see float32 feature maps outside autocast, so losses, targets and the
@@ -77,8 +78,8 @@ class FastStyleModel(nn.Module):
     evaluations in float32 mended the first, a whole step the rest; README, Speed). In the Fourier
     basis the start is ``BF16_EXACT_START_FOURIER`` evaluations, and the run's last
     ``finish_evaluations`` (``BF16_FINISH_EVALUATIONS``) run in float32 too, as an LBFGS step of their own
-    (``step_starts``: the float32 finish). ``done`` counts the evaluations run (a resumed run's
-    included); the float32 start is the first ``exact_until`` of them.
+    (the float32 finish); its ``StepHooks`` (core/hooks.py) tell the loop so. ``done`` counts the evaluations run (a
+    resumed run's included); the float32 start is the first ``exact_until`` of them.
     """
 
     def __init__(self, body: nn.Sequential, speed: Speed, device_type: str,
@@ -92,7 +93,7 @@ class FastStyleModel(nn.Module):
         fourier = speed.parametrization == "fourier"
         bf16 = speed.precision == "bf16"
         self.exact_until = (BF16_EXACT_START_FOURIER if fourier else BF16_EXACT_START) if bf16 else 0
-        self.finishes = bf16 and fourier  # the run's last evaluations in float32 (step_starts)
+        self.finishes = bf16 and fourier  # the run's last evaluations in float32 (switches_arithmetic)
         self.finishing = False
         self.done = 0
         modules = list(body)
@@ -101,7 +102,6 @@ class FastStyleModel(nn.Module):
                            if type(m) is FusedStyleLoss and isinstance(modules[i + 1], nn.ReLU)}
         self._deferred = {i - 1 for i in self._relu_gram}  # those style losses' own indices
 
-    @property
     def finish_evaluations(self) -> int:
         """The float32 finish's evaluations (0: none): ``optimize`` runs the run's last LBFGS step as two, the
         second of this many."""
@@ -116,7 +116,7 @@ class FastStyleModel(nn.Module):
     def exact_left(self, left: int) -> None:
         self.exact_until = self.done + left
 
-    def step_starts(self, last: bool) -> bool:
+    def switches_arithmetic(self, last: bool) -> bool:
         """Called before each optimiser step (``transfer.optimize``), ``last`` when it is the run's last one: a bf16 run
         in the Fourier basis runs its last step in float32 (the float32 finish; ``optimize`` makes that step the
         last ``finish_evaluations`` of the planned ones).

@@ -18,12 +18,14 @@ Each statistic takes an optional ``weights`` tensor ``(1, 1, H, W)`` in [0, 1] o
 from __future__ import annotations
 
 from collections.abc import Sequence
+
 from typing import cast
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..step_hooks import StepHooks
 from .terms import normalized_blend, style_alphas
 from .tutorial import StyleLoss
 
@@ -353,13 +355,13 @@ class WassersteinStyleLoss(StyleLoss):
         return input
 
 
-class SlicedStyleLoss(StyleLoss):
+class SlicedStyleLoss(StyleLoss, StepHooks):
     """Transparent module: ``self.loss = weight * sliced_wasserstein(input, target, directions)``.
 
     ``--style-loss sliced``. The directions are drawn from a CPU ``torch.Generator`` seeded with ``(seed, layer,
-    evaluations)``, so a run is repeatable: afresh at every forward, or, once the loop calls ``start_step`` (the
-    tutorial's loop does before each ``optimizer.step``), held for the whole step, drawn by the evaluations done
-    when it began. LBFGS builds its curvature pairs from gradient differences within a step; directions re-drawn
+    evaluations)``, so a run is repeatable: afresh at every forward, or, once the loop calls ``start_step`` (its
+    ``StepHooks`` point before each of its steps), held for the whole step, drawn by the evaluations done when it
+    began. LBFGS builds its curvature pairs from gradient differences within a step; directions re-drawn
     between them made those pairs noise, and a run could blow up (a masked run at 128 px did at its third
     evaluation). Adam's steps are one evaluation each, so they draw afresh either way. A resumed run continues
     from the evaluations it had done.

@@ -34,7 +34,7 @@ from ..tiling.plans import plan_tiles, tiled_speed
 from ..config.run_options import RunOptions
 from ..config.style import StyleConfig
 from ..errors import ImageError, Interrupted, NonFiniteLoss
-from ..fast.fast import accelerator, speed_from_config
+from ..fast.fast import Speed, accelerator, speed_from_config
 from ..core.run_stats import RunStats
 from ..tiling.memory import SizeFn, out_of_memory
 from ..io.images import ImageSource, header_size, load_image, load_style, tensor_to_pil
@@ -86,7 +86,7 @@ class Run:
         download_progress: called while the pretrained weights download (first run only).
         init: a ``(1, 3, H, W)`` start image in [0, 1] in place of ``config.init`` (stretched to the working
             size; video/ passes the previous frame's warped result). image_losses: loss modules on the image
-            (``run_style_transfer``). cnn: the network already loaded with ``config.model`` and ``config.weights``
+            (``run_style_transfer``). cnn: the network already loaded with ``config.model`` and ``networks.weights``
             (a ``models.Network``; a bare ``features`` block is taken to expect ``config.preprocess`` or
             torchvision's), reused across runs (video/ and batch/ load it once; never changed).
         style_targets: a cache of Gram targets shared by runs (batch), keyed by ``style_targets_key``;
@@ -168,18 +168,56 @@ class Run:
                                       losses=losses, seconds=seconds, stopped=stopped, kept=kept)
 
     def _execute(self, on_event: EventCallback | None, stats: RunStats) -> RunResult:
+        plan = self._plan()
+        config, device, keeper, saved, final = plan.config, plan.device, plan.keeper, plan.saved, plan.final
+        clock = _Clock(saved.seconds if saved else 0.0)
+        stats.evaluations = saved.evaluations if saved else 0
+        watch = _Watch(self, plan, stats, clock, on_event)
+        image: torch.Tensor | None = None
+        inputs = final
+        for scale, working_size in enumerate(plan.sizes):
+            if saved is not None and scale < saved.scale:
+                continue  # sizes the checkpointed run had finished
+            previous = inputs
+            inputs = final if scale == len(plan.sizes) - 1 else _Inputs(self.content, self.styles, config,
+                                                                          working_size, device, plan.size)
+            resume = None
+            watch.start_size(scale, inputs)
+            if saved is not None and scale == saved.scale:  # a checkpoint at a size's start holds no optimiser
+                image = saved.image.to(device)
+                resume = Resume(saved.optimizer, saved.evaluations_in_scale) if saved.optimizer else None
+                if watch.averager is not None and saved.average is not None:
+                    watch.averager.load_state_dict(saved.average, device)
+            elif image is None:
+                image = inputs.start_image() if self.init is None else inputs.pad(
+                    fit_to(self.init.to(device).contiguous(), inputs.picture))
+            else:
+                image = previous.moved_to(image, inputs)
+            keeper.start_scale(scale, image, watch.done, resume, clock)
+            try:
+                image = self._run_size(plan, scale, inputs, image, resume, watch, stats, clock)
+            except (Interrupted, NonFiniteLoss) as exc:
+                return self._stopped(exc, plan, inputs, image, watch, stats, clock)
+        keeper.save_if_asked()
+        stopped = "converged" if stats.converged else "done"
+        kept = stats.handed_back
+        return self._result(inputs.finish(image, plan.alpha), stats.evaluations, stopped,
+                            watch.last if kept is None else watch.lowest, clock(), kept, watch.first.get("loss"))
+
+    def _plan(self) -> _Plan:
+        """The set-up, before any evaluation: what is wrong with the settings, sizes, images, weights or checkpoint
+        fails here, cheapest first; the network is loaded last."""
         config, options = self.config, self.options
         device = self._device = resolve_device(config.device)
         size = config.size or default_size(device)
         speed = speed_from_config(config, device)  # checks bf16 support before any work
         plan = plan_run(config, size)  # the sizes, and what each runs in whole LBFGS steps (plans.py)
-        sizes, steps = list(plan.sizes), list(plan.loop_steps)
         normalized_blend(config.style_blend, len(self.styles))  # a blend that does not fit fails before any work
         # Each size's tile (None: untiled): config.tile, or chosen where a size does not fit untiled.
         # From the headers' sizes, before any image is read at a working size: a size that cannot fit is
         # refused in a moment, not after its images were upscaled (docs/inputs-and-errors.md).
-        tiles = plan_tiles(sizes, _header_sizes(self.content, self.styles, config), config, speed, device,
-                                  styles=len(self.styles))
+        tiles = plan_tiles(list(plan.sizes), _header_sizes(self.content, self.styles, config), config, speed,
+                                  device, styles=len(self.styles))
         # Images are read before the model loads, so a bad image fails fast.
         final = _Inputs(self.content, self.styles, config, size, device)
         alpha = colors.content_alpha(self.content, size) if config.keep_alpha else None
@@ -195,116 +233,127 @@ class Run:
         if not isinstance(network, Network):  # a bare features block (the tutorial's kind of cnn)
             network = Network(network, config.model, config.preprocess or "torchvision")
         self._preprocess = network.preprocess
-        cnn = network.features.to(device)
-        normalization = network.normalization()
+        return _Plan(config, device, size, speed, tuple(plan.sizes), tuple(plan.loop_steps), plan.total, tuple(tiles),
+                     final, alpha, keeper, saved, network.features.to(device), network.normalization())
 
-        total = plan.total
-        clock = _Clock(saved.seconds if saved else 0.0)
-        done = saved.evaluations if saved else 0
-        stats.evaluations = done
-        last: dict[str, float] = {}
-        lowest: dict[str, float] = {}  # the terms of the size's lowest loss, for a run that hands back that image
-        first: dict[str, float] = {}  # the size's first evaluation (a resumed size: its first since the resume)
-        plateau = keeper.plateau = _Plateau(config.min_improvement, config.patience)
-        # the output is the average of the iterates, restarted at each size (see _restart_average).
-        averager = keeper.averager = IterateAverage(config.average) if config.average is not None else None
-        if saved is not None:
-            plateau.best = list(saved.plateau)  # the window as it was, so a resumed run stops where it would have
-        image: torch.Tensor | None = None
-        inputs = final
-        first_size = True  # on_stage is told of the first size's model only
-        for scale, (working_size, budget) in enumerate(zip(sizes, steps)):
-            if saved is not None and scale < saved.scale:
-                continue  # sizes the checkpointed run had finished
-            previous = inputs
-            inputs = final if scale == len(sizes) - 1 else _Inputs(self.content, self.styles, config, working_size,
-                                                                     device, size)
-            resume = None
-            if averager is not None:
-                averager.reset()
-            if saved is not None and scale == saved.scale:  # a checkpoint at a size's start holds no optimiser
-                image = saved.image.to(device)
-                resume = Resume(saved.optimizer, saved.evaluations_in_scale) if saved.optimizer else None
-                if averager is not None and saved.average is not None:
-                    averager.load_state_dict(saved.average, device)
-            elif image is None:
-                image = inputs.start_image() if self.init is None else inputs.pad(
-                    fit_to(self.init.to(device).contiguous(), inputs.picture))
-            else:
-                image = previous.moved_to(image, inputs)
-            keeper.start_scale(scale, image, done, resume, clock)
-            lowest.clear()
-            first.clear()
-            targets = None
-            if self.style_targets is not None:
-                key = style_targets_key(config, self.content, self.styles, inputs.styles, device)
-                targets = self.style_targets.get(key)
-                if targets is None:
-                    targets = self.style_targets[key] = {}  # filled in by the model's first build
-            last_scale = scale == len(sizes) - 1
-            if self.on_stage is not None and first_size:  # the first size this run runs
-                first_size = False
-                self.on_stage(f"building the model at {inputs.size[0]}x{inputs.size[1]}"
-                              + (f" (size {scale + 1} of {len(sizes)})" if len(sizes) > 1 else ""))
-            tiled = tiling.tiles_for(image, tiles[scale])
-            at_size = tiled_speed(speed) if tiled else speed  # a tiled size runs none of the model's levers
+    def _run_size(self, plan: _Plan, scale: int, inputs: _Inputs, image: torch.Tensor, resume: Resume | None,
+                  watch: _Watch, stats: RunStats, clock: _Clock) -> torch.Tensor:
+        """The tutorial's loop at one working size, from ``image``; the size's result."""
+        config, keeper = plan.config, plan.keeper
+        targets = None
+        if self.style_targets is not None:
+            key = style_targets_key(config, self.content, self.styles, inputs.styles, plan.device)
+            targets = self.style_targets.get(key)
+            if targets is None:
+                targets = self.style_targets[key] = {}  # filled in by the model's first build
+        if self.on_stage is not None and watch.first_size:  # the first size this run runs
+            watch.first_size = False
+            self.on_stage(f"building the model at {inputs.size[0]}x{inputs.size[1]}"
+                          + (f" (size {scale + 1} of {len(plan.sizes)})" if len(plan.sizes) > 1 else ""))
+        tiled = tiling.tiles_for(image, plan.tiles[scale])
+        at_size = tiled_speed(plan.speed) if tiled else plan.speed  # tiled: none of the model's levers
+        settings = TransferSettings.from_config(
+            config, history_size=at_size.history_size, normalization=plan.normalization, guides=inputs.guides,
+            image_losses=self.image_losses, style_targets=targets, progress=watch, stats=stats, resume=resume,
+            on_step_end=lambda optimizer, img, n: keeper.step_end(scale, img, optimizer, n, watch.done, clock),
+            accelerate=accelerator(at_size), tiles=tiled, keep_best=self.keep_best)
+        image = run_style_transfer(
+            plan.cnn, IMAGENET_MEAN, IMAGENET_STD, inputs.transfer_content,
+            inputs.styles[0] if len(inputs.styles) == 1 else inputs.styles, image, plan.budgets[scale],
+            config.style_weight, config.content_weight, settings)
+        if watch.averager is not None and watch.averager.count:  # the size's result is its average
+            image = watch.averager.value()
+        return image
 
-            def report(info: StepInfo, scale: int = scale, inputs: _Inputs = inputs, last_scale: bool = last_scale) -> None:
-                nonlocal done
-                done += 1
-                if averager is not None:
-                    averager.update(stats.last_image())
-                preview = None
-                if options.preview_every and done % options.preview_every == 0:
-                    preview = inputs.finish(stats.last_image() if averager is None else averager.value())
-                event = dataclasses.replace(info, step=done, total=total, elapsed=clock(), size=inputs.size,
-                                            scale=scale, scales=len(sizes), preview=preview)
-                last.update(style=event.style_loss, content=event.content_loss, tv=event.tv_loss, loss=event.loss)
-                if not event.loss >= lowest.get("loss", float("inf")):
-                    lowest.update(last)
-                first.setdefault("loss", event.loss)
-                if on_event is not None:
-                    on_event(event)
-                if last_scale and plateau.stalled(event.loss):
-                    self.cancel("plateau")
-                if self._stop.is_set():
-                    raise _Stopped  # ends the loop here, between evaluations; the image is kept
-
-            try:
-                settings = TransferSettings.from_config(
-                    config, history_size=at_size.history_size, parametrization=at_size.parametrization,
-                    normalization=normalization, guides=inputs.guides,
-                    image_losses=self.image_losses, style_targets=targets, progress=report, stats=stats,
-                    resume=resume, on_step_end=lambda optimizer, img, n, scale=scale: keeper.step_end(
-                        scale, img, optimizer, n, done, clock),
-                    accelerate=accelerator(at_size), tiles=tiled, keep_best=self.keep_best)
-                image = run_style_transfer(
-                    cnn, IMAGENET_MEAN, IMAGENET_STD, inputs.transfer_content,
-                    inputs.styles[0] if len(inputs.styles) == 1 else inputs.styles, image, budget,
-                    config.style_weight, config.content_weight, settings)
-                if averager is not None and averager.count:  # the size's result is its average
-                    image = averager.value()
-            except (Interrupted, NonFiniteLoss) as exc:
-                keeper.save()  # the state after the last whole LBFGS step, to resume from
-                if averager is not None and averager.count:
-                    exc.image = averager.value()
-                # A run stopped at a coarse size still gives a picture of the size asked for.
-                kept = None if exc.image is None else inputs.moved_to(exc.image.to(device), final)
-                if isinstance(exc, NonFiniteLoss) or not self._stop.is_set():
-                    exc.image = None if kept is None else final.finish_tensor(kept).cpu()
-                    raise
-                result = final.finish(kept if kept is not None else inputs.moved_to(image, final), alpha)
-                return self._result(result, stats.evaluations, self._reason, last, clock())
-        keeper.save_if_asked()
-        stopped = "converged" if stats.converged else "done"
-        kept = stats.handed_back
-        return self._result(inputs.finish(image, alpha), stats.evaluations, stopped, last if kept is None else lowest,
-                            clock(), kept, first.get("loss"))
+    def _stopped(self, exc: Interrupted | NonFiniteLoss, plan: _Plan, inputs: _Inputs, image: torch.Tensor,
+                 watch: _Watch, stats: RunStats, clock: _Clock) -> RunResult:
+        """A run stopped inside the loop: its result where it was cancelled; ``exc`` again, with the picture, else."""
+        plan.keeper.save()  # the state after the last whole LBFGS step, to resume from
+        if watch.averager is not None and watch.averager.count:
+            exc.image = watch.averager.value()
+        # A run stopped at a coarse size still gives a picture of the size asked for.
+        kept = None if exc.image is None else inputs.moved_to(exc.image.to(plan.device), plan.final)
+        if isinstance(exc, NonFiniteLoss) or not self._stop.is_set():
+            exc.image = None if kept is None else plan.final.finish_tensor(kept).cpu()
+            raise exc
+        result = plan.final.finish(kept if kept is not None else inputs.moved_to(image, plan.final), plan.alpha)
+        return self._result(result, stats.evaluations, self._reason, watch.last, clock())
 
     def _result(self, image: Image.Image, evaluations: int, stopped: str, losses: dict[str, float],
                 seconds: float, kept: int | None = None, start_loss: float | None = None) -> RunResult:
         return RunResult(image, evaluations, stopped, dict(losses), seconds,
                          self.record(evaluations, stopped, losses, seconds, kept), kept, start_loss)
+
+
+
+@dataclass(frozen=True, eq=False)
+class _Plan:
+    """A run's set-up (``Run._plan``): settings resolved, sizes and tiles planned, inputs read, network loaded."""
+
+    config: StyleConfig  # with the weights the run takes (resolve_weights)
+    device: torch.device
+    size: int  # the long side asked for
+    speed: Speed
+    sizes: tuple[int, ...]  # the working sizes, smallest first
+    budgets: tuple[int, ...]  # each size's evaluations (plans.plan_run)
+    total: int  # the evaluations the run plans in all
+    tiles: tuple[int | None, ...]  # each size's tile (None: untiled)
+    final: _Inputs  # the images at the last size
+    alpha: Image.Image | None  # the content's alpha, put back on the result (keep_alpha)
+    keeper: _Checkpoints
+    saved: Any  # the checkpoint resumed from (checkpoints._Saved), or None
+    cnn: torch.nn.Module
+    normalization: torch.nn.Module
+
+
+class _Watch:
+    """``Run``'s progress callback: after each evaluation it counts, averages the iterates, makes a preview when
+    asked, keeps the losses the result reports, tells ``on_event``, stops on a plateau or a cancel."""
+
+    def __init__(self, run: Run, plan: _Plan, stats: RunStats, clock: _Clock,
+                 on_event: EventCallback | None) -> None:
+        config = plan.config
+        self.run, self.stats, self.clock, self.on_event = run, stats, clock, on_event
+        self.total, self.scales = plan.total, len(plan.sizes)
+        self.done = plan.saved.evaluations if plan.saved else 0
+        self.first_size = True  # on_stage is told of the first size's model only
+        self.last: dict[str, float] = {}
+        self.lowest: dict[str, float] = {}  # the terms of the size's lowest loss, for a run that hands back that image
+        self.first: dict[str, float] = {}  # the size's first evaluation (a resumed size: its first since the resume)
+        self.plateau = plan.keeper.plateau = _Plateau(config.min_improvement, config.patience)
+        # the output is the average of the iterates, restarted at each size (see _restart_average).
+        self.averager = plan.keeper.averager = IterateAverage(config.average) if config.average is not None else None
+        if plan.saved is not None:
+            self.plateau.best = list(plan.saved.plateau)  # as it was: a resumed run stops where it would have
+        self.scale, self.inputs, self.last_scale = 0, plan.final, False
+
+    def start_size(self, scale: int, inputs: _Inputs) -> None:
+        self.scale, self.inputs, self.last_scale = scale, inputs, scale == self.scales - 1
+        if self.averager is not None:
+            self.averager.reset()
+        self.lowest.clear()
+        self.first.clear()
+
+    def __call__(self, info: StepInfo) -> None:
+        self.done += 1
+        if self.averager is not None:
+            self.averager.update(self.stats.last_image())
+        preview = None
+        every = self.run.options.preview_every
+        if every and self.done % every == 0:
+            preview = self.inputs.finish(self.stats.last_image() if self.averager is None else self.averager.value())
+        event = dataclasses.replace(info, step=self.done, total=self.total, elapsed=self.clock(),
+                                    size=self.inputs.size, scale=self.scale, scales=self.scales, preview=preview)
+        self.last.update(style=event.style_loss, content=event.content_loss, tv=event.tv_loss, loss=event.loss)
+        if not event.loss >= self.lowest.get("loss", float("inf")):
+            self.lowest.update(self.last)
+        self.first.setdefault("loss", event.loss)
+        if self.on_event is not None:
+            self.on_event(event)
+        if self.last_scale and self.plateau.stalled(event.loss):
+            self.run.cancel("plateau")
+        if self.run.cancelled:
+            raise _Stopped  # ends the loop here, between evaluations; the image is kept
 
 
 def stylize(

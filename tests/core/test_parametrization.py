@@ -16,7 +16,8 @@ from style_transfer.core.run_stats import RunStats
 from style_transfer.core.style_model import get_style_model_and_losses
 from style_transfer.core.transfer import optimize
 from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD
-from style_transfer.fast.levers import fast_levers, parametrization_of
+from style_transfer.config.algorithm import parametrization_of
+from style_transfer.fast.levers import fast_levers
 
 STYLE_WEIGHT = 1e6
 

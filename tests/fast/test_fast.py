@@ -20,7 +20,7 @@ from style_transfer.fast.fast import (BF16_EXACT_START, BF16_EXACT_START_FOURIER
                                       accelerate, accelerator, speed_from_config)
 from style_transfer.fast.kernels import FastContentLoss, FusedStyleLoss, fused_gram_matrix
 from style_transfer.fast.hardware import bf16_supported
-from style_transfer.fast.levers import FAST_HISTORY_SIZE
+from style_transfer.config.algorithm import FAST_HISTORY_SIZE
 from style_transfer.run.plans import FAST_STEPS_SHARE, plan_run, scale_budgets, scale_sizes
 from style_transfer.core.steps import LBFGS_MAX_ITER
 from style_transfer.io.images import load_image, pil_to_tensor
@@ -156,8 +156,8 @@ def test_bf16_runs_its_first_lbfgs_step_in_fp32(cnn, content_32, style_32) -> No
 def test_bf16_in_the_fourier_basis_runs_a_short_start_and_its_last_lbfgs_step_in_fp32(cnn, content_32, style_32,
                                                                                         resumed_at: int) -> None:
     """--fast's bf16 (the Fourier basis): its first ``BF16_EXACT_START_FOURIER`` evaluations and the run's last LBFGS
-    step (from the step_starts call that says so) see the default's numbers, those between bf16's; step_starts says
-    where the arithmetic changes at a step's start, a resumed run's included."""
+    step (from the switches_arithmetic call that says so) see the default's numbers, those between bf16's;
+    switches_arithmetic says where the arithmetic changes at a step's start, a resumed run's included."""
     _, _, loss, grad = first_evaluation(cnn, content_32, style_32, None)
     fast_form = accelerator(Speed("bf16", True, True, parametrization="fourier"))
     built = fast_form(*get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD, style_32, content_32), resumed_at)
@@ -172,22 +172,22 @@ def test_bf16_in_the_fourier_basis_runs_a_short_start_and_its_last_lbfgs_step_in
         return exact
 
     model = built[0]
-    assert model.step_starts(last=False) is False  # the start, or (resumed at 7) bf16 as before the checkpoint
+    assert model.switches_arithmetic(last=False) is False  # the start, or (resumed at 7) bf16 as before the checkpoint
     first = evaluate(10 - resumed_at)
     assert first == [i < BF16_EXACT_START_FOURIER for i in range(resumed_at, 10)]
-    assert model.step_starts(last=False) is False  # still bf16
+    assert model.switches_arithmetic(last=False) is False  # still bf16
     assert evaluate(2) == [False, False]
-    assert model.step_starts(last=True) is True  # the float32 finish: the arithmetic changes here
+    assert model.switches_arithmetic(last=True) is True  # the float32 finish: the arithmetic changes here
     assert evaluate(3) == [True, True, True]
-    assert model.step_starts(last=True) is False  # a last step run again (after a jump): float32 as before
+    assert model.switches_arithmetic(last=True) is False  # a last step run again (after a jump): float32 as before
     assert evaluate(1) == [True]
     assert BF16_EXACT_START_FOURIER == 4
 
 
 def test_optimize_skips_the_lbfgs_pair_across_a_change_of_arithmetic(cnn, content_32, style_32) -> None:
-    """optimize asks the model before each LBFGS step whether it is the run's last (step_starts), and where the model
-    says its arithmetic changes there (a bf16 run's float32 finish) it sets LBFGS's last step length to 0 before the
-    step, so LBFGS keeps no pair from the gradients of the two arithmetics (y·s = 0); before every other step the
+    """optimize asks the model, one of its hooks, before each LBFGS step whether it is the run's last
+    (switches_arithmetic), and where the model says its arithmetic changes there (a bf16 run's float32 finish) it
+    sets LBFGS's last step length to 0 before the step, so LBFGS keeps no pair from the gradients of the two arithmetics (y·s = 0); before every other step the
     length is LBFGS's own (or none: a fresh LBFGS after a jump). The run's last LBFGS step runs as two: the first
     ``LBFGS_MAX_ITER - finish_evaluations`` evaluations as before, then the finish's ``finish_evaluations`` as a step
     of their own; the optimiser's ``max_iter`` is its own again afterwards. A float32 model told it finishes stands
@@ -197,14 +197,14 @@ def test_optimize_skips_the_lbfgs_pair_across_a_change_of_arithmetic(cnn, conten
     model.finishes = True  # and so its finish_evaluations are BF16_FINISH_EVALUATIONS
     evaluations = [0]
     calls: list[tuple[int, bool, bool]] = []  # (evaluations before the step, last, the arithmetic changes)
-    starts = model.step_starts
+    starts = model.switches_arithmetic
 
     def spy(last: bool) -> bool:
         changes = starts(last)
         calls.append((evaluations[0], last, changes))
         return changes
 
-    model.step_starts = spy  # type: ignore[method-assign]
+    model.switches_arithmetic = spy  # type: ignore[method-assign]
     steps: list[tuple[int, float | None, int]] = []  # (evaluations before, LBFGS's last step length, max_iter)
     groups: list[dict] = []
 
@@ -218,7 +218,8 @@ def test_optimize_skips_the_lbfgs_pair_across_a_change_of_arithmetic(cnn, conten
     handle = register_optimizer_step_pre_hook(before_step)
     try:
         optimize(model, style_losses, content_losses, content_32.clone(), 40, 1e6, 1,
-                 lambda info: evaluations.__setitem__(0, info.step), stats=RunStats(), parametrization="fourier")
+                 lambda info: evaluations.__setitem__(0, info.step), stats=RunStats(), parametrization="fourier",
+                 hooks=[model])
     finally:
         handle.remove()
     assert len(calls) == len(steps) >= 4

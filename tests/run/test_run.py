@@ -22,7 +22,7 @@ from style_transfer.io.images import pil_to_tensor
 from style_transfer.run.run import Run
 from style_transfer.config.run_options import RunOptions
 from style_transfer.core.steps import planned_evaluations
-from style_transfer.fast.levers import parametrization_of
+from style_transfer.config.algorithm import parametrization_of
 
 from ..conftest import small_image
 from ..helpers import pixels

@@ -1,0 +1,30 @@
+"""What the optimiser moves and remembers for a ``StyleConfig`` (``--fast`` changes both), worked out once, torch-free.
+
+The library (``TransferSettings.from_config``) and a run (``run.Run``, through ``fast.levers``) read it here, so
+the same ``StyleConfig`` gives the same algorithm either way.
+"""
+
+from __future__ import annotations
+
+from .style import StyleConfig
+
+# --fast's LBFGS history when it moves the pixels (--fast --parametrization pixels): the old schedule was measured with
+# 20. In the Fourier basis --fast keeps torch's 100, which reached a given loss sooner (benchmarks/NOTEBOOK.md).
+FAST_HISTORY_SIZE = 20
+# What --fast moves when --parametrization is not given: the image's scaled Fourier coefficients (core/parametrization.py).
+FAST_PARAMETRIZATION = "fourier"
+
+
+def parametrization_of(config: StyleConfig) -> str:
+    """What the optimiser moves: ``config.parametrization``, else fourier with --fast and the pixels without."""
+    if config.parametrization is not None:
+        return config.parametrization
+    return FAST_PARAMETRIZATION if config.fast else "pixels"
+
+
+def history_of(config: StyleConfig) -> int:
+    """LBFGS's curvature pairs: ``config.history_size``, capped at ``FAST_HISTORY_SIZE`` where --fast moves the
+    pixels."""
+    if config.fast and parametrization_of(config) == "pixels":
+        return min(config.history_size, FAST_HISTORY_SIZE)
+    return config.history_size

@@ -1,0 +1,76 @@
+"""The tutorial's loop stays plain: what the options add comes through declared hooks, and a StyleConfig gives the
+library and a Run the same algorithm."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+from pathlib import Path
+
+import pytest
+import torch
+
+import style_transfer.core.transfer as transfer
+from style_transfer import Run, StyleConfig
+from style_transfer.step_hooks import StepHooks
+from style_transfer.core.transfer import TransferSettings
+from style_transfer.fast.fast import speed_from_config
+
+TRANSFER = Path(transfer.__file__)
+
+
+class Seen(Exception):
+    """Ends a run at its first call of the loop."""
+
+
+def test_the_loop_asks_no_object_what_it_can_do() -> None:
+    """No getattr/hasattr in core/transfer.py but ``_unguarded``'s, which reads torch's own Optimizer class."""
+    tree = ast.parse(TRANSFER.read_text())
+    allowed = {id(node) for function in ast.walk(tree) if isinstance(function, ast.FunctionDef)
+               and function.name == "_unguarded" for node in ast.walk(function)}
+    probes = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call)
+              and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr") and id(node) not in allowed]
+    assert probes == [], f"getattr/hasattr at lines {probes} of {TRANSFER}"
+
+
+def test_optimize_reads_like_the_tutorials_loop() -> None:
+    lines = inspect.getsource(inspect.unwrap(transfer.optimize)).splitlines()
+    assert len(lines) <= 90, len(lines)
+
+
+def test_every_hook_point_has_a_default_that_does_nothing() -> None:
+    hooks = StepHooks()
+    image = torch.zeros(1, 3, 2, 2)
+    assert hooks.finish_evaluations() == 0 and hooks.switches_arithmetic(last=True) is False
+    assert hooks.start_step(3) is None and hooks.before_evaluation(image) is None
+    assert hooks.after_backward(image) is None and hooks.after_evaluation(1.0) is None
+    assert torch.equal(image, torch.zeros(1, 3, 2, 2))
+
+
+@pytest.mark.parametrize("config, basis, history", [
+    (StyleConfig(), "pixels", 100),
+    (StyleConfig(fast=True), "fourier", 100),  # --fast moves the Fourier coefficients, with torch's history
+    (StyleConfig(fast=True, parametrization="pixels"), "pixels", 20),  # --fast on the pixels: 20 pairs
+    (StyleConfig(parametrization="fourier", history_size=30), "fourier", 30),
+])
+def test_the_library_and_a_run_get_the_same_algorithm_from_a_config(config: StyleConfig, basis: str, history: int,
+                                                                   cnn, monkeypatch: pytest.MonkeyPatch) -> None:
+    """TransferSettings.from_config resolves the basis and LBFGS's history as a Run does (it gave the pixel basis
+    for --fast, where a Run gave the Fourier basis)."""
+    library = TransferSettings.from_config(config)
+    assert (library.parametrization, library.history_size) == (basis, history)
+    speed = speed_from_config(config, torch.device("cpu"))
+    assert (speed.parametrization, speed.history_size) == (basis, history)
+
+    seen: list[TransferSettings] = []
+
+    def record(*args: object) -> torch.Tensor:
+        seen.append(args[-1])  # type: ignore[arg-type]
+        raise Seen  # no evaluation needed: the settings are what this test reads
+
+    monkeypatch.setattr("style_transfer.run.run.run_style_transfer", record)
+    image = torch.rand(1, 3, 24, 24, generator=torch.Generator().manual_seed(0))
+    with pytest.raises(Seen):
+        Run(image, image, dataclasses.replace(config, size=24, device="cpu"), cnn=cnn).execute()
+    assert (seen[0].parametrization, seen[0].history_size) == (basis, history)
