@@ -35,7 +35,7 @@ from style_transfer.run.plans import FAST_STEPS_SHARE, RunPlan, plan_run, scale_
 from style_transfer.fast.fast import accelerate, speed_from_config
 from style_transfer.fast.hardware import bf16_supported, physical_cores
 
-from .. import memory, network as networks, report as reports, timing
+from .. import network as networks, report as reports, timing
 from ..scoring import CONTENT, STYLE, WITHIN, Scorer, first_within, spread, timed_run
 
 TARGET_SIZE, TARGET_WALL_RATIO = 512, 1 / 3  # issue 12: --fast to the default's quality in 1/3 of its time, 512 px
@@ -152,11 +152,10 @@ def _probe(size: int, name: str, steps: int, device: torch.device, net: argparse
                              device=str(device), **PATHS[name])
     if config.scales > 1:
         config = dataclasses.replace(config, scale_steps=(1,) * (config.scales - 1) + (planned_evaluations(steps),))
-    base = memory.reset_peak(device)
-    stylize(content, style, config)
-    peak = memory.peak_mib(device)
-    return {"peak_mib": peak, "base_mib": base, "run_mib": peak - base,
-            "sizes": scale_sizes(size, config.scales), "scale_steps": list(config.scale_steps) or [steps]}
+    run = timing.clocked(lambda clock: stylize(content, style, config), device)
+    return {"peak_mib": run["peak_mib"], "base_mib": run["base_mib"], "run_mib": run["peak_mib"] - run["base_mib"],
+            "stopped": run["stopped"], "sizes": scale_sizes(size, config.scales),
+            "scale_steps": list(config.scale_steps) or [steps]}
 
 
 def scored(run: dict[str, Any], score: Scorer, default: dict[str, Any] | None = None) -> dict[str, Any]:
