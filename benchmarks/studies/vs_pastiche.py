@@ -38,26 +38,9 @@ def timed(command: list[str], env: dict[str, str]) -> tuple[float, int]:
         sys.exit(f"vs_pastiche: {command[0]} failed (exit {exc.returncode}): {exc.stderr}")
 
 
-def ours(out: Path, size: int, steps: int, threads: int) -> list[str]:
-    return [shutil.which("stylize") or "stylize", str(CONTENT), str(STYLE), "-o", str(out), "--size", str(size),
-            "--steps", str(steps), "--weights", "original", "--content-layers", ",".join(CONTENT_LAYERS),
-            "--style-layers", ",".join(STYLE_LAYERS), "--seed", "0", "--threads", str(threads), "--device", "cpu",
-            "-q"]
-
-
-def theirs(out: Path, size: int, evaluations: int) -> list[str]:
-    return [shutil.which("pastiche") or "pastiche", "--content", str(CONTENT), "--styles", str(STYLE), "--output",
-            str(out), "--size", str(size), "--num-steps", str(evaluations), "--device", "cpu", "--seed", "0",
-            "--no-verbose"]
-
-
-def evaluations_of(path: Path) -> int:
+def measure(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     from style_transfer.io.metadata import read_record
 
-    return int(read_record(path)["evaluations"])
-
-
-def measure(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads)}
     short, long = args.steps
     rounds: list[dict[str, Any]] = []
@@ -68,11 +51,18 @@ def measure(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
             for steps in (short, long):
                 out = folder / f"{name}-{steps}.png"
                 if name == "ours":
-                    seconds, peak = timed(ours(out, args.size, steps, args.threads), env)
-                    count = evaluations_of(out)
+                    seconds, peak = timed([shutil.which("stylize") or "stylize", str(CONTENT), str(STYLE), "-o",
+                                           str(out), "--size", str(args.size), "--steps", str(steps), "--weights",
+                                           "original", "--content-layers", ",".join(CONTENT_LAYERS),
+                                           "--style-layers", ",".join(STYLE_LAYERS), "--seed", "0", "--threads",
+                                           str(args.threads), "--device", "cpu", "-q"], env)
+                    count = int(read_record(out)["evaluations"])
                 else:
                     count = row["ours"]["evaluations"][len(runs)]  # as many evaluations as stylize ran
-                    seconds, peak = timed(theirs(out, args.size, count), env)
+                    seconds, peak = timed([shutil.which("pastiche") or "pastiche", "--content", str(CONTENT),
+                                           "--styles", str(STYLE), "--output", str(out), "--size", str(args.size),
+                                           "--num-steps", str(count), "--device", "cpu", "--seed", "0",
+                                           "--no-verbose"], env)
                 runs.append((count, seconds, peak))
             (e0, t0, _), (e1, t1, peak) = runs
             per = (t1 - t0) / (e1 - e0)
