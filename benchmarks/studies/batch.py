@@ -48,23 +48,18 @@ def _inputs(folder: Path, count: int, size: int) -> tuple[list[Path], Path]:
     return contents, style
 
 
-def _optimising(outputs: list[Path]) -> float:
-    return sum(float((read_record(p) or {}).get("seconds", 0.0)) for p in outputs)
-
-
 def _row(name: str, wall: float, outputs: list[Path], at_once: int = 1) -> dict:
     n = len(outputs)
-    evaluations = _optimising(outputs)
+    optimising = sum(float((read_record(p) or {}).get("seconds", 0.0)) for p in outputs)  # the records' seconds
     return {"engine": name, "pictures": n, "processes_at_once": at_once, "wall_s": round(wall, 2),
             "per_picture_s": round(wall / n, 3), "pictures_per_hour": round(3600 * n / wall, 1),
-            "optimising_per_picture_s": round(evaluations / n, 3),
-            "beyond_evaluations_per_picture_s": round((wall * at_once - evaluations) / n, 3)}
+            "optimising_per_picture_s": round(optimising / n, 3),
+            "beyond_evaluations_per_picture_s": round((wall * at_once - optimising) / n, 3)}
 
 
 def _run_engines(folder: Path, size: int, args: argparse.Namespace, env: dict, ray_address: str | None,
                  node_counts: list[int], preprocessings: set[str] | None = None) -> list[dict]:
-    """One size: the loop, the local engine (one process; two with two CPUs), Ray at each node count.
-
+    """One size: the loop, the local engine (one process; two with two CPUs), Ray at each node count;
     ``preprocessings`` gets the preprocessing each output's record names (what the weights told the commands)."""
     settings = ["--size", str(size), "--steps", str(args.steps), "--model", args.model, "--weights", args.weights,
                 "--device", "cpu", "--threads", str(args.threads)]
