@@ -3,13 +3,9 @@
     nice -n 19 python -m benchmarks batch --sizes 64 --steps 20 --pictures 4
     python -m benchmarks batch --sizes 256,512 --steps 20 --pictures 4 --ray-nodes 1,2 --json out.json
 
-At each size, on the same N pictures in one style: a loop of ``python -m style_transfer`` (one process a picture);
-``stylize-batch`` in one process (and with ``--workers 2`` on two CPUs); with ``--ray-nodes`` ``--engine ray`` on a
-Ray cluster started here per node count (a head that only schedules, one-CPU worker nodes, in a loopback-only
-network namespace: root and ``unshare``); with ``--ray-address`` on a running cluster. Per engine: wall time per
-picture, pictures per hour, and the time per picture beyond the evaluations (wall time times the processes at
-once, less the optimisation seconds each output's record holds): start-up, the model, the targets, writing.
-Ratios hold within one run only.
+The same N pictures in one style: a loop of ``stylize`` processes, ``stylize-batch`` (one process; ``--workers 2``),
+``--engine ray`` on clusters started here (``--ray-nodes``: root and ``unshare``) or a running one (``--ray-address``).
+The rows (pictures per hour, time per picture beyond the evaluations): docs/batch.md, "Measured".
 """
 
 from __future__ import annotations

@@ -2,10 +2,8 @@
 
     python -m benchmarks memory [--fast] [SIZE ...]      # default: 64 128 256 384, one LBFGS step each
 
-Each size runs in a fresh process on square noise images with the tutorial's layers; its peak RSS above the
-process's start, against the estimate, and the slope between sizes against ``ACTIVATION_BYTES_PER_PIXEL``. Random
-weights store no LBFGS pairs, so the estimate's history term is left out. A weights file is read before the span
-measured (Linux), so the network is in the peak but not the reading's transient.
+Each size in a fresh process on square noise images: its peak RSS above the start (the weights' reading left out)
+against the estimate without the LBFGS history (random weights store no pairs), and the slope between sizes.
 """
 
 from __future__ import annotations

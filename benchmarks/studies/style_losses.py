@@ -2,11 +2,9 @@
 
     python -m benchmarks style_losses --model vgg16 --weights FILE.onnx [--size 256] [--steps 300] [--grid]
 
-One run per style loss at its preset weight on the same photo and style; each result's distance to the style by
-every statistic at the loss's layers and by the Gram matrices at held-out deeper layers (``HELD_OUT``), as a ratio
-to the photo's own distance (1: no closer than the photo, 0: the style's statistics); * marks the loss a run
-optimised. ``--pictures DIR``: each result as ``style-loss-KIND.jpg``. ``--grid``: each loss
-also masked (the style on the left half; distances the guided ones over that half) and averaged (``--average``).
+One run per style loss at its preset weight; each result's distance to the style by every statistic at the loss's
+layers and by the Gram matrices at ``HELD_OUT`` layers, as a ratio to the photo's own (docs/gallery.md). ``--grid``:
+each loss also masked (the style on the left half) and averaged.
 """
 
 from __future__ import annotations

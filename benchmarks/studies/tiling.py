@@ -4,12 +4,9 @@
     python -m benchmarks tiling --sizes 1024 2048 4096 --tile 512 --no-untiled-above 2048
     python -m benchmarks tiling --device cuda --sizes 2048 4096 8192 --tile 2048
 
-Each (size, mode) runs in a fresh process on square noise images with the tutorial's layers and the preset's loss
-weights: ``--evaluations`` closure evaluations after a warm-up (``TiledStyleModel.evaluate``, or forward and
-backward). It reports the peak memory above the state before the model was built (CPU: peak RSS, allocator slack
-included; CUDA: ``max_memory_allocated``) and the median seconds per evaluation. A least-squares line splits the
-tiled peaks into a fixed part (a crop's activations, the network) and bytes per pixel; the printout lists what a
-run adds per pixel (LBFGS's history, not allocated here; the loop's image copies).
+Each (size, mode) in a fresh process on square noise images: the peak memory above the state before the model was
+built and the median seconds per evaluation; a least-squares line splits the tiled peaks into a fixed part and
+bytes per pixel (docs/print-size.md).
 """
 
 from __future__ import annotations

