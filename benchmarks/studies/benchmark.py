@@ -230,7 +230,7 @@ def quality_runs(network: Any, size: int, device: torch.device, args: argparse.N
     with tempfile.TemporaryDirectory() as folder:
         for seed in range(args.seeds):
             net, path = network, args.weights
-            if networks.is_random(args):
+            if args.weights == "random":
                 features = networks.random_features(network.model, seed)
                 path = str(Path(folder) / f"{network.model}-random-{seed}.pth")
                 torch.save(features.state_dict(), path)
@@ -318,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     bf16 = bf16_supported(device)
     names = [n for n in PATHS if bf16 or n not in BF16_PATHS]
     network.features.to(device)
-    if not networks.is_random(args):
+    if not args.weights == "random":
         args.seeds = 1  # one network: the given weights
     report: dict[str, Any] = reports.start(
         args, networks.block_of(network, args.weights), device, args.label, **{

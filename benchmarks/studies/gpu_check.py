@@ -265,7 +265,7 @@ def check_bf16_gram(device: torch.device, smoke: bool) -> dict[str, Any]:
 
 def run(args: argparse.Namespace, device: torch.device, network: Any) -> int:
     started = time.perf_counter()
-    random = networks.is_random(args)
+    random = args.weights == "random"
     report: dict[str, Any] = reports.start(args, networks.block_of(network, args.weights), device, args.label, **{
         "device": str(device), "smoke": args.smoke, "passed": None,
         "settings": {"style_weight": STYLE_WEIGHT, "content_weight": CONTENT_WEIGHT,

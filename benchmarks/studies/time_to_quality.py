@@ -68,19 +68,16 @@ def worker(args: argparse.Namespace) -> None:
 
 
 def run_one(args: argparse.Namespace, pair: int, candidate: str, picture: Path | None) -> dict[str, Any]:
-    """``candidate`` on ``pair`` in a process of its own: its report, the wall and CPU time to its saved picture
-    (``wall_s``, ``cpu_s``: what a user waits for, from the process's start) and the whole process's, scoring
-    included (``process_wall_s``, ``process_cpu_s``)."""
+    """``candidate`` on ``pair`` in a process of its own: its report, the wall and CPU seconds to its saved picture
+    (``wall_s``, ``cpu_s``: what a user waits for) and the whole process's, scoring included (``process_*``)."""
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "run.json"
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.time()
-        command = [sys.executable, "-m", "benchmarks", "time_to_quality", "--worker", "--pair", str(pair),
-                   "--candidate", candidate, "--out", str(out), "--started", repr(started), "--model", args.model,
-                   "--weights", args.weights, "--size", str(args.size), "--steps", str(args.steps),
-                   "--threads", str(args.threads), *(["--preprocess", args.preprocess] if args.preprocess else []),
-                   *(["--picture", str(picture)] if picture is not None else [])]
-        subprocess.run(command, check=True, cwd=ROOT)
+        job = {key: getattr(args, key) for key in ("model", "weights", "preprocess", "size", "steps", "threads")}
+        job.update(pair=pair, candidate=candidate, out=str(out), started=started, picture=picture and str(picture))
+        subprocess.run([sys.executable, "-m", "benchmarks", "time_to_quality", "--worker", json.dumps(job)],
+                       check=True, cwd=ROOT)
         wall = time.time() - started
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         report = json.loads(out.read_text())
@@ -90,8 +87,7 @@ def run_one(args: argparse.Namespace, pair: int, candidate: str, picture: Path |
 
 
 def compare(default: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
-    """A candidate's ratios to the default; ``reach``: the first evaluation whose own loss came to the default's
-    final one, and the process's CPU seconds by then."""
+    """A candidate's ratios to the default; ``reach``: the first evaluation whose own loss came to the default's."""
     target = default["trace"][-1][1]
     reached = next(((step, cpu) for step, loss, _, cpu in run["trace"] if loss <= target), None)
     row = {"loss": run["loss"] / default["loss"], "content": run["content"] / default["content"],
@@ -134,15 +130,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pictures", default=None, help="save every picture here as PAIR-CANDIDATE.png")
     parser.add_argument("--json", default=None,
                         help="the report (default: benchmarks/results/time_to_quality/DATE-CLASS-NETWORK-SIZEpx.json)")
-    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--pair", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--candidate", help=argparse.SUPPRESS)
-    parser.add_argument("--out", help=argparse.SUPPRESS)
-    parser.add_argument("--started", type=float, help=argparse.SUPPRESS)
-    parser.add_argument("--picture", help=argparse.SUPPRESS)
+    parser.add_argument("--worker", metavar="JSON", help=argparse.SUPPRESS)  # one run, in a process of its own
     args = parser.parse_args(argv)
     if args.worker:
-        worker(args)
+        worker(argparse.Namespace(**json.loads(args.worker)))
         return
     names = [n for n in args.candidates.split(",") if n != "default"]
     unknown = [n for n in names if n not in CANDIDATES]
