@@ -17,7 +17,6 @@ import dataclasses
 import json
 import math
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,7 +34,7 @@ from style_transfer.run.plans import FAST_STEPS_SHARE, RunPlan, plan_run, scale_
 from style_transfer.fast.fast import accelerate, speed_from_config
 from style_transfer.fast.hardware import bf16_supported, physical_cores
 
-from .. import network as networks, report as reports, timing
+from .. import memory, network as networks, report as reports, timing
 from ..scoring import CONTENT, STYLE, WITHIN, Scorer, first_within, spread, timed_run
 
 TARGET_SIZE, TARGET_WALL_RATIO = 512, 1 / 3  # issue 12: --fast to the default's quality in 1/3 of its time, 512 px
@@ -131,14 +130,10 @@ def probe_memory(size: int, name: str, steps: int, device: torch.device, net: ar
     """Peak memory of one path's run: a child process's (CPU) or max_memory_allocated (CUDA)."""
     if device.type == "cuda":
         return _probe(size, name, steps, device, net)
-    command = [sys.executable, "-m", "benchmarks", "benchmark", "--probe", str(size), name, str(steps),
-               "--threads", str(torch.get_num_threads()), "--loss-scale", str(net.loss_scale),
-               "--model", net.model, "--weights", net.weights, *(["--preprocess", net.preprocess] if net.preprocess
-                                                                  else [])]
-    done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=reports.RESULTS.parent.parent)
-    if done.returncode != 0:
-        raise RuntimeError(f"memory probe {size} px {name} failed: {done.stderr.strip().splitlines()[-1:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(memory.child(
+        f"memory probe {size} px {name}", "-m", "benchmarks", "benchmark", "--probe", str(size), name, str(steps),
+        "--threads", str(torch.get_num_threads()), "--loss-scale", str(net.loss_scale), "--model", net.model,
+        "--weights", net.weights, *(["--preprocess", net.preprocess] if net.preprocess else [])))
 
 
 def _probe(size: int, name: str, steps: int, device: torch.device, net: argparse.Namespace) -> dict[str, Any]:

@@ -9,11 +9,9 @@ against the estimate without the LBFGS history (random weights store no pairs), 
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 
-from .. import network as networks, report as reports
-from .. import ROOT
+from .. import memory, network as networks, report as reports
 
 # The network is read first, then the peak restarts from the RSS before it plus the network (Linux clear_refs), so
 # reading a file (an ONNX graph, a zip) does not set the peak.
@@ -59,13 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     print(networks.summary(block))
     peaks = {}
     for size in sizes:
-        done = subprocess.run([sys.executable, "-c", CHILD, str(size), "fast" if fast else "default", args.model,
-                               args.weights, args.preprocess or ""], cwd=ROOT, capture_output=True, text=True)
-        if done.returncode != 0:
-            last = (done.stderr.strip().splitlines() or ["the child failed"])[-1]
-            print(f"error: {size} px: {last}", file=sys.stderr)
-            return 1
-        peaks[size] = int(done.stdout.split()[-1])
+        peaks[size] = int(memory.child(f"{size} px", "-c", CHILD, str(size), "fast" if fast else "default",
+                                       args.model, args.weights, args.preprocess or ""))
         without_history = guards.estimate_bytes((size, size), (size, size), speed) - size * size * history
         print(f"{size:5d} px: peak {peaks[size] / 2**20:7.1f} MiB above start; estimate without LBFGS history "
               f"{without_history / 2**20:7.1f} MiB (ratio {without_history / peaks[size]:.2f})")

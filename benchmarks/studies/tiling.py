@@ -15,11 +15,9 @@ import argparse
 import json
 import statistics
 import os
-import subprocess
 import sys
 
-from .. import network as networks, report as reports
-from .. import ROOT
+from .. import memory, network as networks, report as reports
 
 CHILD = r"""
 import json, statistics, sys, torch
@@ -67,12 +65,9 @@ print(json.dumps({"peak": (peak_mib(device) - before) * 2**20, "seconds": statis
 def measure(size: int, tile: int, evaluations: int, device: str, threads: int | None, config: object) -> dict:
     """One (size, mode) in a fresh process, on the network and loss weights of ``config`` (a ``StyleConfig``)."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads)) if threads else None
-    done = subprocess.run([sys.executable, "-c", CHILD, str(size), str(tile), str(evaluations), device, config.model,
-                           config.weights, config.preprocess or "", repr(config.style_weight),
-                           repr(config.content_weight)], cwd=ROOT, capture_output=True, text=True, env=env)
-    if done.returncode:
-        sys.exit(f"error: {size} px: {(done.stderr.strip().splitlines() or ['the child failed'])[-1]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(memory.child(f"{size} px", "-c", CHILD, str(size), str(tile), str(evaluations), device,
+                                   config.model, config.weights, config.preprocess or "", repr(config.style_weight),
+                                   repr(config.content_weight), env=env))
 
 
 def fit(points: list[tuple[int, float]]) -> tuple[float, float]:
