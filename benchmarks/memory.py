@@ -53,11 +53,7 @@ def peak_mib(device: torch.device | str = "cpu") -> float:
 
 
 def run_child(command: list[str], **popen: object) -> tuple[float, int]:
-    """Run ``command`` to its end: its wall seconds and its own peak resident memory in bytes (Linux: KiB x 1024).
-
-    Raises:
-        subprocess.CalledProcessError: it failed (its last line of stderr in ``stderr``).
-    """
+    """Run ``command``: its wall seconds and own peak resident memory in bytes (CalledProcessError on failure)."""
     start = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **popen)  # type: ignore
     _, status, usage = os.wait4(process.pid, 0)

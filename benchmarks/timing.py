@@ -37,8 +37,7 @@ class Clock:
         return self.stamps[-1] - self.stamps[0]
 
     def per_evaluation(self, skip: int = 1) -> float | None:
-        """The median time of the evaluations after the first ``skip`` (None when none is left); an evaluation's
-        time is from the previous one's end (the first's: from the start, set-up included)."""
+        """The median time of the evaluations after the first ``skip``, each from the previous one's end (or None)."""
         times = [b - a for a, b in zip(self.stamps, self.stamps[1:])][skip:]
         return statistics.median(times) if times else None
 

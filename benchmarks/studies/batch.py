@@ -105,9 +105,8 @@ def _run_engines(folder: Path, size: int, args: argparse.Namespace, env: dict, r
 
 
 class LocalCluster:
-    """A Ray cluster on this machine: a head with no CPUs (it schedules only) and ``nodes`` worker nodes
-    of one CPU each, each node with its own temp folder; stopped on exit. Run it inside a network
-    namespace with only loopback (see ``main``): Ray advertises the machine's address otherwise."""
+    """A Ray cluster here: a head that only schedules and ``nodes`` one-CPU worker nodes, stopped on exit; run in a
+    loopback-only network namespace (``main``), else Ray advertises the machine's address."""
 
     PORT = 6392
 

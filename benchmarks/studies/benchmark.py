@@ -151,8 +151,8 @@ def _probe(size: int, name: str, steps: int, device: torch.device, net: argparse
 
 
 def scored(run: dict[str, Any], score: Scorer, default: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A ``timed_run``'s figures, its pictures scored by ``score``; with the ``default``'s scored figures (and its
-    run as ``default["run"]``), the ratios to it and when it first came within 5 % of the default's best."""
+    """A ``timed_run``'s figures scored by ``score``; with the ``default``'s, the ratios to it and when it first came
+    within 5 % of the default's best."""
     best = run["best"]["image"] if run["best"]["image"] is not None else score.content  # none: the start image
     row = {"wall_s": run["wall_s"], "cpu_s": run["cpu_s"], "evaluations": run["evaluations"],
            "final_size_evaluations": run["final_size_evaluations"], "best_fp32_loss": score(best),
@@ -177,8 +177,7 @@ def scored(run: dict[str, Any], score: Scorer, default: dict[str, Any] | None = 
 
 def quality_seed(seed: int, network: Any, weights: str, size: int, device: torch.device,
                  args: argparse.Namespace) -> dict[str, Any]:
-    """One network through ``stylize()`` (the weights file, preprocessing, loss weights and ``--steps`` alike): the
-    default, --fast and with ``control`` channels_last fp32 at one size, scored by the default's fp32 loss."""
+    """One network through ``stylize()``: the default, --fast and (a control seed) channels_last fp32, scored alike."""
     score = Scorer(network, size, (STYLE_WEIGHT, CONTENT_WEIGHT), device)
     common = {"size": size, "steps": args.evals, "style_weight": STYLE_WEIGHT, "content_weight": CONTENT_WEIGHT,
               "model": network.model, "weights": weights, "preprocess": network.preprocess, "device": str(device)}
@@ -218,9 +217,8 @@ def _summary(runs: list[dict[str, Any]], name: str) -> dict[str, Any]:
 
 
 def quality_runs(network: Any, size: int, device: torch.device, args: argparse.Namespace) -> dict[str, Any]:
-    """The default and the product's --fast for the same ``--steps``, per network: with random weights each seed is
-    a network (its state dict saved to a file both runs load, as a user's ``--weights FILE``); LBFGS is chaotic
-    there, so the summary gives medians and ranges over the seeds."""
+    """The default and --fast for the same ``--steps`` on each network (random weights: a seed's state dict in a file,
+    as a user's ``--weights FILE``); LBFGS is chaotic there, so medians and ranges over the seeds."""
     runs = []
     with tempfile.TemporaryDirectory() as folder:
         for seed in range(args.seeds):
@@ -242,8 +240,7 @@ def quality_runs(network: Any, size: int, device: torch.device, args: argparse.N
 
 
 def verdict(entry: dict[str, Any]) -> dict[str, Any]:
-    """Issue 12's target: --fast's best-image fp32 loss within 5 % of the default's (median over networks) in at
-    most 1/3 of its wall time (median), with peak memory at or below its."""
+    """Issue 12's target: --fast's best fp32 loss within 5 % of the default's in 1/3 of its wall, no more memory."""
     fast = entry["quality"]["fast"]
     loss_ok = fast["best_loss_ratio_median"] <= WITHIN
     time_ok = fast["wall_ratio_median"] <= TARGET_WALL_RATIO

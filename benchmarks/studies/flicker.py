@@ -118,8 +118,7 @@ def style_picture(size: int = 64, seed: int = 1) -> "object":
 
 
 def measure(folder: str, style: object, config: object, settings: object, size: int) -> dict:
-    """One mode over the clip in ``folder``: seconds per frame, flow's share, warping error, and the later frames'
-    style and content losses (of the frames handed back; the consistent mode's include no temporal term)."""
+    """One mode over the clip in ``folder``: seconds per frame, flow's share, warping error, later frames' losses."""
     from style_transfer.video.runner import VideoRun, flicker
 
     video = VideoRun(folder, [style], config, settings)
