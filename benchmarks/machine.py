@@ -41,12 +41,10 @@ def _cpuinfo() -> tuple[str | None, set[str] | None]:
 def _nvidia_driver() -> str | None:
     """The NVIDIA driver version from ``nvidia-smi``, or None when it cannot be asked."""
     try:
-        done = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=20, check=False)
-    except (OSError, subprocess.SubprocessError):
+        return subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True,
+                              text=True, timeout=20, check=True).stdout.split()[0]
+    except (OSError, subprocess.SubprocessError, IndexError):
         return None
-    lines = done.stdout.strip().splitlines()
-    return lines[0].strip() if done.returncode == 0 and lines else None
 
 
 def gpu_info(device: torch.device) -> dict[str, Any]:
@@ -59,10 +57,8 @@ def gpu_info(device: torch.device) -> dict[str, Any]:
 
 
 def describe(device: torch.device, label: str | None = None) -> dict[str, Any]:
-    """The machine block: CPU, its kernels, threads, versions and, on CUDA, the GPU.
-
-    Never a hostname or user name: the block is committed with the figures.
-    """
+    """The machine block: CPU, its kernels, threads, versions and, on CUDA, the GPU; never a hostname or user name
+    (the block is committed with the figures)."""
     model, flags = _cpuinfo()
     try:
         affinity: int | None = len(os.sched_getaffinity(0))
@@ -99,14 +95,11 @@ def summary(machine: dict[str, Any]) -> str:
     def known(value: Any, text: str | None = None) -> str:
         return "unknown" if value is None else (text if text is not None else str(value))
 
-    parts = []
-    if machine.get("description"):
-        parts.append(machine["description"])
-    if machine.get("cpu_model") or not machine.get("description"):
+    parts = [machine["description"]] if machine.get("description") else []
+    if machine.get("cpu_model") or not parts:
         arch = machine.get("architecture")
         parts.append(f"CPU {known(machine.get('cpu_model'))}" + (f" ({arch})" if arch else ""))
-    flags = machine.get("cpu_flags") or {}
-    present = [name for name, on in flags.items() if on]
+    present = [name for name, on in (machine.get("cpu_flags") or {}).items() if on]
     parts.append(f"torch capability {known(machine.get('cpu_capability'))}"
                  + (f" (CPU flags: {', '.join(present)})" if present else ""))
     bf16 = machine.get("bf16_native_cpu")
@@ -114,13 +107,11 @@ def summary(machine: dict[str, Any]) -> str:
     threads, cores = machine.get("threads"), machine.get("physical_cores")
     parts.append(f"{known(threads)} thread{'' if threads == 1 else 's'} on {known(cores)} physical "
                  f"core{'' if cores == 1 else 's'}")
-    env = machine.get("kernel_env") or {}
-    if env:
-        parts.append(" ".join(f"{k}={v}" for k, v in env.items()))
+    if machine.get("kernel_env"):
+        parts.append(" ".join(f"{k}={v}" for k, v in machine["kernel_env"].items()))
     parts.append(f"torch {known(machine.get('torch'))}, torchvision {known(machine.get('torchvision'))}, "
                  f"Python {known(machine.get('python'))}")
-    gpu = machine.get("gpu")
-    if gpu:
+    if gpu := machine.get("gpu"):
         parts.append(f"GPU {gpu['name']} (capability {gpu['capability']}, CUDA {known(gpu.get('cuda'))}, "
                      f"driver {known(gpu.get('driver'))})")
     if machine.get("date"):

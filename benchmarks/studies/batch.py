@@ -3,13 +3,9 @@
     nice -n 19 python -m benchmarks batch --sizes 64 --steps 20 --pictures 4
     python -m benchmarks batch --sizes 256,512 --steps 20 --pictures 4 --ray-nodes 1,2 --json out.json
 
-At each size, on the same N pictures in one style: a loop of ``python -m style_transfer`` (one process a picture);
-``stylize-batch`` in one process (and with ``--workers 2`` on two CPUs); with ``--ray-nodes`` ``--engine ray`` on a
-Ray cluster started here per node count (a head that only schedules, one-CPU worker nodes, in a loopback-only
-network namespace: root and ``unshare``); with ``--ray-address`` on a running cluster. Per engine: wall time per
-picture, pictures per hour, and the time per picture beyond the evaluations (wall time times the processes at
-once, less the optimisation seconds each output's record holds): start-up, the model, the targets, writing.
-Ratios hold within one run only.
+The same N pictures in one style: a loop of ``stylize`` processes, ``stylize-batch`` (one process; ``--workers 2``),
+``--engine ray`` on clusters started here (``--ray-nodes``: root and ``unshare``) or a running one (``--ray-address``).
+The rows (pictures per hour, time per picture beyond the evaluations): docs/batch.md, "Measured".
 """
 
 from __future__ import annotations
@@ -48,23 +44,18 @@ def _inputs(folder: Path, count: int, size: int) -> tuple[list[Path], Path]:
     return contents, style
 
 
-def _optimising(outputs: list[Path]) -> float:
-    return sum(float((read_record(p) or {}).get("seconds", 0.0)) for p in outputs)
-
-
 def _row(name: str, wall: float, outputs: list[Path], at_once: int = 1) -> dict:
     n = len(outputs)
-    evaluations = _optimising(outputs)
+    optimising = sum(float((read_record(p) or {}).get("seconds", 0.0)) for p in outputs)  # the records' seconds
     return {"engine": name, "pictures": n, "processes_at_once": at_once, "wall_s": round(wall, 2),
             "per_picture_s": round(wall / n, 3), "pictures_per_hour": round(3600 * n / wall, 1),
-            "optimising_per_picture_s": round(evaluations / n, 3),
-            "beyond_evaluations_per_picture_s": round((wall * at_once - evaluations) / n, 3)}
+            "optimising_per_picture_s": round(optimising / n, 3),
+            "beyond_evaluations_per_picture_s": round((wall * at_once - optimising) / n, 3)}
 
 
 def _run_engines(folder: Path, size: int, args: argparse.Namespace, env: dict, ray_address: str | None,
                  node_counts: list[int], preprocessings: set[str] | None = None) -> list[dict]:
-    """One size: the loop, the local engine (one process; two with two CPUs), Ray at each node count.
-
+    """One size: the loop, the local engine (one process; two with two CPUs), Ray at each node count;
     ``preprocessings`` gets the preprocessing each output's record names (what the weights told the commands)."""
     settings = ["--size", str(size), "--steps", str(args.steps), "--model", args.model, "--weights", args.weights,
                 "--device", "cpu", "--threads", str(args.threads)]
@@ -114,9 +105,8 @@ def _run_engines(folder: Path, size: int, args: argparse.Namespace, env: dict, r
 
 
 class LocalCluster:
-    """A Ray cluster on this machine: a head with no CPUs (it schedules only) and ``nodes`` worker nodes
-    of one CPU each, each node with its own temp folder; stopped on exit. Run it inside a network
-    namespace with only loopback (see ``main``): Ray advertises the machine's address otherwise."""
+    """A Ray cluster here: a head that only schedules and ``nodes`` one-CPU worker nodes, stopped on exit; run in a
+    loopback-only network namespace (``main``), else Ray advertises the machine's address."""
 
     PORT = 6392
 

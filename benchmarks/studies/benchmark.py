@@ -17,7 +17,6 @@ import dataclasses
 import json
 import math
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,7 +39,6 @@ from ..scoring import CONTENT, STYLE, WITHIN, Scorer, first_within, spread, time
 
 TARGET_SIZE, TARGET_WALL_RATIO = 512, 1 / 3  # issue 12: --fast to the default's quality in 1/3 of its time, 512 px
 STYLE_WEIGHT, CONTENT_WEIGHT = 1e6, 1.0  # the preset's for the network's input scale, times --loss-scale (main)
-LOSS_SCALE = 1.0
 
 # Each path as StyleConfig speed fields; "default" is the tutorial's computation.
 PATHS: dict[str, dict[str, Any]] = {
@@ -100,9 +98,8 @@ def evaluate(built: tuple[Any, list, list], image: torch.Tensor) -> float:
 
 def time_paths(network: Any, size: int, names: list[str], device: torch.device,
                rounds: int, warmup: int) -> dict[str, dict[str, float]]:
-    """Median s/evaluation (interleaved: every path sees the same load), FLOPs and FLOP/s of each path.
-
-    A bf16 model runs in bf16 from its first evaluation here (the steady state; a run's first step is float32)."""
+    """Median s/evaluation (interleaved: every path sees the same load), FLOPs and FLOP/s of each path; a bf16 model
+    runs in bf16 from its first evaluation here (the steady state; a run's first step is float32)."""
     content, style = load_image(CONTENT, size, device), load_image(STYLE, size, device)
     built = {}
     for name in names:
@@ -133,35 +130,29 @@ def probe_memory(size: int, name: str, steps: int, device: torch.device, net: ar
     """Peak memory of one path's run: a child process's (CPU) or max_memory_allocated (CUDA)."""
     if device.type == "cuda":
         return _probe(size, name, steps, device, net)
-    command = [sys.executable, "-m", "benchmarks", "benchmark", "--probe", str(size), name, str(steps),
-               "--threads", str(torch.get_num_threads()), "--loss-scale", str(LOSS_SCALE),
-               "--model", net.model, "--weights", net.weights, *(["--preprocess", net.preprocess] if net.preprocess
-                                                                  else [])]
-    done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=reports.RESULTS.parent.parent)
-    if done.returncode != 0:
-        raise RuntimeError(f"memory probe {size} px {name} failed: {done.stderr.strip().splitlines()[-1:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(memory.child(
+        f"memory probe {size} px {name}", "-m", "benchmarks", "benchmark", "--probe", str(size), name, str(steps),
+        "--threads", str(torch.get_num_threads()), "--loss-scale", str(net.loss_scale), "--model", net.model,
+        "--weights", net.weights, *(["--preprocess", net.preprocess] if net.preprocess else [])))
 
 
 def _probe(size: int, name: str, steps: int, device: torch.device, net: argparse.Namespace) -> dict[str, Any]:
-    """``stylize()`` on the path at ``size``, its peak from after the images are read (the weights' loading in it).
-
-    --fast's coarse-to-fine sizes run one LBFGS step each, then at ``size`` the default's evaluations: its peak."""
+    """``stylize()`` on the path at ``size``, its peak from after the images are read (the weights' loading in it);
+    --fast's coarse-to-fine sizes run one LBFGS step each, then at ``size`` the default's evaluations."""
     content, style = load_image(CONTENT, size, device), load_image(STYLE, size, device)
     config = networks.config(net, size=size, steps=steps, style_weight=STYLE_WEIGHT, content_weight=CONTENT_WEIGHT,
                              device=str(device), **PATHS[name])
     if config.scales > 1:
         config = dataclasses.replace(config, scale_steps=(1,) * (config.scales - 1) + (planned_evaluations(steps),))
-    base = memory.reset_peak(device)
-    stylize(content, style, config)
-    peak = memory.peak_mib(device)
-    return {"peak_mib": peak, "base_mib": base, "run_mib": peak - base,
-            "sizes": scale_sizes(size, config.scales), "scale_steps": list(config.scale_steps) or [steps]}
+    run = timing.clocked(lambda clock: stylize(content, style, config), device)
+    return {"peak_mib": run["peak_mib"], "base_mib": run["base_mib"], "run_mib": run["peak_mib"] - run["base_mib"],
+            "stopped": run["stopped"], "sizes": scale_sizes(size, config.scales),
+            "scale_steps": list(config.scale_steps) or [steps]}
 
 
 def scored(run: dict[str, Any], score: Scorer, default: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A ``timed_run``'s figures, its pictures scored by ``score``; with the ``default``'s scored figures (and its
-    run as ``default["run"]``), the ratios to it and when it first came within 5 % of the default's best."""
+    """A ``timed_run``'s figures scored by ``score``; with the ``default``'s, the ratios to it and when it first came
+    within 5 % of the default's best."""
     best = run["best"]["image"] if run["best"]["image"] is not None else score.content  # none: the start image
     row = {"wall_s": run["wall_s"], "cpu_s": run["cpu_s"], "evaluations": run["evaluations"],
            "final_size_evaluations": run["final_size_evaluations"], "best_fp32_loss": score(best),
@@ -184,16 +175,16 @@ def scored(run: dict[str, Any], score: Scorer, default: dict[str, Any] | None = 
     return row
 
 
-def quality_seed(seed: int, network: Any, weights: str, size: int, device: torch.device, evals: int, control: bool,
-                 images: Path | None) -> dict[str, Any]:
-    """One network through ``stylize()`` (the weights file, preprocessing, loss weights and ``--steps`` alike): the
-    default, --fast and with ``control`` channels_last fp32 at one size, scored by the default's fp32 loss."""
+def quality_seed(seed: int, network: Any, weights: str, size: int, device: torch.device,
+                 args: argparse.Namespace) -> dict[str, Any]:
+    """One network through ``stylize()``: the default, --fast and (a control seed) channels_last fp32, scored alike."""
     score = Scorer(network, size, (STYLE_WEIGHT, CONTENT_WEIGHT), device)
-    common = {"size": size, "steps": evals, "style_weight": STYLE_WEIGHT, "content_weight": CONTENT_WEIGHT,
+    common = {"size": size, "steps": args.evals, "style_weight": STYLE_WEIGHT, "content_weight": CONTENT_WEIGHT,
               "model": network.model, "weights": weights, "preprocess": network.preprocess, "device": str(device)}
     result: dict[str, Any] = {"seed": seed, "default": scored(timed_run(StyleConfig(**common), score.shape), score)}
     target = result["default"]["best_fp32_loss"] * WITHIN
-    for name, fields in (("fast", {"fast": True}), ("control", {"channels_last": True}))[:2 if control else 1]:
+    candidates = (("fast", {"fast": True}), ("control", {"channels_last": True}))
+    for name, fields in candidates[:2 if seed < args.control_seeds else 1]:
         run = timed_run(StyleConfig(**fields, **common), score.shape, keep_below=target)
         result[name] = scored(run, score, result["default"])
     d, f = result["default"], result["fast"]
@@ -206,9 +197,9 @@ def quality_seed(seed: int, network: Any, weights: str, size: int, device: torch
           flush=True)
     for name in ("default", "fast", "control"):
         image = result.get(name, {}).pop("best_image", None)
-        if images is not None and image is not None:
-            images.mkdir(parents=True, exist_ok=True)
-            save_image(image.clamp(0, 1).cpu(), images / f"{size}px-seed{seed}-best-{name}.png")
+        if args.images and image is not None:
+            Path(args.images).mkdir(parents=True, exist_ok=True)
+            save_image(image.clamp(0, 1).cpu(), Path(args.images) / f"{size}px-seed{seed}-best-{name}.png")
     return result
 
 
@@ -225,24 +216,22 @@ def _summary(runs: list[dict[str, Any]], name: str) -> dict[str, Any]:
     return summary
 
 
-def quality_runs(network: Any, weights: str, size: int, device: torch.device, evals: int,
-                 seeds: int, control_seeds: int, images: Path | None = None) -> dict[str, Any]:
-    """The default and the product's --fast for the same ``--steps``, per network: with random weights each seed is
-    a network (its state dict saved to a file both runs load, as a user's ``--weights FILE``); LBFGS is chaotic
-    there, so the summary gives medians and ranges over the seeds."""
+def quality_runs(network: Any, size: int, device: torch.device, args: argparse.Namespace) -> dict[str, Any]:
+    """The default and --fast for the same ``--steps`` on each network (random weights: a seed's state dict in a file,
+    as a user's ``--weights FILE``); LBFGS is chaotic there, so medians and ranges over the seeds."""
     runs = []
     with tempfile.TemporaryDirectory() as folder:
-        for seed in range(seeds):
-            net, path = network, weights
-            if weights == "random":
+        for seed in range(args.seeds):
+            net, path = network, args.weights
+            if args.weights == "random":
                 features = networks.random_features(network.model, seed)
                 path = str(Path(folder) / f"{network.model}-random-{seed}.pth")
                 torch.save(features.state_dict(), path)
                 net = networks.wrap(features.to(device), network.model, network.preprocess)
-            runs.append(quality_seed(seed, net, path, size, device, evals, seed < control_seeds, images))
-    plan = fast_plan(size, evals)
+            runs.append(quality_seed(seed, net, path, size, device, args))
+    plan = fast_plan(size, args.evals)
     quality: dict[str, Any] = {
-        "steps": evals, "default_evaluations": planned_evaluations(evals), "fast_sizes": list(plan.sizes),
+        "steps": args.evals, "default_evaluations": planned_evaluations(args.evals), "fast_sizes": list(plan.sizes),
         "fast_budgets": list(plan.budgets), "seeds": runs,
         "default": spread([run["default"]["wall_s"] for run in runs], "wall_s"), "fast": _summary(runs, "fast")}
     if any("control" in run for run in runs):
@@ -251,8 +240,7 @@ def quality_runs(network: Any, weights: str, size: int, device: torch.device, ev
 
 
 def verdict(entry: dict[str, Any]) -> dict[str, Any]:
-    """Issue 12's target: --fast's best-image fp32 loss within 5 % of the default's (median over networks) in at
-    most 1/3 of its wall time (median), with peak memory at or below its."""
+    """Issue 12's target: --fast's best fp32 loss within 5 % of the default's in 1/3 of its wall, no more memory."""
     fast = entry["quality"]["fast"]
     loss_ok = fast["best_loss_ratio_median"] <= WITHIN
     time_ok = fast["wall_ratio_median"] <= TARGET_WALL_RATIO
@@ -299,13 +287,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.markdown:
         print(markdown(json.loads(Path(args.markdown).read_text())))
         return 0
-    global STYLE_WEIGHT, CONTENT_WEIGHT, LOSS_SCALE
+    global STYLE_WEIGHT, CONTENT_WEIGHT
     try:
         STYLE_WEIGHT, CONTENT_WEIGHT = networks.loss_weights(args)  # sets args.loss_scale as resolved
-    except ValueError as exc:  # an ONNX file that does not tell its preprocessing
+        network = None if args.probe else networks.load(args)  # random: load_network(model, "random"), seed 0
+    except (StyleTransferError, ValueError) as exc:  # a weights file missing, or not telling its preprocessing
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    LOSS_SCALE = args.loss_scale
     threads = args.threads or physical_cores()
     torch.set_num_threads(threads)  # a script owns its process; the library never does this
     device = torch.device(args.device)
@@ -321,13 +309,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     bf16 = bf16_supported(device)
     names = [n for n in PATHS if bf16 or n not in BF16_PATHS]
-    try:
-        network = networks.load(args)  # random: load_network(model, "random"), seed 0
-    except (StyleTransferError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     network.features.to(device)
-    if not networks.is_random(args):
+    if not args.weights == "random":
         args.seeds = 1  # one network: the given weights
     report: dict[str, Any] = reports.start(
         args, networks.block_of(network, args.weights), device, args.label, **{
@@ -362,8 +345,7 @@ def main(argv: list[str] | None = None) -> int:
             report["notes"].append(f"{size} px: quality runs skipped (estimated {estimate:.0f} s, "
                                    f"{spent:.0f} s spent of the {args.budget_s:.0f} s budget)")
         else:
-            entry["quality"] = quality_runs(network, args.weights, size, device, args.evals, args.seeds,
-                                            args.control_seeds, Path(args.images) if args.images else None)
+            entry["quality"] = quality_runs(network, size, device, args)
             entry["verdict"] = verdict(entry)
         report["sizes"].append(entry)
         reports.write(report, out)  # so far: a later failure keeps the sizes done

@@ -1,10 +1,6 @@
-"""The edge strip (issue 33, item 12): how much busier each edge of a picture is than the band just inside it,
-without a border and with ``--margin``.
+"""The edge strip (issue 33): how much busier each edge of a picture is than the band 5 to 15 px inside it.
 
-For each pair and margin, one default-path run; for each edge of the picture, the mean absolute difference
-between neighbouring rows (columns) over the 3 outermost pairs, divided by the same over the pairs 5 to 15 px
-in: 1 is an edge like the band inside it, 1.5 a strip half again as busy. The content image's own ratios are
-printed beside them (a photo may be busy at an edge by itself). Writes a JSON naming the machine.
+Without a border and with ``--margin``, beside the photo's own (docs/usage.md, "Edges"):
 
     python -m benchmarks edges --weights original --size 128 --margins 0 12
 """

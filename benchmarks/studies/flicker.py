@@ -4,13 +4,9 @@
     python -m benchmarks flicker --real --clip texture --clip pan --clip zoom --size 48 --size 128 --frames 8 \\
         --steps 300 --control --json benchmarks/results/video_clips/DATE-CLASS-NETS-SIZEpx.json   # docs/video.md
 
-Clips, made at the working size (motion given at 48 px, in proportion at others): ``pattern`` (default), smooth
-random sinusoids moving (3, 2) px a frame behind a still dark square, in a stripy synthetic style; ``texture``,
-random 2x2 blocks panned (2, 1) px a frame; ``pan``, a window moving (3, 1) px a frame over images/chelsea.png;
-``zoom``, into images/coffee.png by 4 % a frame; these three in images/ihc.png. Each runs frame by frame and in the
-consistent mode at each ``--temporal-weight``; ``--control`` adds the consistent mode in channels_last float32
-(another summation order: LBFGS's chaos). Rows: warping error and its ratio to frame by frame's, seconds per
-frame, flow's share of them, the later frames' style and content losses. ``--real``: both installed real networks.
+Clips made at the working size: ``pattern`` (``moving_pattern`` in a stripy synthetic style) and the photo clips of
+``make_clip`` in images/ihc.png. Each runs frame by frame and consistent at each ``--temporal-weight`` (``--control``:
+also channels_last float32, LBFGS's chaos); the rows: docs/video.md, "The flicker figure".
 """
 
 from __future__ import annotations
@@ -122,8 +118,7 @@ def style_picture(size: int = 64, seed: int = 1) -> "object":
 
 
 def measure(folder: str, style: object, config: object, settings: object, size: int) -> dict:
-    """One mode over the clip in ``folder``: seconds per frame, flow's share, warping error, and the later frames'
-    style and content losses (of the frames handed back; the consistent mode's include no temporal term)."""
+    """One mode over the clip in ``folder``: seconds per frame, flow's share, warping error, later frames' losses."""
     from style_transfer.video.runner import VideoRun, flicker
 
     video = VideoRun(folder, [style], config, settings)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import dataclasses
 import json
 import math
 import os
@@ -28,15 +29,14 @@ from typing import Any
 import torch
 
 from style_transfer import StyleConfig, TransferSettings, stylize
-from style_transfer.errors import RunStopped, StyleTransferError
+from style_transfer.errors import StyleTransferError
 from style_transfer.io.images import load_image
 from style_transfer.fast.fast import accelerator, speed_from_config
 from style_transfer.fast.hardware import bf16_supported
 from style_transfer.fast.kernels import _gram_forward
 
-from .. import memory, network as networks, report as reports
+from .. import network as networks, report as reports, timing
 from ..scoring import CONTENT, STYLE
-from ..timing import Clock, sync
 
 STYLE_WEIGHT, CONTENT_WEIGHT = 1e6 * 1000, 1.0 * 1000  # the tutorial's x1000: LBFGS stores curvature pairs
 # (random weights; real weights: the preset's for their input scale, times --loss-scale; set in main)
@@ -100,12 +100,8 @@ def cuda_flags() -> dict[str, Any]:
 
 def first_evaluation(network: Any, content: torch.Tensor, style: torch.Tensor,
                      device: torch.device, dtype: torch.dtype) -> tuple[float, torch.Tensor]:
-    """The loss and image gradient of one closure evaluation from the content image.
-
-    ``network``'s features, ``content`` and ``style`` (CPU, float32) are copied to ``device`` and ``dtype``
-    (its preprocessing module keeps float32 buffers, as the tutorial's); the gradient comes back on the CPU
-    in float64.
-    """
+    """The loss and image gradient (on the CPU, float64) of one evaluation from the content image, the network and
+    images copied to ``device`` and ``dtype`` (the preprocessing keeps float32 buffers, as the tutorial's)."""
     copied = networks.wrap(copy.deepcopy(network.features).to(device=device, dtype=dtype), network.model,
                            network.preprocess)
     content, style = content.to(device, dtype), style.to(device, dtype)
@@ -159,53 +155,42 @@ def check_first_evaluation(device: torch.device, size: int, network: Any) -> dic
 
 def seconds_per_evaluation(network: Any, config: StyleConfig, device: torch.device,
                            smoke: bool) -> dict[str, Any]:
-    """Median interval between evaluations at ``config.size`` in a run of two LBFGS steps (smoke: one).
-
-    The timed intervals are those of evaluations 22 to 40, in the second step (smoke: 3 to 20), so
-    start-up costs, a bf16 run's float32 first step and the first evaluation after it are left out.
-    """
+    """Median interval between evaluations 22 to 40 at ``config.size`` (smoke: 3 to 20): the second LBFGS step, so
+    start-up, a bf16 run's float32 first step and the evaluation after it are left out."""
     speed = speed_from_config(config, device)
     content, style = load_image(CONTENT, config.size, device), load_image(STYLE, config.size, device)
-    clock = Clock(device)
     steps = 1 if smoke else TIMED_STEPS
-    base = memory.reset_peak(device) if device.type == "cuda" else None  # CPU peaks: benchmark's
-    stopped = None
-    try:
-        settings = TransferSettings(progress=clock, accelerate=accelerator(speed), history_size=speed.history_size)
-        networks.transfer(network, content, style, steps, (config.style_weight, config.content_weight), settings)
-    except RunStopped as exc:
-        stopped = f"{type(exc).__name__} after {exc.step} evaluations"
+    settings = TransferSettings(accelerate=accelerator(speed), history_size=speed.history_size)
+    run = timing.clocked(lambda clock: networks.transfer(network, content, style, steps, (
+        config.style_weight, config.content_weight), dataclasses.replace(settings, progress=clock)), device,
+        peak=device.type == "cuda")  # CPU peaks: benchmark's
+    clock = run.pop("clock")
     # An LBFGS that stopped before the second step leaves what it ran, its first two evaluations left out.
     skip = 2 if smoke or clock.evaluations <= LBFGS_STEP + 1 else LBFGS_STEP + 1
     return {"s_per_eval": clock.per_evaluation(skip), "timed_intervals": max(clock.evaluations - skip, 0),
-            "evaluations": clock.evaluations, "shape": list(content.shape[-2:]), "speed": speed.__dict__,
-            "peak_mib": memory.peak_mib(device) if base is not None else None, "base_mib": base, "stopped": stopped}
+            "evaluations": clock.evaluations, "shape": list(content.shape[-2:]), "speed": speed.__dict__, **run}
 
 
 def whole_run(config: StyleConfig, device: torch.device) -> dict[str, Any]:
     """``stylize()`` from the files, as a user runs it: wall time, evaluations, peak memory."""
-    base = memory.reset_peak(device) if device.type == "cuda" else None  # CPU peaks: benchmark's
-    clock, stopped = Clock(device), None
-    try:
-        stylize(CONTENT, STYLE, config, progress=clock)
-    except RunStopped as exc:
-        stopped = f"{type(exc).__name__} after {exc.step} evaluations"
+    run = timing.clocked(lambda clock: stylize(CONTENT, STYLE, config, progress=clock), device,
+                         peak=device.type == "cuda")
+    clock = run.pop("clock")
     clock()  # the end, after the device finished
     return {"steps": config.steps, "evaluations": clock.evaluations - 1, "wall_s": clock.elapsed,
-            "first_evaluation_s": clock.stamps[1] - clock.stamps[0] if clock.evaluations > 1 else None,
-            "peak_mib": memory.peak_mib(device) if base is not None else None, "base_mib": base, "stopped": stopped,
+            "first_evaluation_s": clock.stamps[1] - clock.stamps[0] if clock.evaluations > 1 else None, **run,
             "scales": config.scales, "min_size": config.min_size, "scale_steps": list(config.scale_steps or ())}
 
 
-def time_paths(device: torch.device, sizes: list[int], steps: int, smoke: bool, started: float,
-               budget_s: float, notes: list[str], write: Any, network: Any,
-               net: argparse.Namespace) -> list[dict[str, Any]]:
+def time_paths(args: argparse.Namespace, device: torch.device, network: Any, started: float, notes: list[str],
+               write: Any) -> list[dict[str, Any]]:
     """Part 2: per size, the default path then --fast: seconds per evaluation, then a whole run."""
     network.features.to(device)
+    steps, budget_s = args.steps, args.budget_s
     rows: list[dict[str, Any]] = []
-    for size in sizes:
+    for size in args.sizes:
         for name in ("default", "fast"):
-            config = networks.config(net, size=size, steps=steps, device=str(device), fast=name == "fast",
+            config = networks.config(args, size=size, steps=steps, device=str(device), fast=name == "fast",
                                      style_weight=STYLE_WEIGHT, content_weight=CONTENT_WEIGHT)
             row: dict[str, Any] = {"size": size, "path": name}
             rows.append(row)
@@ -213,7 +198,7 @@ def time_paths(device: torch.device, sizes: list[int], steps: int, smoke: bool, 
                 notes.append(f"{size} px {name}: skipped, the {budget_s:.0f} s budget is spent")
                 continue
             try:
-                row["per_eval"] = seconds_per_evaluation(network, config, device, smoke)
+                row["per_eval"] = seconds_per_evaluation(network, config, device, args.smoke)
                 per_eval = row["per_eval"]["s_per_eval"] or 0.0
                 # Coarse-to-fine sizes cost less per evaluation; up to three extra LBFGS steps of rounding.
                 estimate = 1.3 * per_eval * (steps + 3 * LBFGS_STEP) + 5.0
@@ -231,11 +216,8 @@ def time_paths(device: torch.device, sizes: list[int], steps: int, smoke: bool, 
 # 3. The bf16 Gram's error bound.
 
 def gram_cases(smoke: bool) -> list[tuple[int, int, bool, bool]]:
-    """(channels, pixels, rows_last, signed) feature maps: 1 to 16 pixel chunks, a remainder, both layouts.
-
-    Signed maps stand for a convolution's output (the tutorial's style losses sit before the ReLU),
-    non-negative ones for a ReLU's.
-    """
+    """(channels, pixels, rows_last, signed) feature maps: 1 to 16 pixel chunks, a remainder, both layouts; signed:
+    a convolution's output (the tutorial's style losses sit before the ReLU), else a ReLU's."""
     if smoke:
         return [(16, 1024, False, True), (32, 4096 + 3, True, True), (16, 2048, False, False)]
     return [(64, 128 * 128, False, True), (64, 128 * 128 + 5, True, True), (128, 96 * 64, True, False),
@@ -243,11 +225,8 @@ def gram_cases(smoke: bool) -> list[tuple[int, int, bool, bool]]:
 
 
 def gram_error_ratio(features: torch.Tensor, gram: torch.Tensor, rows_last: bool, n: int) -> dict[str, float]:
-    """Largest ``|gram - exact| / bound`` over the entries, for ``exact`` the float64 Gram of ``features``.
-
-    ``bound = 2^-8 * sum_m |F_im F_jm| / n``. An entry whose bound is 0 (an all-zero channel) must be
-    exact: its ratio counts as infinite otherwise.
-    """
+    """Largest ``|gram - exact| / bound`` over the entries (``exact``: the float64 Gram of ``features``; ``bound =
+    2^-8 * sum_m |F_im F_jm| / n``); an entry whose bound is 0 (an all-zero channel) must be exact, else infinite."""
     f = features.detach().to("cpu", torch.float64)
     f = f.t() if rows_last else f  # (channels, pixels)
     exact = f @ f.t() / n
@@ -272,7 +251,7 @@ def check_bf16_gram(device: torch.device, smoke: bool) -> dict[str, Any]:
         features = (values.t().contiguous() if rows_last else values).to(torch.bfloat16).to(device)
         n = channels * pixels  # the Gram's normalisation for a (1, C, H, W) map: its numel
         gram = _gram_forward(features, rows_last, n)
-        sync(device)
+        timing.sync(device)
         cases.append({"channels": channels, "pixels": pixels, "rows_last": rows_last, "signed": signed,
                       "gram_dtype": str(gram.dtype), **gram_error_ratio(features, gram, rows_last, n)})
     worst = max(case["max_ratio"] for case in cases)
@@ -286,7 +265,7 @@ def check_bf16_gram(device: torch.device, smoke: bool) -> dict[str, Any]:
 
 def run(args: argparse.Namespace, device: torch.device, network: Any) -> int:
     started = time.perf_counter()
-    random = networks.is_random(args)
+    random = args.weights == "random"
     report: dict[str, Any] = reports.start(args, networks.block_of(network, args.weights), device, args.label, **{
         "device": str(device), "smoke": args.smoke, "passed": None,
         "settings": {"style_weight": STYLE_WEIGHT, "content_weight": CONTENT_WEIGHT,
@@ -307,8 +286,7 @@ def run(args: argparse.Namespace, device: torch.device, network: Any) -> int:
     gram = report["checks"]["bf16_gram"] = check_bf16_gram(device, args.smoke)
     print(check_rows(report)[-1], flush=True)
     write()
-    report["timings"] = time_paths(device, args.sizes, args.steps, args.smoke, started, args.budget_s,
-                                   report["notes"], write, network, args)
+    report["timings"] = time_paths(args, device, network, started, report["notes"], write)
     print("\n".join(timing_rows(report)))
     failed = [name for name, check in report["checks"].items() if check["passed"] is False]
     failed += [f"{row['size']} px {row['path']}" for row in report["timings"] if "error" in row]
@@ -367,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     if reports.bad_label(args.label):
         return 2
     try:
-        device = torch.device(args.device)
+        device: torch.device | None = torch.device(args.device)
     except RuntimeError:
         device = None
     if device is None or device.type not in ("cuda", "cpu"):

