@@ -29,7 +29,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from style_transfer import StyleConfig, stylize
 from style_transfer.core.steps import planned_evaluations
 from style_transfer.errors import StyleTransferError
-from style_transfer.io.images import load_image, save_image
+from style_transfer.io.images import load_image
 from style_transfer.run.plans import FAST_STEPS_SHARE, RunPlan, plan_run, scale_sizes
 from style_transfer.fast.fast import accelerate, speed_from_config
 from style_transfer.fast.hardware import bf16_supported, physical_cores
@@ -59,7 +59,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--evals", type=int, default=300, help="--steps of the quality runs (default and --fast)")
     parser.add_argument("--seeds", type=int, default=5,
                         help="networks of the quality runs (random weight seeds 0..N-1; one with real weights)")
-    parser.add_argument("--images", metavar="DIR", default=None, help="write each quality run's best image there")
     parser.add_argument("--control-seeds", type=int, default=None,
                         help="how many seeds also run the channels_last fp32 control (default 0; --smoke: 2)")
     parser.add_argument("--rounds", type=int, default=5, help="timed evaluations per path and size")
@@ -196,10 +195,7 @@ def quality_seed(seed: int, network: Any, weights: str, size: int, device: torch
                                 for name, row in result.items() if name != "seed" and row["non_finite_after"]),
           flush=True)
     for name in ("default", "fast", "control"):
-        image = result.get(name, {}).pop("best_image", None)
-        if args.images and image is not None:
-            Path(args.images).mkdir(parents=True, exist_ok=True)
-            save_image(image.clamp(0, 1).cpu(), Path(args.images) / f"{size}px-seed{seed}-best-{name}.png")
+        result.get(name, {}).pop("best_image", None)
     return result
 
 
@@ -241,22 +237,19 @@ def quality_runs(network: Any, size: int, device: torch.device, args: argparse.N
 
 def verdict(entry: dict[str, Any]) -> dict[str, Any]:
     """Issue 12's target: --fast's best fp32 loss within 5 % of the default's in 1/3 of its wall, no more memory."""
-    fast = entry["quality"]["fast"]
-    loss_ok = fast["best_loss_ratio_median"] <= WITHIN
-    time_ok = fast["wall_ratio_median"] <= TARGET_WALL_RATIO
-    peak_default, peak_fast = entry["peak_mib_default"], entry["peak_mib_fast"]
-    memory_ok = peak_fast <= peak_default
+    fast, peak_default, peak_fast = entry["quality"]["fast"], entry["peak_mib_default"], entry["peak_mib_fast"]
+    ok = {"loss_ok": fast["best_loss_ratio_median"] <= WITHIN,
+          "time_ok": fast["wall_ratio_median"] <= TARGET_WALL_RATIO, "memory_ok": peak_fast <= peak_default}
     reach = fast["within_5pct_ratio_median"]
-    line = (f"{entry['size']} px: --fast {'meets' if loss_ok and time_ok and memory_ok else 'misses'} the target "
+    line = (f"{entry['size']} px: --fast {'meets' if all(ok.values()) else 'misses'} the target "
             f"(best-image fp32 loss within 5 % of the default's, in at most 1/3 of its wall time, peak memory at or "
             f"below its; medians over {fast['count']} network{'' if fast['count'] == 1 else 's'}): best-loss ratio "
-            f"{fast['best_loss_ratio_median']:.3f} ({'ok' if loss_ok else 'over 1.05'}), wall ratio "
-            f"{fast['wall_ratio_median']:.3f} ({'ok' if time_ok else 'over 1/3'}), peak {peak_fast:.0f} MiB against "
-            f"{peak_default:.0f} ({'ok' if memory_ok else 'over'}); within 5 % on {fast['within_5pct']} of "
-            f"{fast['count']}, first within 5 % at {'never' if reach is None else f'{reach:.3f}'} of the default's "
+            f"{fast['best_loss_ratio_median']:.3f} ({'ok' if ok['loss_ok'] else 'over 1.05'}), wall ratio "
+            f"{fast['wall_ratio_median']:.3f} ({'ok' if ok['time_ok'] else 'over 1/3'}), peak {peak_fast:.0f} MiB "
+            f"against {peak_default:.0f} ({'ok' if ok['memory_ok'] else 'over'}); within 5 % on {fast['within_5pct']} "
+            f"of {fast['count']}, first within 5 % at {'never' if reach is None else f'{reach:.3f}'} of the default's "
             "wall (median)")
-    return {"size": entry["size"], "meets": loss_ok and time_ok and memory_ok, "loss_ok": loss_ok,
-            "time_ok": time_ok, "memory_ok": memory_ok, "line": line}
+    return {"size": entry["size"], "meets": all(ok.values()), **ok, "line": line}
 
 
 def quality_estimate(entry: dict[str, Any], evals: int, seeds: int, control_seeds: int) -> float:
@@ -273,13 +266,6 @@ def quality_estimate(entry: dict[str, Any], evals: int, seeds: int, control_seed
 def fast_plan(size: int, evals: int) -> RunPlan:
     """The sizes and evaluations of ``--fast --steps evals`` at ``size`` (plans.plan_run)."""
     return plan_run(StyleConfig(fast=True, steps=evals, weights="random"), size)
-
-
-def growth(sizes: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
-    """Exponent of ``key`` against pixels between consecutive sizes."""
-    return [{"from": a["size"], "to": b["size"],
-             "exponent": math.log(b[key] / a[key]) / math.log(b["pixels"] / a["pixels"])}
-            for a, b in zip(sizes, sizes[1:]) if a.get(key) and b.get(key)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -349,17 +335,11 @@ def main(argv: list[str] | None = None) -> int:
             entry["verdict"] = verdict(entry)
         report["sizes"].append(entry)
         reports.write(report, out)  # so far: a later failure keeps the sizes done
-    report["growth"] = {key: growth(report["sizes"], key) for key in
-                        ("s_per_eval_default", "s_per_eval_fast", "peak_mib_default", "peak_mib_fast")}
     report["wall_s"] = time.perf_counter() - started
     at_target = [e["verdict"] for e in report["sizes"] if e["size"] == TARGET_SIZE and e.get("verdict")]
     report["verdict"] = at_target[0] if at_target else None
     reports.write(report, out)
     print("\n".join(markdown(report).splitlines()[2:] + [f"note: {note}" for note in report["notes"]]))
-    growths = [f"{key} " + ", ".join(f"{r['from']}->{r['to']}: {r['exponent']:.2f}" for r in rows)
-               for key, rows in report["growth"].items() if rows]
-    if growths:
-        print("cost growth with pixels (exponent between sizes): " + "; ".join(growths))
     print(f"total {report['wall_s']:.0f} s; wrote {out}")
     return 0
 

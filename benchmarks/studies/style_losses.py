@@ -1,10 +1,10 @@
 """Each style loss (``--style-loss``) side by side: time per evaluation and the style distances it did not optimise.
 
-    python -m benchmarks style_losses --model vgg16 --weights FILE.onnx [--size 256] [--steps 300] [--grid]
+    python -m benchmarks style_losses --model vgg16 --weights FILE.onnx [--size 256] [--steps 300]
 
 One run per style loss at its preset weight; each result's distance to the style by every statistic at the loss's
-layers and by the Gram matrices at ``HELD_OUT`` layers, as a ratio to the photo's own (docs/gallery.md). ``--grid``:
-each loss also masked (the style on the left half) and averaged.
+layers and by the Gram matrices at ``HELD_OUT`` layers, as a ratio to the photo's own (docs/gallery.md). The
+markdown still reads the retired ``--grid``'s report (masked and averaged runs: benchmarks/NOTEBOOK.md).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from pathlib import Path
 import torch
 
 from style_transfer import Run, StyleConfig
-from style_transfer.losses import masks as guided
 from style_transfer.losses.statistics import SlicedStyleLoss
-from style_transfer.io.images import load_image
+from style_transfer.io.images import load_image, pil_to_tensor
+from style_transfer.io.metadata import save_options
 from style_transfer.presets import STYLE_LOSSES
 
 from .. import network as networks, report as reports
@@ -31,12 +31,11 @@ METER_DIRECTIONS = 4  # per channel, fixed (seed 12345): the sliced distance as 
 
 
 def distances(network, style: torch.Tensor, content: torch.Tensor, image: torch.Tensor,
-              layers: tuple[str, ...], guides: guided.Guides | None = None) -> dict[str, float]:
-    """Each statistic's distance of ``image`` to ``style`` at the loss's ``layers``, and the Gram one at HELD_OUT;
-    with ``guides`` the guided statistics over the style mask's region."""
+              layers: tuple[str, ...]) -> dict[str, float]:
+    """Each statistic's distance of ``image`` to ``style`` at the loss's ``layers``, and the Gram one at HELD_OUT."""
     out: dict[str, float] = {}
     for kind in STYLE_LOSSES:
-        model, losses, _ = networks.style_model(network, style, content, (), layers, style_loss=kind, guides=guides)
+        model, losses, _ = networks.style_model(network, style, content, (), layers, style_loss=kind)
         for module in losses:
             if isinstance(module, SlicedStyleLoss):
                 module.seed, module.evaluations = 12345, 0
@@ -44,21 +43,11 @@ def distances(network, style: torch.Tensor, content: torch.Tensor, image: torch.
         with torch.no_grad():
             model(image)
         out[kind] = sum(float(m.loss) for m in losses)
-    model, losses, _ = networks.style_model(network, style, content, (), HELD_OUT, guides=guides)
+    model, losses, _ = networks.style_model(network, style, content, (), HELD_OUT)
     with torch.no_grad():
         model(image)
     out["gram held-out"] = sum(float(m.loss) for m in losses)
     return out
-
-
-def left_half(hw: tuple[int, int]):
-    """The grid's style mask: white on the left half of the content, black on the right (a Pillow image)."""
-    from PIL import Image
-
-    height, width = hw
-    mask = Image.new("L", (width, height), 0)
-    mask.paste(255, (0, 0, width // 2, height))
-    return mask
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,52 +62,35 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma-separated style losses, each at its preset weight or KIND=WEIGHT; default all")
     parser.add_argument("--pictures", help="write each result as DIR/style-loss-KIND.jpg")
     parser.add_argument("--json", help="write the report here too")
-    parser.add_argument("--grid", action="store_true",
-                        help="each loss masked and unmasked, averaging off and on (the issue's options), one process")
-    parser.add_argument("--average-decay", type=float, default=0.9, help="--grid's --average (default 0.9)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     network = networks.load(args)
     content, style = load_image(args.content, args.size), load_image(args.style, args.size)
     base = networks.config(args, size=args.size, steps=args.steps, device="cpu", threads=args.threads)
     layers = tuple(base.style_layers)
-    mask = left_half(tuple(content.shape[-2:]))
-    guides = guided.load_guides([mask], None, args.content, tuple(content.shape[-2:]), 1)
-    start = {False: distances(network, style, content, content, layers),
-             True: distances(network, style, content, content, layers, guides) if args.grid else None}
+    start = distances(network, style, content, content, layers)
     report = {**reports.start(args, networks.block_of(network, args.weights)), "size": args.size, "steps": args.steps,
               "content": Path(args.content).name, "style": Path(args.style).name, "style_layers": list(layers),
-              "held_out_layers": list(HELD_OUT), "photo_distances": start[False], "runs": []}
-    if args.grid:
-        report["photo_distances_masked"] = start[True]
-        report["average_decay"] = args.average_decay
-    ways = [(m, a) for m in (False, True) for a in (None, args.average_decay)] if args.grid else [(False, None)]
+              "held_out_layers": list(HELD_OUT), "photo_distances": start, "runs": []}
     for item in args.losses.split(","):
         kind, _, weight = item.partition("=")
-        for masked, average in ways:
-            fields = {f: getattr(base, f) for f in ("size", "steps", "model", "weights", "preprocess", "device",
-                                                    "threads")}
-            config = StyleConfig(**fields, style_loss=kind, style_weight=float(weight) if weight else None,
-                                 style_masks=(mask,) if masked else (), average=average)
-            clock = Clock()
-            result = Run(args.content, args.style, config, cnn=network).execute(clock)
-            image = torch.from_numpy(__import__("numpy").asarray(result.image, dtype="float32") / 255).permute(2, 0, 1)[None]
-            found = distances(network, style, content, image, layers, guides if masked else None)
-            report["runs"].append({
-                "style_loss": kind, "style_weight": config.style_weight, "masked": masked, "average": average,
-                "evaluations": result.evaluations, "seconds": round(clock.elapsed, 1),
-                "median_evaluation_s": round(clock.per_evaluation() or 0.0, 4),
-                "ratios": {name: found[name] / start[masked][name] for name in found}})
-            if args.pictures:
-                Path(args.pictures).mkdir(parents=True, exist_ok=True)
-                from style_transfer.io.metadata import save_options  # the run's record, as stylize embeds it
-
-                tail = ("-masked" if masked else "") + (f"-average" if average else "")
-                result.image.convert("RGB").save(
-                    Path(args.pictures) / f"style-loss-{kind}{'-' + weight if weight else ''}{tail}.jpg", quality=88,
-                    **save_options(result.record, "JPEG"))
-            print(f"{kind}{' masked' if masked else ''}{' averaged' if average else ''}: {result.evaluations} "
-                  f"evaluations in {clock.elapsed:.0f} s", file=sys.stderr, flush=True)
+        fields = {f: getattr(base, f) for f in ("size", "steps", "model", "weights", "preprocess", "device", "threads")}
+        config = StyleConfig(**fields, style_loss=kind, style_weight=float(weight) if weight else None)
+        clock = Clock()
+        result = Run(args.content, args.style, config, cnn=network).execute(clock)
+        found = distances(network, style, content, pil_to_tensor(result.image), layers)
+        report["runs"].append({
+            "style_loss": kind, "style_weight": config.style_weight, "masked": False, "average": None,
+            "evaluations": result.evaluations, "seconds": round(clock.elapsed, 1),
+            "median_evaluation_s": round(clock.per_evaluation() or 0.0, 4),
+            "ratios": {name: found[name] / start[name] for name in found}})
+        if args.pictures:
+            Path(args.pictures).mkdir(parents=True, exist_ok=True)
+            name = f"style-loss-{kind}{'-' + weight if weight else ''}.jpg"
+            # the run's record, as stylize embeds it; quality 88 as the committed gallery
+            result.image.convert("RGB").save(Path(args.pictures) / name, quality=88,
+                                             **save_options(result.record, "JPEG"))
+        print(f"{kind}: {result.evaluations} evaluations in {clock.elapsed:.0f} s", file=sys.stderr, flush=True)
     print(markdown(report))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
@@ -135,8 +107,9 @@ def markdown(report: dict) -> str:
              "| style loss | style weight | mask | average | evaluations | s | median s / evaluation | "
              + " | ".join(heads[n] for n in names) + " |", "|---" * (7 + len(names)) + "|"]
     if "average_decay" in report:
-        lines.insert(4, "mask: the style on the left half only, its distances the guided ones over that half (ratios to "
-                        f"the photo's there); average: --average {report['average_decay']:g}, measured on the average.")
+        lines.insert(4, "mask: the style on the left half only, its distances the guided ones over that half (ratios "
+                        f"to the photo's there); average: --average {report['average_decay']:g}, measured on the "
+                        "average.")
     for run in report["runs"]:
         cells = [f"{run['ratios'][n]:.2g}{'*' if n == run['style_loss'] else ''}" for n in names]
         mask = "left half" if run.get("masked") else "none"
