@@ -11,6 +11,7 @@ The rows (pictures per hour, time per picture beyond the evaluations): docs/batc
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
@@ -20,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Iterator
 
 from style_transfer.io.metadata import read_record
 
@@ -90,12 +92,9 @@ def _run_engines(folder: Path, size: int, args: argparse.Namespace, env: dict, r
     for name, extra, at_once, nodes in runs:
         out_dir = folder / name.replace(" ", "_").replace(",", "")
         outputs = [out_dir / f"{c.stem}__{style.stem}.png" for c in contents]
-        if not nodes:
-            timed(f"stylize-batch --engine {name}", [[*batch, "-o", str(out_dir), *extra]], outputs, at_once)
-            continue
-        with LocalCluster(nodes) as address:
-            timed(f"stylize-batch --engine {name}", [[*batch, "-o", str(out_dir), *extra, "--address", address]],
-                  outputs, at_once)
+        with local_cluster(nodes) if nodes else contextlib.nullcontext() as address:
+            started = ["--address", address] if address else []
+            timed(f"stylize-batch --engine {name}", [[*batch, "-o", str(out_dir), *extra, *started]], outputs, at_once)
     base = rows[0]
     for row in rows[1:]:
         row["speedup_vs_loop"] = round(base["wall_s"] / row["wall_s"], 2)
@@ -104,40 +103,32 @@ def _run_engines(folder: Path, size: int, args: argparse.Namespace, env: dict, r
     return rows
 
 
-class LocalCluster:
-    """A Ray cluster here: a head that only schedules and ``nodes`` one-CPU worker nodes, stopped on exit; run in a
-    loopback-only network namespace (``main``), else Ray advertises the machine's address."""
+@contextlib.contextmanager
+def local_cluster(nodes: int, port: int = 6392) -> Iterator[str]:
+    """A Ray cluster here, its address: a head that only schedules and ``nodes`` one-CPU worker nodes, stopped on
+    exit; run in a loopback-only network namespace (``main``), else Ray advertises the machine's address."""
+    ray, temps = str(Path(sys.executable).parent / "ray"), []
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0",  # workers: this tree
+           "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
 
-    PORT = 6392
-
-    def __init__(self, nodes: int) -> None:
-        self.nodes = nodes
-        self.ray = str(Path(sys.executable).parent / "ray")
-        self.env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0",  # workers: this tree
-                    "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-
-    def _start(self, name: str, *flags: str) -> None:
-        temp = Path(tempfile.mkdtemp(prefix=f"r{name}", dir="/tmp"))  # Ray's socket paths must stay short
-        self.temps.append(temp)
-        subprocess.run([self.ray, "start", "--node-ip-address=127.0.0.1", f"--temp-dir={temp}", "--num-gpus=0",
+    def start(name: str, *flags: str) -> None:
+        temps.append(Path(tempfile.mkdtemp(prefix=f"r{name}", dir="/tmp")))  # Ray's socket paths must stay short
+        subprocess.run([ray, "start", "--node-ip-address=127.0.0.1", f"--temp-dir={temps[-1]}", "--num-gpus=0",
                         "--object-store-memory=300000000", "--disable-usage-stats", *flags],
-                       env={**self.env, "RAY_TMPDIR": str(temp)}, check=True, timeout=120,
+                       env={**env, "RAY_TMPDIR": str(temps[-1])}, check=True, timeout=120,
                        stdin=subprocess.DEVNULL, capture_output=True)
 
-    def __enter__(self) -> str:
-        self.temps: list[Path] = []
-        address = f"127.0.0.1:{self.PORT}"
-        self._start("h", "--head", f"--port={self.PORT}", "--include-dashboard=false", "--num-cpus=0")
-        for i in range(self.nodes):
-            self._start(f"n{i}", f"--address={address}", "--num-cpus=1", f"--dashboard-agent-listen-port={52400 + i}",
-                        f"--node-manager-port={52500 + i}", f"--object-manager-port={52600 + i}")
-        os.environ.update(RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0")
-        return address
-
-    def __exit__(self, *exc: object) -> None:
-        subprocess.run([self.ray, "stop", "--force"], env=self.env, timeout=120, stdin=subprocess.DEVNULL,
-                       capture_output=True)
-        for temp in self.temps:
+    address = f"127.0.0.1:{port}"
+    start("h", "--head", f"--port={port}", "--include-dashboard=false", "--num-cpus=0")
+    for i in range(nodes):
+        start(f"n{i}", f"--address={address}", "--num-cpus=1", f"--dashboard-agent-listen-port={52400 + i}",
+              f"--node-manager-port={52500 + i}", f"--object-manager-port={52600 + i}")
+    os.environ.update(RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0")
+    try:
+        yield address
+    finally:
+        subprocess.run([ray, "stop", "--force"], env=env, timeout=120, stdin=subprocess.DEVNULL, capture_output=True)
+        for temp in temps:
             shutil.rmtree(temp, ignore_errors=True)
 
 

@@ -30,7 +30,6 @@ CANDIDATES: dict[str, dict[str, Any]] = {  # StyleConfig fields over the default
     "default": {},
     "control": {"channels_last": True},
     "fast": {"fast": True},
-    "fast-pixels": {"fast": True, "parametrization": "pixels"},  # --fast's schedule moving the pixels
 }
 BAR = {"loss": 1.05, "content": 1.25, "wall": 0.4}  # issue 32's, for --fast at 256 px
 
@@ -125,7 +124,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--pairs", default="0,1,4,5", help="comma-separated indices into PAIRS (default 0,1,4,5)")
-    parser.add_argument("--candidates", default="fast,fast-pixels", help=f"comma-separated of: {', '.join(CANDIDATES)}")
+    parser.add_argument("--candidates", default="fast", help=f"comma-separated of: {', '.join(CANDIDATES)}")
     parser.add_argument("--repeats", type=int, default=1, help="runs of each, alternating; ratios: their medians")
     parser.add_argument("--pictures", default=None, help="save every picture here as PAIR-CANDIDATE.png")
     parser.add_argument("--json", default=None,
