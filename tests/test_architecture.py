@@ -1,10 +1,10 @@
 """The package's layers (docs/development.md): read from the source's imports, lazy ones included.
 
-Lowest first, a folder per concept: 0 ``config`` (with the root's ``presets``, ``layers``, ``errors``, ``step_hooks`` (the loop's hook points, which
-losses and core implement), and the
-torch-free ``networks.weights`` and ``networks.onnx_graph``, which ``StyleConfig`` asks what a weights file tells),
-1 ``io``, 2 ``networks`` and ``losses``, 3 ``core``, 4 ``fast``, 5 ``tiling``, 6 ``run`` (and ``retain_graph``),
-7 the front ends ``cli``, ``web``, ``batch``, ``video``. An import points down or sideways within a layer, never up;
+Lowest first, a folder per concept: 0 ``config`` (with the root's ``presets``, ``layers``, ``errors``, ``step_hooks``
+(the loop's hook points, which losses and core implement), and the torch-free ``networks.weights`` and
+``networks.onnx_graph``, which ``StyleConfig`` asks what a weights file tells), 1 ``io``, 2 ``networks`` and ``losses``,
+3 ``core``, 4 ``fast``, 5 ``tiling``, 6 ``run`` (and ``retain_graph``), 7 the front ends ``cli``, ``web``, ``batch``,
+``video``. An import points down or sideways within a layer, never up;
 front ends never import each other (their command modules share the command-line kit ``cli.options``).
 
 One address per name: no module re-exports another's names, but the package root (its public API). A module

@@ -395,7 +395,7 @@ class TransferSettings:
     stats: RunStats | None = None  # filled in with the evaluations run and whether LBFGS converged
     resume: Resume | None = None  # checkpoints (see optimize)
     on_step_end: StepEndCallback | None = None
-    # The opt-in paths of fast/ and tiling/, handed in by the run (core imports none of them); None: the tutorial's path.
+    # The opt-in paths of fast/ and tiling/, handed in by the run (core imports none of them); None: the tutorial's.
     accelerate: Accelerate | None = None  # bf16 / channels_last / fused Gram (fast.fast.accelerator)
     tiles: Tiles | None = None  # evaluate over crops (tiling.tiling.tiles_for; docs/print-size.md)
 
