@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, TypeVar, cast, overload
 
 import torch
 from PIL import Image
@@ -62,14 +62,18 @@ OPTIMIZER_LR = {"lbfgs": 1.0, "adam": 0.02}  # learning rates when none is given
 DYNAMO_GUARDED = ("add_param_group", "zero_grad", "state_dict", "load_state_dict")
 
 
-def _unguarded(cls: type[optim.Optimizer]) -> type[optim.Optimizer]:
+_Optimizer = TypeVar("_Optimizer", bound=optim.Optimizer)
+
+
+def _unguarded(cls: type[_Optimizer]) -> type[_Optimizer]:
     """``cls`` with the ``DYNAMO_GUARDED`` methods as torch wrote them, without the guard's wrapper (the same code:
     the wrapper only hands the call to ``torch._dynamo.disable(method)``). A method torch no longer wraps is left
     as it is."""
     methods = {name: getattr(getattr(optim.Optimizer, name), "__wrapped__", getattr(optim.Optimizer, name))
                for name in DYNAMO_GUARDED}
-    return type(cls.__name__, (cls,), {**methods, "__module__": __name__, "__qualname__": cls.__name__,
-                                       "__doc__": f"torch's {cls.__name__}, unchanged but for ``_unguarded``."})
+    # type() of three arguments is typed as a plain type; this one subclasses cls.
+    return cast("type[_Optimizer]", type(cls.__name__, (cls,), {**methods, "__module__": __name__, "__qualname__": cls.__name__,
+                                       "__doc__": f"torch's {cls.__name__}, unchanged but for ``_unguarded``."}))
 
 
 LBFGS = _unguarded(optim.LBFGS)  # the tutorial's optimiser (isinstance of optim.LBFGS), started without torch._dynamo
@@ -153,7 +157,8 @@ def optimize(model: nn.Module, style_losses: Sequence[StyleLoss], content_losses
                 progress(StepInfo(run[0], planned, _value(scores.style), _value(scores.content), _value(scores.extra)))
             for hook in hooks:
                 hook.after_evaluation(_value(scores.loss))
-            return scores.style + scores.content if not extra_losses else scores.loss
+            # A tensor, as Scores.loss: a model has a loss module (checks.py).
+            return cast(torch.Tensor, scores.style + scores.content) if not extra_losses else scores.loss
 
         iterations = image.optimizer.state[image.variable].get("n_iter", 0)
         last = run[0] + LBFGS_MAX_ITER > num_steps
@@ -232,7 +237,8 @@ def _one_step(optimizer: optim.Optimizer, variable: torch.Tensor, closure: Calla
     if iterations is not None:
         group["max_iter"] = iterations
     try:
-        optimizer.step(closure)
+        # torch types a closure as returning float; LBFGS takes the tensor it returns (float() of it, as the tutorial's).
+        optimizer.step(cast(Callable[[], float], closure))
     finally:
         if iterations is not None:
             group["max_iter"] = whole
@@ -244,7 +250,7 @@ class Scores(NamedTuple):
     style: torch.Tensor | float  # style_weight * Σ style losses
     content: torch.Tensor | float  # content_weight * Σ content losses
     extra: torch.Tensor | float  # Σ extra losses (weighted already; 0.0 without any)
-    loss: torch.Tensor | float
+    loss: torch.Tensor
 
 
 class Evaluation(Protocol):
@@ -286,11 +292,13 @@ class _WholeImage:
         # The tutorial's sums in its order: style_weight * Σ style losses, content_weight * Σ content losses.
         style_score, content_score = weighted_scores(self.style_losses, self.content_losses, self.style_weight,
                                                      self.content_weight)
-        loss = style_score + content_score
+        # A tensor: checks.py refuses a config with neither content nor style layers, so a loss module is summed.
+        loss = cast(torch.Tensor, style_score + content_score)
         extra_score: torch.Tensor | float = 0.0
         for extra in self.extra_losses:  # terms beyond the tutorial's two (total variation)
-            extra_score = extra_score + extra.loss
-            loss = loss + extra.loss
+            term = cast(torch.Tensor, extra.loss)  # an extra loss module's .loss is its forward's tensor
+            extra_score = extra_score + term
+            loss = loss + term
         return Scores(style_score, content_score, extra_score, loss)
 
     def backward(self, scores: Scores) -> Scores:
@@ -350,7 +358,11 @@ class Tiles(Protocol):
     """Evaluations over crops (``tiling.tiling.Tiles``): the style model is built on small stand-ins for the
     images and its targets are then computed over crops, so no whole-image feature map is held."""
 
-    def stand_ins(self, images: torch.Tensor | Sequence[torch.Tensor]) -> torch.Tensor | list[torch.Tensor]: ...
+    @overload
+    def stand_ins(self, images: torch.Tensor) -> torch.Tensor: ...
+
+    @overload
+    def stand_ins(self, images: Sequence[torch.Tensor]) -> list[torch.Tensor]: ...
 
     def stand_in_guides(self, guides: masks.Guides | None) -> masks.Guides | None: ...
 
@@ -457,9 +469,9 @@ def run_style_transfer(
                 module.evaluations = s.resume.evaluations
     tiled = None
     if tiles is not None:  # evaluations and targets over crops, the untiled numbers up to rounding
-        tiled = tiles.evaluation(model, content_img, style_img if isinstance(style_img, (list, tuple)) else [style_img],
+        tiled = tiles.evaluation(model, content_img, [style_img] if isinstance(style_img, torch.Tensor) else style_img,
                                  s.style_blend, s.guides)
-    extra_losses = []
+    extra_losses: list[nn.Module] = []
     if s.tv_weight > 0:  # a smoothness term on the image itself, first in the model
         tv_loss = TotalVariationLoss(s.tv_weight)
         model = nn.Sequential(OrderedDict([("tv_loss", tv_loss), *model.named_children()]))

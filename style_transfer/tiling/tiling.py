@@ -26,6 +26,7 @@ network pads there exactly as it does untiled.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast, overload
 from collections.abc import Iterator, Sequence
 
 import torch
@@ -43,13 +44,21 @@ from .crops import Crop, check_tile, layer_spec, network_geometry, plan_crops
 STAND_IN_SIDE = 32  # VGG19's deepest layer (after its 5th pool) still has a position at this side
 
 
+@overload
+def stand_ins(images: torch.Tensor) -> torch.Tensor: ...
+
+
+@overload
+def stand_ins(images: Sequence[torch.Tensor]) -> list[torch.Tensor]: ...
+
+
 def stand_ins(images: torch.Tensor | Sequence[torch.Tensor]) -> torch.Tensor | list[torch.Tensor]:
     """Small black images standing in for ``images`` while a tiled style model is built: the model's
     structure does not depend on the images, and its targets are then computed over crops
     (``TiledStyleModel.set_targets``), so no whole-image feature map is ever held."""
-    if isinstance(images, (list, tuple)):
-        return [stand_ins(image) for image in images]  # type: ignore[misc]
-    return images.new_zeros((1, images.shape[1], STAND_IN_SIDE, STAND_IN_SIDE))
+    if isinstance(images, torch.Tensor):
+        return images.new_zeros((1, images.shape[1], STAND_IN_SIDE, STAND_IN_SIDE))
+    return [stand_ins(image) for image in images]
 
 
 @dataclass(frozen=True)
@@ -57,6 +66,12 @@ class Tiles:
     """``run_style_transfer``'s ``TransferSettings.tiles``: evaluations over crops of at most ``tile`` px."""
 
     tile: int
+
+    @overload
+    def stand_ins(self, images: torch.Tensor) -> torch.Tensor: ...
+
+    @overload
+    def stand_ins(self, images: Sequence[torch.Tensor]) -> list[torch.Tensor]: ...
 
     def stand_ins(self, images: torch.Tensor | Sequence[torch.Tensor]) -> torch.Tensor | list[torch.Tensor]:
         return stand_ins(images)
@@ -76,7 +91,7 @@ class Tiles:
 
 def tiles_for(image: torch.Tensor, tile: int | None) -> Tiles | None:
     """``Tiles`` where an image of ``image``'s size is evaluated in crops (``needs_tiles``), else None."""
-    return Tiles(tile) if tile is not None and needs_tiles(*image.shape[-2:], tile) else None
+    return Tiles(tile) if tile is not None and needs_tiles(image.shape[-2], image.shape[-1], tile) else None
 
 
 @dataclass(frozen=True, eq=False)
@@ -115,7 +130,8 @@ class Region:
         """``(G,)`` or ``(mu, Cov)`` from the sums over every crop."""
         if not self.moments:
             return (second / (self.channels * self.total),)
-        mean = first / self.total  # type: ignore[operator]
+        assert first is not None  # a moments region's sums carry Σ m f (``sums``)
+        mean = first / self.total
         return mean, second / self.total - torch.outer(mean, mean)
 
     def factors(self, statistics: tuple[torch.Tensor, ...], derivatives: Sequence[torch.Tensor | None],
@@ -156,7 +172,7 @@ class TiledStyleModel:
             raise ValueError(f"tiling runs a plain nn.Sequential style model, got {type(model).__name__} "
                              "(precision bf16, channels_last and fused_gram cannot be combined with tile)")
         self.layers: list[nn.Module] = []
-        self.taps: dict[int, list[nn.Module]] = {}  # layer index -> the loss modules reading its output
+        self.taps: dict[int, list[StyleLoss | ContentLoss]] = {}  # layer index -> the loss modules reading its output
         self.style_losses: list[StyleLoss] = []
         self.content_losses: list[ContentLoss] = []
         for module in model.children():
@@ -167,7 +183,10 @@ class TiledStyleModel:
                 if not self.layers:
                     raise ValueError("a loss module before any layer cannot be tiled")
                 self.taps.setdefault(len(self.layers) - 1, []).append(module)
-                (self.style_losses if isinstance(module, StyleLoss) else self.content_losses).append(module)
+                if isinstance(module, StyleLoss):
+                    self.style_losses.append(module)
+                else:
+                    self.content_losses.append(module)
             elif hasattr(module, "loss"):
                 raise ValueError(f"tiling cannot split the loss module {type(module).__name__}")
             else:
@@ -220,7 +239,7 @@ class TiledStyleModel:
         weighted by ``alpha`` (``(1, 1, H, W)`` at the image's size: a style's transparency, ``terms.style_gram``;
         None: unweighted). ``style``: which style image it is, for the message where its alpha vanishes."""
         layers = sorted({self.layer_of[id(m)] for m in self.style_losses})
-        maps = {} if alpha is None else self._followed(alpha, tuple(image.shape[-2:]), style)
+        maps = {} if alpha is None else self._followed(alpha, (image.shape[-2], image.shape[-1]), style)
         regions = {}
         for index in layers:
             weighs_moments = moments and index in self.moment_layers
@@ -311,11 +330,11 @@ class TiledStyleModel:
         ``style_alphas`` (each at its style's size), which weigh the styles' positions in their targets.
         """
         if guides is not None:
-            self._set_masks(guides, tuple(content.shape[-2:]))
+            self._set_masks(guides, (content.shape[-2], content.shape[-1]))
         if self.content_losses:
             maps = self.features(content, sorted({self.layer_of[id(m)] for m in self.content_losses}))
-            for module in self.content_losses:
-                module.target = maps[self.layer_of[id(module)]]
+            for content_module in self.content_losses:
+                content_module.target = maps[self.layer_of[id(content_module)]]
         if self.style_losses:
             weights = normalized_blend(blend, len(styles))
             grams_used = any(self.layer_of[id(m)] not in self.moment_layers for m in self.style_losses)
@@ -406,12 +425,14 @@ class TiledStyleModel:
             for module in self.style_losses:
                 of = [None if r is None else statistics[id(r)] for r in regions[id(module)]]
                 module.loss = _style_loss_of(module, of, image)
-            for module in self.content_losses:
-                module.loss = image.new_zeros((), requires_grad=True)
-                leaves.append(module.loss)
+            for content_module in self.content_losses:
+                content_module.loss = image.new_zeros((), requires_grad=True)
+                leaves.append(content_module.loss)
             style_score, content_score = weighted_scores(self.style_losses, self.content_losses, style_weight,
                                                          content_weight)
-            derivatives = iter(torch.autograd.grad(style_score + content_score, leaves, allow_unused=True))
+            # A tensor: the model has loss modules (TiledStyleModel refuses one without), so weighted_scores sums some.
+            total_score = cast(torch.Tensor, style_score + content_score)
+            derivatives = iter(torch.autograd.grad(total_score, leaves, allow_unused=True))
         factors = {id(r): r.factors(statistics[id(r)], [next(derivatives) for _ in statistics[id(r)]], image.dtype)
                    for r in used}
         d_content = {id(m): _number(d) for m, d in zip(self.content_losses, derivatives)}
@@ -429,24 +450,25 @@ class TiledStyleModel:
                     core = features[(..., *local)]
                     matrix = core.detach().reshape(core.shape[1], -1)
                     grad = None
-                    for module in self.taps[index]:
-                        if isinstance(module, StyleLoss):
-                            part = sum(r.gradient(matrix, full, factors[id(r)])
-                                       for r in regions[id(module)] if r is not None).view_as(core)
+                    for tap in self.taps[index]:
+                        if isinstance(tap, StyleLoss):
+                            # sum() starts at 0: a style loss tapping this layer has a region here (a tensor).
+                            part = cast(torch.Tensor, sum(r.gradient(matrix, full, factors[id(r)])
+                                                          for r in regions[id(tap)] if r is not None)).view_as(core)
                         else:
-                            value, d_features = _content_terms(module, core.detach(), module.target[(..., *full)],
-                                                               full)
-                            content_sums[id(module)] += value
-                            part = d_features * d_content[id(module)]
+                            value, d_features = _content_terms(tap, core.detach(), tap.target[(..., *full)], full)
+                            content_sums[id(tap)] += value
+                            part = d_features * d_content[id(tap)]
                         grad = part if grad is None else grad + part
                     cores.append(core)
                     grads.append(grad)
                 torch.autograd.backward(cores, grads)
+            assert x.grad is not None  # the backward above reached x: every crop feeds the deepest tapped layer
             gradient[window] += x.grad
         for module in self.style_losses:
             module.loss = module.loss.detach()
-        for module in self.content_losses:
-            module.loss = content_sums[id(module)]
+        for content_module in self.content_losses:
+            content_module.loss = content_sums[id(content_module)]
         style_score, content_score = weighted_scores(self.style_losses, self.content_losses, style_weight,
                                                      content_weight)
         if image.grad is None:
@@ -456,10 +478,12 @@ class TiledStyleModel:
         extra_score = image.new_zeros(())
         if extra_losses:
             with torch.enable_grad():
-                total = 0
+                terms = []
                 for extra in extra_losses:
                     extra(image)
-                    total = total + extra.loss
+                    terms.append(extra.loss)
+                # sum() is 0 + each term in turn, as the loop this was; extra_losses is not empty, so a tensor.
+                total = cast(torch.Tensor, sum(terms))
                 total.backward()
             extra_score = total.detach()
         return _detached(style_score, image), _detached(content_score, image), extra_score
