@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar, cast
 
 import torch
 from torch import nn
@@ -155,7 +156,8 @@ class FastStyleModel(HookedModel):
                     with torch.autocast(self.device_type, enabled=False):
                         module(x.float())
                 elif exact and i in self.exact_weights:
-                    x = module._conv_forward(x, *self.exact_weights[i])  # this conv, in float32
+                    # exact_weights holds convolutions' indices only (accelerate).
+                    x = cast(nn.Conv2d, module)._conv_forward(x, *self.exact_weights[i])  # this conv, in float32
                 else:
                     x = module(x)
         return x
@@ -172,15 +174,15 @@ def accelerator(speed: Speed) -> Callable[..., tuple[nn.Module, list[StyleLoss],
 
     def fast_form(model: nn.Sequential, style_losses: Sequence[StyleLoss], content_losses: Sequence[ContentLoss],
                   evaluations: int = 0) -> tuple[nn.Module, list[StyleLoss], list[ContentLoss]]:
-        model, style_losses, content_losses = accelerate(model, style_losses, content_losses, speed)
-        model.done = evaluations  # a resumed run's float32 start counts from where it stopped
-        return model, style_losses, content_losses
+        fast, new_style, new_content = accelerate(model, style_losses, content_losses, speed)
+        fast.done = evaluations  # a resumed run's float32 start counts from where it stopped
+        return fast, new_style, new_content
 
     return fast_form
 
 
 def accelerate(model: nn.Sequential, style_losses: Sequence[StyleLoss], content_losses: Sequence[ContentLoss],
-               speed: Speed) -> tuple[nn.Module, list[StyleLoss], list[ContentLoss]]:
+               speed: Speed) -> tuple[FastStyleModel, list[StyleLoss], list[ContentLoss]]:
     """Turn a model from ``get_style_model_and_losses`` into its fast form.
 
     Convolutions are copied before their layout changes (the caller's ``cnn`` is never changed);
@@ -227,7 +229,10 @@ def accelerate(model: nn.Sequential, style_losses: Sequence[StyleLoss], content_
     return FastStyleModel(body, speed, device.type, exact_weights), new_style, new_content
 
 
-def _recast(module: nn.Module, cls: type) -> nn.Module:
+_Loss = TypeVar("_Loss", bound=nn.Module)
+
+
+def _recast(module: nn.Module, cls: type[_Loss]) -> _Loss:
     """A shallow copy of a loss module as ``cls``, sharing its target tensors."""
     new = cls.__new__(cls)
     new.__dict__.update(module.__dict__)
