@@ -16,7 +16,7 @@ default path moves the pixels, as the tutorial does.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, MutableMapping
+from collections.abc import Callable, MutableMapping
 from typing import Any
 
 import torch
@@ -82,7 +82,7 @@ class FourierBasis:
 
     @classmethod
     def like(cls, image: torch.Tensor, **kwargs: float) -> FourierBasis:
-        return cls(image.shape[-2], image.shape[-1], device=image.device, **kwargs)  # type: ignore[arg-type]
+        return cls(image.shape[-2], image.shape[-1], device=image.device, **kwargs)
 
     def encode(self, image: torch.Tensor) -> torch.Tensor:
         """The coefficients of ``image``: a real tensor ``(N, C, H, W // 2 + 1, 2)``."""
@@ -221,7 +221,7 @@ NewOptimizer = Callable[[torch.Tensor, "float | None"], optim.Optimizer]
 
 
 def image_basis(parametrization: str, image: torch.Tensor, new_optimizer: NewOptimizer, *,
-                state: Mapping[str, Any] | None = None, base_lr: float = 1.0,
+                state: dict[str, Any] | None = None, base_lr: float = 1.0,
                 late_from: int | None = None) -> ImageBasis:
     """What ``optimize`` moves to change ``image``: ``PixelImage`` (the tutorial's) or ``FourierImage``.
 
@@ -237,7 +237,7 @@ def image_basis(parametrization: str, image: torch.Tensor, new_optimizer: NewOpt
 class PixelImage(ImageBasis):
     """The tutorial's: the optimiser moves the image's pixels, clamped to [0, 1] before each evaluation."""
 
-    def __init__(self, image: torch.Tensor, new_optimizer: NewOptimizer, state: Mapping[str, Any] | None) -> None:
+    def __init__(self, image: torch.Tensor, new_optimizer: NewOptimizer, state: dict[str, Any] | None) -> None:
         self.image = self.variable = image
         self.optimizer = new_optimizer(image, None)
         if state is not None:
@@ -254,7 +254,7 @@ class FourierImage(ImageBasis):
     restarts the rest of the run moves the pixels. Its state (scale, damping, restarts, giving up) goes into the
     optimiser's ``param_groups``, so a checkpoint's ``state_dict`` keeps it and a resumed run continues it."""
 
-    def __init__(self, image: torch.Tensor, new_optimizer: NewOptimizer, state: Mapping[str, Any] | None, *,
+    def __init__(self, image: torch.Tensor, new_optimizer: NewOptimizer, state: dict[str, Any] | None, *,
                  base_lr: float, late_from: int | None) -> None:
         group = state["param_groups"][0] if state is not None and state.get("param_groups") else {}
         basis = FourierBasis.like(image, exponent=group.get("exponent", FOURIER_EXPONENT))  # older ones: the first

@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -32,6 +32,7 @@ from ..io.files import shown
 from ..tiling import tiling
 from ..tiling.plans import plan_tiles, tiled_speed
 from ..config.run_options import RunOptions
+from ..config.checks import filled
 from ..config.style import StyleConfig
 from ..errors import ImageError, Interrupted, NonFiniteLoss
 from ..fast.fast import Speed, accelerator, speed_from_config
@@ -111,7 +112,8 @@ class Run:
         self.init, self.image_losses, self.cnn = init, tuple(image_losses), cnn  # video/, batch/: see above
         self.keep_best = keep_best
         self.content = content
-        self.styles = list(style) if isinstance(style, (list, tuple)) else [style]
+        # A list or tuple holds sources; anything else (a str path too, a Sequence to mypy) is one source.
+        self.styles = cast(list[ImageSource], list(style) if isinstance(style, (list, tuple)) else [style])
         self.config = config or StyleConfig()
         self.options = options or RunOptions()
         self.download_progress = download_progress
@@ -199,6 +201,7 @@ class Run:
             except (Interrupted, NonFiniteLoss) as exc:
                 return self._stopped(exc, plan, inputs, image, watch, stats, clock)
         keeper.save_if_asked()
+        assert image is not None  # the last size always runs (a checkpoint's scale is one of the plan's sizes)
         stopped = "converged" if stats.converged else "done"
         kept = stats.handed_back
         return self._result(inputs.finish(image, plan.alpha), stats.evaluations, stopped,
@@ -231,7 +234,8 @@ class Run:
         network = self.cnn if self.cnn is not None else load_network(
             config.model, config.weights, preprocess=config.preprocess, download_progress=self.download_progress)
         if not isinstance(network, Network):  # a bare features block (the tutorial's kind of cnn)
-            network = Network(network, config.model, config.preprocess or "torchvision")
+            # The tutorial's cnn: an nn.Sequential of convs, ReLUs and pools.
+            network = Network(cast(torch.nn.Sequential, network), config.model, config.preprocess or "torchvision")
         self._preprocess = network.preprocess
         return _Plan(config, device, size, speed, tuple(plan.sizes), tuple(plan.loop_steps), plan.total, tuple(tiles),
                      final, alpha, keeper, saved, network.features.to(device), network.normalization())
@@ -260,9 +264,11 @@ class Run:
         image = run_style_transfer(
             plan.cnn, IMAGENET_MEAN, IMAGENET_STD, inputs.transfer_content,
             inputs.styles[0] if len(inputs.styles) == 1 else inputs.styles, image, plan.budgets[scale],
-            config.style_weight, config.content_weight, settings)
+            filled(config.style_weight), filled(config.content_weight), settings)
         if watch.averager is not None and watch.averager.count:  # the size's result is its average
-            image = watch.averager.value()
+            average = watch.averager.value()
+            assert average is not None  # count > 0: it has taken an image
+            image = average
         return image
 
     def _stopped(self, exc: Interrupted | NonFiniteLoss, plan: _Plan, inputs: _Inputs, image: torch.Tensor,
@@ -302,7 +308,7 @@ class _Plan:
     alpha: Image.Image | None  # the content's alpha, put back on the result (keep_alpha)
     keeper: _Checkpoints
     saved: Any  # the checkpoint resumed from (checkpoints._Saved), or None
-    cnn: torch.nn.Module
+    cnn: torch.nn.Sequential  # the network's features block
     normalization: torch.nn.Module
 
 
@@ -334,14 +340,21 @@ class _Watch:
         self.lowest.clear()
         self.first.clear()
 
+    def _last_image(self) -> torch.Tensor:
+        image = self.stats.last_image()
+        assert image is not None  # progress is reported after a finite evaluation, whose image was kept
+        return image
+
     def __call__(self, info: StepInfo) -> None:
         self.done += 1
         if self.averager is not None:
-            self.averager.update(self.stats.last_image())
+            self.averager.update(self._last_image())
         preview = None
         every = self.run.options.preview_every
         if every and self.done % every == 0:
-            preview = self.inputs.finish(self.stats.last_image() if self.averager is None else self.averager.value())
+            shown_image = self._last_image() if self.averager is None else self.averager.value()
+            assert shown_image is not None  # the averager has just taken an image
+            preview = self.inputs.finish(shown_image)
         event = dataclasses.replace(info, step=self.done, total=self.total, elapsed=self.clock(),
                                     size=self.inputs.size, scale=self.scale, scales=self.scales, preview=preview)
         self.last.update(style=event.style_loss, content=event.content_loss, tv=event.tv_loss, loss=event.loss)
@@ -409,10 +422,11 @@ def check_fits(content: ImageSource | tuple[int, int], style: ImageSource | Sequ
             untiled and in tiles. ImageError: an input that cannot be read. ValueError: bad settings.
     """
     config = config or StyleConfig()
-    styles = list(style) if isinstance(style, (list, tuple)) else [style]
+    # A list or tuple holds sources; anything else (a str path too, a Sequence to mypy) is one source.
+    styles = cast(list[ImageSource], list(style) if isinstance(style, (list, tuple)) else [style])
     device = resolve_device(config.device)
     speed = speed_from_config(config, device)
-    sizes = scale_sizes(config.size or default_size(device), config.scales, config.min_size)
+    sizes = scale_sizes(config.size or default_size(device), filled(config.scales), config.min_size)
     return plan_tiles(sizes, _header_sizes(content, styles, config), config, speed, device, available,
                              styles=len(styles))
 
@@ -474,7 +488,7 @@ class _Inputs:
         self.transfer_content = self.pad(self.picture)
         # the masks at this size (checked: count, files, emptiness, aspect), or None.
         guides = masks.load_guides(config.style_masks, config.content_mask, content,
-                                   tuple(self.content.shape[-2:]), len(styles), device)
+                                   (self.content.shape[-2], self.content.shape[-1]), len(styles), device)
         self.guides = guides if guides is None or not self.margin else masks.Guides(
             None if guides.styles is None else [self.pad(m) for m in guides.styles],
             None if guides.content is None else self.pad(guides.content))
@@ -539,7 +553,7 @@ def style_targets_key(config: StyleConfig, content: ImageSource, styles: Sequenc
     content's hash when the colours are matched to it (``preserve_colors``)."""
     return (tuple(provenance.input_entry(s)["sha256"] for s in styles),
             tuple(tuple(image.shape[-2:]) for image in style_images), config.style_scale,
-            tuple(config.style_layers), config.pooling, config.model, config.weights, config.preprocess,
+            tuple(filled(config.style_layers)), config.pooling, config.model, config.weights, config.preprocess,
             config.style_blend, str(device), config.style_loss,
             config.preserve_colors,
             provenance.input_entry(content)["sha256"] if config.preserve_colors != "none" else None)
