@@ -72,8 +72,9 @@ def _unguarded(cls: type[_Optimizer]) -> type[_Optimizer]:
     methods = {name: getattr(getattr(optim.Optimizer, name), "__wrapped__", getattr(optim.Optimizer, name))
                for name in DYNAMO_GUARDED}
     # type() of three arguments is typed as a plain type; this one subclasses cls.
-    return cast("type[_Optimizer]", type(cls.__name__, (cls,), {**methods, "__module__": __name__, "__qualname__": cls.__name__,
-                                       "__doc__": f"torch's {cls.__name__}, unchanged but for ``_unguarded``."}))
+    namespace = {**methods, "__module__": __name__, "__qualname__": cls.__name__,
+                 "__doc__": f"torch's {cls.__name__}, unchanged but for ``_unguarded``."}
+    return cast("type[_Optimizer]", type(cls.__name__, (cls,), namespace))
 
 
 LBFGS = _unguarded(optim.LBFGS)  # the tutorial's optimiser (isinstance of optim.LBFGS), started without torch._dynamo
@@ -237,7 +238,7 @@ def _one_step(optimizer: optim.Optimizer, variable: torch.Tensor, closure: Calla
     if iterations is not None:
         group["max_iter"] = iterations
     try:
-        # torch types a closure as returning float; LBFGS takes the tensor it returns (float() of it, as the tutorial's).
+        # torch types a closure as returning float; LBFGS takes the tensor it returns (the tutorial's closure).
         optimizer.step(cast(Callable[[], float], closure))
     finally:
         if iterations is not None:
