@@ -227,6 +227,21 @@ class TestAnimation:
         assert mean_error(pixels[0], final) > 20  # the tolerance tells pictures apart
         assert read_record(path) is None
 
+    def test_the_gifs_first_frame_keeps_its_own_colours(self, tmp_path: Path) -> None:
+        # The start (the photo) beside twelve frames of other pictures: with one palette for all it came out in their
+        # few colours (the control, made here with that one palette); with its own it stays near its own picture.
+        from style_transfer.cli.recorders import _shared_palette
+
+        path = tmp_path / "run.gif"
+        previews = {step: photo(step % 3 + 2) for step in range(2, 14)}
+        animation = run_animation(path, {1: photo(0), **previews}, 1)
+        animation.close(photo(4))
+        pixels, _, _ = frames_of(path)
+        control = _shared_palette([photo(0), *previews.values(), photo(4)])[0].convert("RGB")
+        own, one_palette = mean_error(pixels[0], photo(0)), mean_error(np.asarray(control, dtype=np.int16), photo(0))
+        assert own < 0.6 * one_palette, (own, one_palette)
+        assert all(mean_error(frame, previews[step]) < LOSSY for frame, step in zip(pixels[1:], previews))
+
     def test_frames_take_the_final_size_capped(self, tmp_path: Path) -> None:
         # Coarse to fine: previews at 24x16 then 48x32; the final image 96x64 capped to 60x40.
         path = tmp_path / "run.gif"
