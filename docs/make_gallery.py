@@ -105,8 +105,11 @@ RUNS.update({  # VGG19's style-weight sweep around its preset's 1000, and --fast
 })
 # The README's first screen: the photos in The Starry Night, --fast on the original VGG19 at 384 px (at 256 px the
 # preset's weight paints the cat away in the painting's strokes; at 384 its face stays).
-PAINTINGS = {"starry": "starry_night.jpg"}
+PAINTINGS = {"starry": "starry_night.jpg", "cafe": "cafe_terrace.jpg", "night-cafe": "night_cafe.jpg"}
 RUNS.update({f"{VGG19}{photo}__{name}-fast": (PHOTOS[photo], [painting], ["--fast", "--size", "384"])
+             for name, painting in PAINTINGS.items() for photo in PHOTOS})
+# The tutorial's default path beside them (docs/gallery.md).
+RUNS.update({f"{VGG19}{photo}__{name}": (PHOTOS[photo], [painting], ["--size", "384"])
              for name, painting in PAINTINGS.items() for photo in PHOTOS})
 # The run shown as an animation and loss curves in the README (docs/watch-and-resume.md).
 WATCHED = "cat__stain"
@@ -130,9 +133,30 @@ def command(name: str, weights: Path | str, threads: int) -> list[str]:
 def log_run(log_path: Path, name: str, command: str, seconds: float) -> None:
     """Add one picture's command and seconds to ``log_path`` (runs.json), read just before writing: another
     script or process may have added its own since."""
-    log = json.loads(log_path.read_text()) if log_path.exists() else {}
-    log[name] = {"command": command, "seconds": round(seconds, 1)}
-    log_path.write_text(json.dumps(log, indent=1) + "\n")
+    import fcntl
+
+    folder = os.open(log_path.parent, os.O_RDONLY)  # pictures made in parallel write one log: locked in turn
+    try:
+        fcntl.flock(folder, fcntl.LOCK_EX)
+        log = json.loads(log_path.read_text()) if log_path.exists() else {}
+        log[name] = {"command": command, "seconds": round(seconds, 1), "machine": machine()}
+        log_path.write_text(json.dumps(log, indent=1) + "\n")
+    finally:
+        os.close(folder)
+
+
+def machine() -> str:
+    """The CPU a picture's seconds were measured on: its model, its class (AMX, AVX512-BF16, AVX2) and torch."""
+    from importlib.metadata import version
+
+    from style_transfer.fast.cpuinfo import cpu_flags
+
+    flags = cpu_flags() or set()
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), "unknown CPU") if Path("/proc/cpuinfo").exists() else "unknown CPU"
+    kind = next((name for flag, name in (("amx_bf16", "AMX"), ("avx512_bf16", "AVX512-BF16"), ("avx2", "AVX2"))
+                 if flag in flags), "no AVX2")
+    return f"{model}, {kind}, torch {version('torch')}"
 
 
 def shown(args: list[str], weights: Path | str) -> str:
@@ -168,7 +192,8 @@ def make(names: list[str] | None = None, force: bool = False, threads: int = 2) 
         start = time.perf_counter()
         try:
             done = subprocess.run([sys.executable, "-m", "style_transfer", *run[1:]], cwd=ROOT,
-                                  env={**os.environ, "PYTHONPATH": str(ROOT)})  # this tree's stylize
+                                  env={**os.environ, "PYTHONPATH": os.pathsep.join(  # this tree's stylize first
+                                      filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))})
         except KeyboardInterrupt:
             done = subprocess.CompletedProcess(run, 130)
         if done.returncode != 0:  # an interrupted stylize keeps its image so far: not a gallery picture
