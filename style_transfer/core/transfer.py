@@ -1,5 +1,6 @@
 """The tutorial's loop: ``get_input_optimizer``, the LBFGS loop (``optimize``) and ``run_style_transfer`` with its
-one ``TransferSettings``; the style model it optimises through is ``core.style_model``.
+one ``TransferSettings``; the style model it optimises through is ``core.style_model``, what it moves ``core.image``.
+A ``StyleConfig``'s ``TransferSettings`` are ``run.settings.transfer_settings``.
 
 A whole run (sizes, events, previews, checkpoints) is ``run.Run``; ``stylize()`` is in ``run.run``.
 """
@@ -107,12 +108,12 @@ def optimize(model: nn.Module, style_losses: Sequence[StyleLoss], content_losses
     per step), the ``backward`` form, what the optimiser moves (``basis``: ``core/image.py``) and which image the
     run hands back (``keep_best``), the ``progress`` callback, and for checkpoints (``run/run.py``) ``resume`` and
     ``on_step_end(optimizer, input_img, evaluations)``, called after each step, where the state is whole.
-    ``stats`` (made by the decorator when not given) counts evaluations, stops the run on a NaN/inf loss
-    (``NonFiniteLoss``), notes LBFGS stopping early, and turns Ctrl-C into ``Interrupted``. ``extra_losses``: modules
-    of the model whose ``.loss`` (weighted already: total variation) is added. ``tiled``: each evaluation over crops
-    (``tiling.tiling``; ``model`` is not run). ``hooks`` (``step_hooks.StepHooks``): what an option adds at the
-    loop's points (a bf16 model's float32 start and finish); the image's basis and the style losses that are
-    ``StepHooks`` join them.
+    ``stats`` (``settings.stats`` through ``run_style_transfer``; made by the decorator when None) counts
+    evaluations, stops the run on a NaN/inf loss (``NonFiniteLoss``), notes LBFGS stopping early, and turns Ctrl-C
+    into ``Interrupted``. ``extra_losses``: modules of the model whose ``.loss`` (weighted already: total variation)
+    is added. ``tiled``: each evaluation over crops (``tiling.tiling``; ``model`` is not run). ``hooks``
+    (``step_hooks.StepHooks``): what an option adds at the loop's points (a bf16 model's float32 start and finish);
+    the image's basis and the style losses that are ``StepHooks`` join them.
     """
     s = settings or TransferSettings()
     evaluation = _evaluation(model, style_losses, content_losses, style_weight, content_weight, extra_losses,
@@ -409,7 +410,7 @@ class TransferSettings:
     stats: RunStats | None = None  # filled in with the evaluations run and whether LBFGS converged
     resume: Resume | None = None  # checkpoints (see optimize)
     on_step_end: StepEndCallback | None = None
-    # The opt-in paths of fast/ and tiling/, handed in by the run (core imports none of them); the tutorial's by default.
+    # The opt-in paths of fast/ and tiling/, handed in by the run (core imports none of them); defaults: the tutorial's.
     basis: Basis = PIXELS  # what the optimiser moves (core/image.py; fast.basis.FOURIER)
     accelerate: Accelerate | None = None  # bf16 / channels_last / fused Gram (fast.fast.accelerator)
     tiles: Tiles | None = None  # evaluate over crops (tiling.tiling.tiles_for; docs/print-size.md)
