@@ -1,7 +1,7 @@
 """The points of the tutorial's loop where an option adds its part (``StepHooks``), declared once, torch-free.
 
 ``core.transfer.optimize`` runs the tutorial's LBFGS loop and calls every hook it is given at each point, in order;
-it never asks an object what it can do. What implements them: the image's basis (``core.parametrization``), a bf16
+it never asks an object what it can do. What implements them: the image's basis (``core.image``, ``fast.basis``), a bf16
 style model's float32 start and finish (``fast.fast.FastStyleModel``) and the sliced loss's held draws
 (``losses.statistics.SlicedStyleLoss``). At the root, below ``losses`` and ``core``, so that both can implement it.
 """

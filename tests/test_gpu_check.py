@@ -70,7 +70,7 @@ def test_cpu_smoke_run_writes_a_passing_report(tmp_path: Path) -> None:
         assert per_eval["evaluations"] == 20 and per_eval["timed_intervals"] == 18 and per_eval["s_per_eval"] > 0
         assert max(per_eval["shape"]) == row["size"]
         # the default runs whole LBFGS steps (20); --fast's Fourier step ends early where the loss jumps (random
-        # weights jump at the third evaluation: core/parametrization.py), so it may stop at the step it passes
+        # weights jump at the third evaluation: fast/basis.py), so it may stop at the step it passes
         least = 20 if row["path"] == "default" else 1
         assert whole["evaluations"] >= least and whole["wall_s"] > 0 and whole["peak_mib"] is None
     assert rows[0]["per_eval"]["speed"]["precision"] == "fp32"  # the default path is the tutorial's

@@ -11,7 +11,7 @@ import torch
 from click.testing import CliRunner
 from torch import nn
 
-from style_transfer import StyleConfig, TransferSettings, get_style_model_and_losses, run_style_transfer, stylize
+from style_transfer import StyleConfig, get_style_model_and_losses, run_style_transfer, stylize
 from style_transfer.cli.stylize import main
 from style_transfer.cli.options import option_reference
 from style_transfer.io.images import pil_to_tensor, tensor_to_pil
@@ -19,6 +19,7 @@ from style_transfer.losses.terms import PaperContentLoss, WeightedStyleLoss, pap
 from style_transfer.losses.tutorial import ContentLoss, StyleLoss
 from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD
 from style_transfer.fast.fast import Speed, accelerator
+from style_transfer.run.settings import transfer_settings
 
 from . import tutorial_reference as tutorial
 
@@ -146,7 +147,7 @@ def test_paper_preset_runs_and_lowers_the_loss(cnn, content_32, style_32) -> Non
         infos: list = []
         run_style_transfer(cnn, IMAGENET_MEAN, IMAGENET_STD, content_32, style_32, content_32.clone(), 1,
                            c.style_weight, c.content_weight,
-                           TransferSettings.from_config(c, progress=infos.append, **objects))
+                           transfer_settings(c, progress=infos.append, **objects))
         assert len(infos) == 20
         return min(i.loss for i in infos) / infos[0].loss
 

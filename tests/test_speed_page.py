@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from style_transfer.config.style import StyleConfig
-from style_transfer.core import parametrization
+from style_transfer.fast import basis
 from style_transfer.run import plans
 from style_transfer.fast import fast, hardware
 from style_transfer.fast.cpuinfo import BF16_FLAGS
@@ -57,12 +57,12 @@ def test_the_bf16_rule_is_the_hardwares(page: str, monkeypatch: pytest.MonkeyPat
 def test_the_float32_start_finish_and_guard_are_the_codes(page: str) -> None:
     assert (f"the first {fast.BF16_EXACT_START_FOURIER} evaluations and the last {fast.BF16_FINISH_EVALUATIONS} run "
             f"in float32 (in the Fourier basis; on the pixels the first {fast.BF16_EXACT_START})") in page
-    assert parametrization.LATE_SHARE == 0.5 and parametrization.LATE_EXPONENT == 0  # "half", "the flat scale"
+    assert basis.LATE_SHARE == 0.5 and basis.LATE_EXPONENT == 0  # "half", "the flat scale"
     assert "from half its planned evaluations on the flat scale" in page
-    assert f"jumps to {parametrization.JUMP:g}x the lowest of its LBFGS step" in page
-    assert f"after {parametrization.RESTARTS_IN_A_ROW} restarts in a row" in page
-    assert f"within {round(parametrization.KEEP_WITHIN * 100)} % of it" in page
-    assert "at a quarter of the learning rate" in page and parametrization.DAMPING == 4
+    assert f"jumps to {basis.JUMP:g}x the lowest of its LBFGS step" in page
+    assert f"after {basis.RESTARTS_IN_A_ROW} restarts in a row" in page
+    assert f"within {round(basis.KEEP_WITHIN * 100)} % of it" in page
+    assert "at a quarter of the learning rate" in page and basis.DAMPING == 4
 
 
 def test_every_results_file_cited_exists() -> None:

@@ -1,7 +1,7 @@
 """What the optimiser moves and remembers for a ``StyleConfig`` (``--fast`` changes both), worked out once, torch-free.
 
-The library (``TransferSettings.from_config``) and a run (``run.Run``, through ``fast.levers``) read it here, so
-the same ``StyleConfig`` gives the same algorithm either way.
+The loop's settings (``run.settings.transfer_settings``, which a ``run.Run`` and a library user call) and
+``fast.levers`` read it here, so the same ``StyleConfig`` gives the same algorithm either way.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from .style import StyleConfig
 # --fast's LBFGS history when it moves the pixels (--fast --parametrization pixels): the old schedule was measured with
 # 20. In the Fourier basis --fast keeps torch's 100, which reached a given loss sooner (benchmarks/NOTEBOOK.md).
 FAST_HISTORY_SIZE = 20
-# What --fast moves when --parametrization is not given: the image's scaled Fourier coefficients (core/parametrization.py).
+# What --fast moves when --parametrization is not given: the image's scaled Fourier coefficients (fast/basis.py).
 FAST_PARAMETRIZATION = "fourier"
 
 

@@ -16,7 +16,7 @@ BACKWARDS = ("combined", "per-module")
 # What the weights expect of an image in [0, 1] (networks.vgg.make_normalization; named here so config needs no torch).
 PREPROCESSINGS = ("torchvision", "caffe", "caffe256")
 PRECISIONS = ("fp32", "bf16")
-# What the optimiser moves: the image's pixels (the tutorial's) or its scaled Fourier coefficients (core/parametrization.py).
+# What the optimiser moves: the image's pixels (the tutorial's) or its scaled Fourier coefficients (fast/basis.py).
 PARAMETRIZATIONS = ("pixels", "fourier")
 # --fast's sizes when scales and min_size are not given: one (plans.FAST_STEPS_SHARE of --steps at --size). On the
 # real VGG16 at 256 px 3 sizes ended at 3.1x the default's content loss, the cat painted away (the retired fast_pairs study, benchmarks/NOTEBOOK.md).

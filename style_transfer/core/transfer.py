@@ -1,5 +1,6 @@
 """The tutorial's loop: ``get_input_optimizer``, the LBFGS loop (``optimize``) and ``run_style_transfer`` with its
-one ``TransferSettings``; the style model it optimises through is ``core.style_model``.
+one ``TransferSettings``; the style model it optimises through is ``core.style_model``, what it moves ``core.image``.
+A ``StyleConfig``'s ``TransferSettings`` are ``run.settings.transfer_settings``.
 
 A whole run (sizes, events, previews, checkpoints) is ``run.Run``; ``stylize()`` is in ``run.run``.
 """
@@ -19,14 +20,12 @@ from ..losses import masks
 from .backward import check_backward, per_module_backward, weighted_scores
 from ..config.choices import TILING_REFUSAL
 from ..presets import TUTORIAL_CONTENT_LAYERS, TUTORIAL_STYLE_LAYERS
-from ..config.style import StyleConfig
-from ..config.algorithm import history_of, parametrization_of
 from .run_stats import RunStats, keeps_image_on_interrupt
 from ..losses.terms import TotalVariationLoss
 from ..losses.tutorial import ContentLoss, StyleLoss
 from ..step_hooks import StepHooks
-from .hooks import HookedModel, ImageBasis
-from .parametrization import KEEP_WITHIN, LATE_SHARE, image_basis
+from .hooks import HookedModel
+from .image import PIXELS, Basis, ImageBasis
 from ..losses.statistics import SlicedStyleLoss
 from .style_model import get_style_model_and_losses
 from .steps import LBFGS_MAX_ITER, TORCH_LBFGS_HISTORY, planned_evaluations
@@ -100,48 +99,34 @@ def get_input_optimizer(input_img: torch.Tensor, *, optimizer_name: str = "lbfgs
 @keeps_image_on_interrupt
 def optimize(model: nn.Module, style_losses: Sequence[StyleLoss], content_losses: Sequence[ContentLoss],
              input_img: torch.Tensor, num_steps: int = 300, style_weight: float = 1000000, content_weight: float = 1,
-             progress: ProgressCallback | None = None, *, optimizer_name: str = "lbfgs", lr: float | None = None,
-             extra_losses: Sequence[nn.Module] = (), stats: RunStats, backward: str = "combined",
-             history_size: int = TORCH_LBFGS_HISTORY, resume: Resume | None = None,
-             on_step_end: StepEndCallback | None = None, tiled: TiledEvaluation | None = None,
-             parametrization: str = "pixels", keep_best: float | None = None,
-             hooks: Sequence[StepHooks] = ()) -> torch.Tensor:
+             settings: TransferSettings | None = None, *, stats: RunStats, extra_losses: Sequence[nn.Module] = (),
+             tiled: TiledEvaluation | None = None, hooks: Sequence[StepHooks] = ()) -> torch.Tensor:
     """The tutorial's loop: LBFGS steps until more than ``num_steps`` closure evaluations ran.
 
-    Optimises ``input_img`` in place (clamped to [0, 1]) and returns it. ``optimizer_name``, ``lr``, ``history_size``:
-    the optimiser (``get_input_optimizer``; Adam runs one evaluation per step). ``extra_losses``: modules of the
-    model whose ``.loss`` (weighted already: total variation) is added. ``stats`` (made by the decorator when not
-    given) counts evaluations, stops the run on a NaN/inf loss (``NonFiniteLoss``), notes LBFGS stopping early, and
-    turns Ctrl-C into ``Interrupted``. ``backward``: ``combined`` (the tutorial's) or ``per-module`` (the 2017
-    tutorial's; the same objective). ``tiled``: each evaluation over crops (``tiling.tiling``; ``model`` is not run).
-
-    Beyond the tutorial, for checkpoints (``run.py``): ``resume`` continues from the optimiser state and evaluation
-    count after one of its steps; ``on_step_end(optimizer, input_img, evaluations)`` is called after each step,
-    where the state is whole. ``parametrization`` (core/parametrization.py): ``pixels`` (the tutorial's) or
-    ``fourier``, the same loss of the clamped image on another path. ``keep_best``: a tolerance ``t``; the image of
-    the lowest evaluated loss is handed back unless the last evaluation's loss is below ``(1 + t)`` times it (None:
-    the pixels hand back LBFGS's last update, as the tutorial does; another basis its best within
-    ``KEEP_WITHIN``). ``hooks`` (core/hooks.py): what an option adds at the loop's points (a bf16 model's float32
-    start and finish); the image's basis and the style losses that are ``StepHooks`` join them.
+    Optimises ``input_img`` in place (clamped to [0, 1]) and returns it. ``settings`` (None: the tutorial's) gives
+    the optimiser (``optimizer_name``, ``lr``, ``history_size``: ``get_input_optimizer``; Adam runs one evaluation
+    per step), the ``backward`` form, what the optimiser moves (``basis``: ``core/image.py``) and which image the
+    run hands back (``keep_best``), the ``progress`` callback, and for checkpoints (``run/run.py``) ``resume`` and
+    ``on_step_end(optimizer, input_img, evaluations)``, called after each step, where the state is whole.
+    ``stats`` (``settings.stats`` through ``run_style_transfer``; made by the decorator when None) counts
+    evaluations, stops the run on a NaN/inf loss (``NonFiniteLoss``), notes LBFGS stopping early, and turns Ctrl-C
+    into ``Interrupted``. ``extra_losses``: modules of the model whose ``.loss`` (weighted already: total variation)
+    is added. ``tiled``: each evaluation over crops (``tiling.tiling``; ``model`` is not run). ``hooks``
+    (``step_hooks.StepHooks``): what an option adds at the loop's points (a bf16 model's float32 start and finish);
+    the image's basis and the style losses that are ``StepHooks`` join them.
     """
+    s = settings or TransferSettings()
     evaluation = _evaluation(model, style_losses, content_losses, style_weight, content_weight, extra_losses,
-                             backward, tiled)
+                             s.backward, tiled)
     input_img.requires_grad_(True)
     model.eval()
     model.requires_grad_(False)
-    planned = planned_evaluations(num_steps, optimizer_name)
-    lbfgs = optimizer_name == "lbfgs"
-    image = image_basis(  # departure: the optimiser may move another basis than the pixels (core/parametrization.py)
-        parametrization, input_img, lambda variable, rate: get_input_optimizer(
-            variable, optimizer_name=optimizer_name, lr=lr if rate is None else rate, history_size=history_size),
-        state=None if resume is None else resume.optimizer_state,
-        base_lr=OPTIMIZER_LR[optimizer_name] if lr is None else lr,
-        late_from=round(LATE_SHARE * planned) if lbfgs else None)
+    planned = planned_evaluations(num_steps, s.optimizer_name)
+    image = _image_basis(s, input_img, planned)  # departure: the optimiser may move another basis (core/image.py)
     hooks = [image, *hooks, *(module for module in style_losses if isinstance(module, StepHooks))]
-    if keep_best is None and parametrization != "pixels":  # not the tutorial's path: its best within KEEP_WITHIN
-        keep_best = KEEP_WITHIN
+    keep_best = s.basis.keep_within if s.keep_best is None else s.keep_best
     _keep_best(stats, keep_best, image.optimizer, input_img.device)
-    run = [0 if resume is None else resume.evaluations]
+    run = [0 if s.resume is None else s.resume.evaluations]
     while run[0] <= num_steps:
 
         def closure() -> torch.Tensor:
@@ -154,8 +139,9 @@ def optimize(model: nn.Module, style_losses: Sequence[StyleLoss], content_losses
             for hook in hooks:
                 hook.after_backward(input_img)
             run[0] += 1
-            if progress is not None:
-                progress(StepInfo(run[0], planned, _value(scores.style), _value(scores.content), _value(scores.extra)))
+            if s.progress is not None:
+                s.progress(StepInfo(run[0], planned, _value(scores.style), _value(scores.content),
+                                    _value(scores.extra)))
             for hook in hooks:
                 hook.after_evaluation(_value(scores.loss))
             # A tensor, as Scores.loss: a model has a loss module (checks.py).
@@ -165,13 +151,11 @@ def optimize(model: nn.Module, style_losses: Sequence[StyleLoss], content_losses
         last = run[0] + LBFGS_MAX_ITER > num_steps
         for hook in hooks:
             hook.start_step(run[0])
-        restarted = image.run_step(lambda: _step(image, closure, hooks, last, lbfgs))
+        restarted = image.run_step(lambda: _step(image, closure, hooks, last, s.optimizer_name == "lbfgs"))
         image.end_step(run[0])
-        if keep_best is not None and stats.best_image() is not None:  # kept by a checkpoint's state_dict
-            image.optimizer.param_groups[0].update(best_image=stats.best_image(), best_loss=stats.best_loss,
-                                                   best_evaluation=stats.best_evaluation)
-        if on_step_end is not None:
-            on_step_end(image.optimizer, input_img, run[0])
+        _keep_best_in_state(stats, keep_best, image.optimizer)
+        if s.on_step_end is not None:
+            s.on_step_end(image.optimizer, input_img, run[0])
         # Departure: once LBFGS returns at once (gradient below tolerance) the tutorial re-evaluates the same
         # image until num_steps; we stop, with the same image, and say so.
         if not restarted and stats.stopped_early(image.optimizer, image.variable, iterations,
@@ -186,6 +170,18 @@ def optimize(model: nn.Module, style_losses: Sequence[StyleLoss], content_losses
     return input_img
 
 
+def _image_basis(s: TransferSettings, input_img: torch.Tensor, planned: int) -> ImageBasis:
+    """What the loop moves to change ``input_img`` (``s.basis``), its optimiser made and a resumed state loaded."""
+
+    def new_optimizer(variable: torch.Tensor, rate: float | None) -> optim.Optimizer:
+        return get_input_optimizer(variable, optimizer_name=s.optimizer_name, lr=s.lr if rate is None else rate,
+                                   history_size=s.history_size)
+
+    return s.basis.image(input_img, new_optimizer, None if s.resume is None else s.resume.optimizer_state,
+                         lr=OPTIMIZER_LR[s.optimizer_name] if s.lr is None else s.lr,
+                         optimizer_name=s.optimizer_name, planned=planned)
+
+
 def _keep_best(stats: RunStats, keep_best: float | None, optimizer: optim.Optimizer, device: torch.device) -> None:
     """Have ``stats`` keep the best evaluated image, from the one a resumed optimiser's state kept."""
     if keep_best is None:
@@ -194,6 +190,13 @@ def _keep_best(stats: RunStats, keep_best: float | None, optimizer: optim.Optimi
     group = optimizer.param_groups[0]
     if group.get("best_image") is not None:  # the best image so far, as the checkpoint kept it
         stats.keep_best_from(group["best_loss"], group["best_evaluation"], group["best_image"].to(device))
+
+
+def _keep_best_in_state(stats: RunStats, keep_best: float | None, optimizer: optim.Optimizer) -> None:
+    """Put the best evaluated image so far into the optimiser's state, where a checkpoint's state_dict keeps it."""
+    if keep_best is not None and stats.best_image() is not None:
+        optimizer.param_groups[0].update(best_image=stats.best_image(), best_loss=stats.best_loss,
+                                         best_evaluation=stats.best_evaluation)
 
 
 def _hand_back_best(stats: RunStats, keep_best: float | None, image: torch.Tensor) -> bool:
@@ -380,7 +383,7 @@ Accelerate = Callable[[nn.Sequential, list[StyleLoss], list[ContentLoss], int],
 @dataclass(frozen=True, eq=False)
 class TransferSettings:
     """Everything ``run_style_transfer`` takes beyond the tutorial's arguments. The defaults are the tutorial's;
-    ``TransferSettings.from_config`` takes the maths from a ``StyleConfig``."""
+    ``run.settings.transfer_settings`` takes the maths and the basis from a ``StyleConfig``."""
 
     # The maths (see get_style_model_and_losses, get_input_optimizer and optimize).
     content_layers: Sequence[str] = TUTORIAL_CONTENT_LAYERS
@@ -396,8 +399,7 @@ class TransferSettings:
     lr: float | None = None
     history_size: int = TORCH_LBFGS_HISTORY
     backward: str = "combined"  # or per-module (optimize)
-    parametrization: str = "pixels"  # or fourier (optimize; core/parametrization.py)
-    keep_best: float | None = None  # hand back the best evaluated image (optimize); None: optimize's own choice
+    keep_best: float | None = None  # hand back the best evaluated image (optimize); None: the basis's keep_within
     # What the network and the images come with.
     normalization: nn.Module | None = None  # the preprocessing module, in place of Normalization(mean, std)
     guides: masks.Guides | None = None  # masks over the content (losses/masks.py)
@@ -408,22 +410,10 @@ class TransferSettings:
     stats: RunStats | None = None  # filled in with the evaluations run and whether LBFGS converged
     resume: Resume | None = None  # checkpoints (see optimize)
     on_step_end: StepEndCallback | None = None
-    # The opt-in paths of fast/ and tiling/, handed in by the run (core imports none of them); None: the tutorial's.
+    # The opt-in paths of fast/ and tiling/, handed in by the run (core imports none of them); defaults: the tutorial's.
+    basis: Basis = PIXELS  # what the optimiser moves (core/image.py; fast.basis.FOURIER)
     accelerate: Accelerate | None = None  # bf16 / channels_last / fused Gram (fast.fast.accelerator)
     tiles: Tiles | None = None  # evaluate over crops (tiling.tiling.tiles_for; docs/print-size.md)
-
-    @classmethod
-    def from_config(cls, config: StyleConfig, **objects: object) -> TransferSettings:
-        """The maths of ``config`` (layers, loss forms, optimiser, backward, style statistics, and what ``--fast``
-        makes the optimiser move and remember: ``config.algorithm``, as a ``run.Run`` resolves them), then
-        ``objects`` (any field: normalization, progress, a tiled size's shorter history, ...)."""
-        maths = dict(content_layers=config.content_layers, style_layers=config.style_layers,
-                     style_layer_weights=config.style_layer_weights, style_blend=config.style_blend,
-                     loss_form=config.loss_form, pooling=config.pooling, tv_weight=config.tv_weight,
-                     style_loss=config.style_loss, seed=config.seed, optimizer_name=config.optimizer, lr=config.lr,
-                     history_size=history_of(config), backward=config.backward,
-                     parametrization=parametrization_of(config))
-        return cls(**{**maths, **objects})  # type: ignore[arg-type]
 
 
 def run_style_transfer(
@@ -487,7 +477,4 @@ def run_style_transfer(
                                                                 0 if s.resume is None else s.resume.evaluations)
         loop_model, hooks = fast_model, [fast_model]  # its float32 start and finish join the loop's hooks
     return optimize(loop_model, style_losses, content_losses, input_img, num_steps, style_weight, content_weight,
-                    s.progress, optimizer_name=s.optimizer_name, lr=s.lr, extra_losses=extra_losses,
-                    stats=s.stats, backward=s.backward, history_size=s.history_size, resume=s.resume,
-                    on_step_end=s.on_step_end, tiled=tiled, parametrization=s.parametrization, keep_best=s.keep_best,
-                    hooks=hooks)
+                    s, stats=s.stats, extra_losses=extra_losses, tiled=tiled, hooks=hooks)

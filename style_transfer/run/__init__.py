@@ -1,3 +1,3 @@
 """One run: ``Run`` (sizes, events, previews, checkpoints) and ``stylize()`` (``run``), its inputs made ready
 (``prepare``), sizes and budgets worked out without torch (``plans``), saved and resumed state (``checkpoints``), the
-backward paths compared (``compare``)."""
+loop's settings for a config (``settings``), the backward paths compared (``compare``)."""

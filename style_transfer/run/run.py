@@ -45,8 +45,9 @@ from ..networks.vgg import IMAGENET_MEAN, IMAGENET_STD, Network, load_network
 from ..core.averaging import IterateAverage
 from .plans import plan_run, scale_sizes
 from ..networks.download import Notice, resolve_weights
-from ..core.transfer import ProgressCallback, Resume, StepInfo, TransferSettings, run_style_transfer
+from ..core.transfer import ProgressCallback, Resume, StepInfo, run_style_transfer
 from .checkpoints import _Checkpoints, _fingerprint
+from .settings import transfer_settings
 from .prepare import fit_to, default_size, initial_image, prepare_colors, resolve_device, sizes_from, style_size
 
 EventCallback = Callable[[StepInfo], None]
@@ -256,7 +257,7 @@ class Run:
                           + (f" (size {scale + 1} of {len(plan.sizes)})" if len(plan.sizes) > 1 else ""))
         tiled = tiling.tiles_for(image, plan.tiles[scale])
         at_size = tiled_speed(plan.speed) if tiled else plan.speed  # tiled: none of the model's levers
-        settings = TransferSettings.from_config(
+        settings = transfer_settings(
             config, history_size=at_size.history_size, normalization=plan.normalization, guides=inputs.guides,
             image_losses=self.image_losses, style_targets=targets, progress=watch, stats=stats, resume=resume,
             on_step_end=lambda optimizer, img, n: keeper.step_end(scale, img, optimizer, n, watch.done, clock),

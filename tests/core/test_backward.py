@@ -14,7 +14,7 @@ from style_transfer.cli.stylize import main
 from style_transfer.cli.options import option_reference
 from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD
 from style_transfer.core.style_model import get_style_model_and_losses
-from style_transfer.core.transfer import optimize
+from style_transfer.core.transfer import TransferSettings, optimize
 
 from ..helpers import transfer
 
@@ -173,7 +173,7 @@ def test_bad_backward_values(cnn, content_32, style_32) -> None:
         StyleConfig(backward="both")
     model, style_losses, content_losses, image, _ = style_model(cnn, content_32, style_32)
     with pytest.raises(ValueError, match="sideways"):
-        optimize(model, style_losses, content_losses, image, 1, backward="sideways")
+        optimize(model, style_losses, content_losses, image, 1, settings=TransferSettings(backward="sideways"))
 
 
 def test_cli_backward_option(spy, tmp_path: Path) -> None:

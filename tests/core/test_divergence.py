@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from style_transfer.losses.tutorial import StyleLoss
-from style_transfer.core.parametrization import JUMP, RESTARTS_IN_A_ROW
+from style_transfer.fast.basis import FOURIER, JUMP, RESTARTS_IN_A_ROW
 from style_transfer.core.run_stats import RunStats
 from style_transfer.core.style_model import get_style_model_and_losses
-from style_transfer.core.transfer import optimize
+from style_transfer.core.transfer import TransferSettings, optimize
 from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD
 
 from ..helpers import invoke_stylize
@@ -45,10 +45,10 @@ def fourier_run(cnn, content, style, after: int | None) -> tuple[torch.Tensor, R
     losses: list[float] = []
     gave_up: list[bool] = []
     stats = RunStats()
-    out = optimize(model, style_losses, content_losses, content.clone(), STEPS, 1e9, 1e3,
-                   lambda info: losses.append(info.loss), stats=stats, parametrization="fourier",
-                   on_step_end=lambda optimizer, image, n: gave_up.append(
-                       bool(optimizer.param_groups[0].get("gave_up_basis"))))
+    settings = TransferSettings(progress=lambda info: losses.append(info.loss), basis=FOURIER,
+                                on_step_end=lambda optimizer, image, n: gave_up.append(
+                                    bool(optimizer.param_groups[0].get("gave_up_basis"))))
+    out = optimize(model, style_losses, content_losses, content.clone(), STEPS, 1e9, 1e3, settings, stats=stats)
     return out, stats, losses, gave_up
 
 

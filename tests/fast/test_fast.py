@@ -19,6 +19,7 @@ from style_transfer.fast.kernels import _ReluGram
 from style_transfer.fast.fast import (BF16_EXACT_START, BF16_EXACT_START_FOURIER, BF16_FINISH_EVALUATIONS, Speed,
                                       accelerate, accelerator, speed_from_config)
 from style_transfer.fast.kernels import FastContentLoss, FusedStyleLoss, fused_gram_matrix
+from style_transfer.fast.basis import FOURIER
 from style_transfer.fast.hardware import bf16_supported
 from style_transfer.config.algorithm import FAST_HISTORY_SIZE
 from style_transfer.run.plans import FAST_STEPS_SHARE, plan_run, scale_budgets, scale_sizes
@@ -28,7 +29,7 @@ from style_transfer.losses.tutorial import gram_matrix
 from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD
 from style_transfer.core.run_stats import RunStats
 from style_transfer.core.style_model import get_style_model_and_losses
-from style_transfer.core.transfer import optimize
+from style_transfer.core.transfer import TransferSettings, optimize
 
 from ..helpers import transfer
 
@@ -218,8 +219,8 @@ def test_optimize_skips_the_lbfgs_pair_across_a_change_of_arithmetic(cnn, conten
     handle = register_optimizer_step_pre_hook(before_step)
     try:
         optimize(model, style_losses, content_losses, content_32.clone(), 40, 1e6, 1,
-                 lambda info: evaluations.__setitem__(0, info.step), stats=RunStats(), parametrization="fourier",
-                 hooks=[model])
+                 TransferSettings(progress=lambda info: evaluations.__setitem__(0, info.step), basis=FOURIER),
+                 stats=RunStats(), hooks=[model])
     finally:
         handle.remove()
     assert len(calls) == len(steps) >= 4
@@ -351,7 +352,7 @@ def test_fast_reaches_the_defaults_quality(cnn) -> None:
     """docs/speed.md: --fast's schedule and levers reach the default's quality. Smoke-sized: 64 px, ``steps=39``
     (the default runs two LBFGS steps, 40 evaluations; --fast whatever it resolves to), both images judged by the
     default path's fp32 loss at 64 px. On the pixels: in the Fourier basis LBFGS on random weights jumps at every
-    restart (core/parametrization.py, RESTARTS_IN_A_ROW), so the basis is judged on real networks
+    restart (fast/basis.py, RESTARTS_IN_A_ROW), so the basis is judged on real networks
     (python -m benchmarks time_to_quality, docs/speed.md), not here."""
     content, style = load_image(IMAGES / "chelsea.png", 64), load_image(IMAGES / "ihc.png", 64)
     base = dict(size=64, steps=39, weights="random", device="cpu", **SCALED)
@@ -573,7 +574,7 @@ def test_benchmark_smoke(tmp_path: Path) -> None:
     ratios = [run["fast"]["loss_ratio"] for run in quality["seeds"]]
     assert quality["fast"]["loss_ratio_median"] == pytest.approx(sum(ratios) / 2)  # the median of two is their mean
     # --fast's best image is scored by the fp32 loss. It need not beat the content image here: on random weights
-    # LBFGS in the Fourier basis jumps at every restart (core/parametrization.py); real networks: the time_to_quality study.
+    # LBFGS in the Fourier basis jumps at every restart (fast/basis.py); real networks: the time_to_quality study.
     for run in quality["seeds"]:
         assert 0 < run["fast"]["best_fp32_loss"] < float("inf")
     assert quality["control"]["count"] == 2 and quality["control"]["loss_ratio_median"] > 0  # smoke: on both seeds

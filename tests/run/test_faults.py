@@ -30,7 +30,7 @@ from style_transfer.fast.hardware import bf16_supported
 from style_transfer.core.run_stats import RunStats
 from style_transfer.tiling.memory import estimate_bytes
 from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD
-from style_transfer.core.transfer import optimize
+from style_transfer.core.transfer import TransferSettings, optimize
 
 from ..conftest import IMAGES
 from ..helpers import FAST, one_error_line, invoke_stylize as invoke, transfer as run_transfer
@@ -158,7 +158,8 @@ def test_nan_loss_stops_keeping_last_finite_image() -> None:
     poisoned = Poisoned(bad_from=4)
     seen = []
     with pytest.raises(NonFiniteLoss, match="the loss became nan at step 4") as caught:
-        optimize(poisoned, [], [poisoned], image, num_steps=50, progress=lambda info: seen.append(image.detach().clone()))
+        optimize(poisoned, [], [poisoned], image, num_steps=50,
+                 settings=TransferSettings(progress=lambda info: seen.append(image.detach().clone())))
     assert caught.value.step == 3
     assert torch.equal(caught.value.image, seen[2])  # the image evaluated at step 3
     assert torch.isfinite(caught.value.image).all() and not torch.equal(seen[2], seen[0])

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from style_transfer import StyleConfig
-from style_transfer.core.parametrization import LATE_EXPONENT
+from style_transfer.fast.basis import LATE_EXPONENT
 from style_transfer.errors import CheckpointError
 from style_transfer.io.images import pil_to_tensor
 from style_transfer.run.run import Run
@@ -129,11 +129,11 @@ def test_resume_gives_the_uninterrupted_image(images, tmp_path: Path, fields: di
 
 @pytest.mark.slow
 def test_resume_after_the_fourier_basis_went_flat(images, tmp_path: Path, monkeypatch) -> None:
-    """A checkpoint taken after the basis's rebase (core/parametrization.py: flat from half the planned evaluations)
+    """A checkpoint taken after the basis's rebase (fast/basis.py: flat from half the planned evaluations)
     resumes in the flat basis, bit for bit (the best image so far too, which the run may hand back); told the old scale
     instead (a checkpoint without the key), it differs."""
     # Random weights make LBFGS jump at every restart, which would give the basis up for the pixels: no jump guard here.
-    monkeypatch.setattr("style_transfer.core.parametrization.JUMP", float("inf"))
+    monkeypatch.setattr("style_transfer.fast.basis.JUMP", float("inf"))
     settings = config(parametrization="fourier")
     trace: list[float] = []
     whole = Run(*images, settings).execute(lambda e: trace.append(e.loss))

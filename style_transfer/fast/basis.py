@@ -10,20 +10,23 @@ pixels, and evaluated by the same model; the gradient is the pixels' gradient ta
 Halfway through an LBFGS run the scale goes flat (``LATE_EXPONENT``, ``BasisImage.rebase``): coarse first, then the
 fine detail as fast.
 
-``optimize`` (core/transfer.py) uses a basis only when a run asks for one (``StyleConfig.parametrization``); the
-default path moves the pixels, as the tutorial does.
+``FOURIER`` is the ``core.image.Basis`` a run hands the loop as ``TransferSettings.basis`` where it asks for this one
+(``basis_of``: ``StyleConfig.parametrization``, fourier with --fast); the default path moves the pixels
+(``core.image.PIXELS``), as the tutorial does.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, MutableMapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch import optim
 
+from ..config.algorithm import parametrization_of
 from ..config.choices import PARAMETRIZATIONS
-from .hooks import ImageBasis
+from ..config.style import StyleConfig
+from ..core.image import PIXELS, Basis, ImageBasis, NewOptimizer
 
 FOURIER_EXPONENT = 0.5  # the scale 1/f**0.5: 0.35, 0.75 and a Laplacian pyramid measured worse (benchmarks/NOTEBOOK.md)
 # An LBFGS run in the Fourier basis moves to a flat scale (exponent 0) after this share of its planned evaluations,
@@ -37,11 +40,11 @@ LATE_SHARE = 0.5
 JUMP = 3.0
 DAMPING = 4.0  # each jump divides LBFGS's learning rate by this; each LBFGS step without one multiplies it by 2, up to 1
 # Restarts in a row (no step without a jump between them) after which the basis is given up: the rest of the run moves
-# the pixels from the best image seen (``optimize``): a step run unguarded instead could end in noise
+# the pixels from the best image seen (``FourierImage.run_step``): a step run unguarded instead could end in noise
 # (benchmarks/NOTEBOOK.md, 2026-12-04 "--fast never hands back noise").
 RESTARTS_IN_A_ROW = 3
 # A run in this basis is not the tutorial's path: it hands back its best evaluated image, unless its last evaluation
-# is within this share of it (``optimize``'s ``keep_best``). Not 0: bf16's loss of an image is up to 2.3 % below its
+# is within this share of it (``Fourier.keep_within``). Not 0: bf16's loss of an image is up to 2.3 % below its
 # float32 loss, and a strict best would hand back a bf16 image over the float32 finish's (benchmarks/NOTEBOOK.md).
 KEEP_WITHIN = 0.05
 
@@ -59,7 +62,7 @@ def inward(decoded: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
 
 
 class Jumped(Exception):
-    """Raised from the closure when the loss jumped (``JUMP``): ``optimize`` restarts LBFGS from the step's best."""
+    """Raised from the closure when the loss jumped (``JUMP``): ``FourierImage`` restarts LBFGS from the step's best."""
 
 
 class FourierBasis:
@@ -94,17 +97,8 @@ class FourierBasis:
         return torch.fft.irfft2(torch.view_as_complex(coefficients) * self.scale, s=self.shape, norm="ortho")
 
 
-def make_basis(parametrization: str, image: torch.Tensor, exponent: float = FOURIER_EXPONENT) -> FourierBasis | None:
-    """The basis ``optimize`` moves ``image`` in: None for the pixels (the tutorial's)."""
-    if parametrization == "pixels":
-        return None
-    if parametrization == "fourier":
-        return FourierBasis.like(image, exponent=exponent)
-    raise ValueError(f"parametrization must be one of {', '.join(PARAMETRIZATIONS)}, got {parametrization!r}")
-
-
 class BasisImage:
-    """``optimize``'s bridge between the coefficients LBFGS moves and the image the model evaluates.
+    """The loop's bridge between the coefficients LBFGS moves and the image the model evaluates.
 
     ``show`` does what the tutorial's loop does to its pixels before each evaluation: it decodes the coefficients
     and clamps that image to [0, 1], writing it into the loop's image, a leaf the evaluation backpropagates into as
@@ -216,38 +210,6 @@ class BasisImage:
             self.coefficients.copy_(self.basis.encode(image))
 
 
-# The loop's optimiser over a variable, at a learning rate (None: the run's own; get_input_optimizer).
-NewOptimizer = Callable[[torch.Tensor, "float | None"], optim.Optimizer]
-
-
-def image_basis(parametrization: str, image: torch.Tensor, new_optimizer: NewOptimizer, *,
-                state: dict[str, Any] | None = None, base_lr: float = 1.0,
-                late_from: int | None = None) -> ImageBasis:
-    """What ``optimize`` moves to change ``image``: ``PixelImage`` (the tutorial's) or ``FourierImage``.
-
-    ``state``: a checkpoint's optimiser state (loaded here); ``base_lr``: the run's learning rate; ``late_from``:
-    the evaluations after which an LBFGS run goes to the flat scale (None: never).
-    """
-    if parametrization == "pixels":
-        return PixelImage(image, new_optimizer, state)
-    make_basis(parametrization, image)  # the same ValueError for a name it does not know
-    return FourierImage(image, new_optimizer, state, base_lr=base_lr, late_from=late_from)
-
-
-class PixelImage(ImageBasis):
-    """The tutorial's: the optimiser moves the image's pixels, clamped to [0, 1] before each evaluation."""
-
-    def __init__(self, image: torch.Tensor, new_optimizer: NewOptimizer, state: dict[str, Any] | None) -> None:
-        self.image = self.variable = image
-        self.optimizer = new_optimizer(image, None)
-        if state is not None:
-            self.optimizer.load_state_dict(state)
-
-    def before_evaluation(self, image: torch.Tensor) -> None:
-        with torch.no_grad():
-            image.clamp_(0, 1)
-
-
 class FourierImage(ImageBasis):
     """The optimiser moves the image's scaled Fourier coefficients (``BasisImage``), with the jump guard: a loss
     that jumped ends the step, LBFGS starts again from the step's best, damped, and after ``RESTARTS_IN_A_ROW``
@@ -329,3 +291,35 @@ class FourierImage(ImageBasis):
     def hand_back(self, image: torch.Tensor) -> None:
         if self.moved is not None:
             image.copy_(self.moved.basis.decode(self.moved.coefficients))
+
+
+@dataclass(frozen=True)
+class Fourier:
+    """The ``core.image.Basis`` of the scaled Fourier coefficients (``FourierImage``), ``FOURIER`` with the defaults:
+    an LBFGS run goes to the flat scale after ``late_share`` of its planned evaluations."""
+
+    name: str = "fourier"
+    keep_within: float | None = KEEP_WITHIN
+    late_share: float = LATE_SHARE
+
+    def image(self, image: torch.Tensor, new_optimizer: NewOptimizer, state: dict[str, Any] | None, *,
+              lr: float, optimizer_name: str, planned: int) -> ImageBasis:
+        late_from = round(self.late_share * planned) if optimizer_name == "lbfgs" else None
+        return FourierImage(image, new_optimizer, state, base_lr=lr, late_from=late_from)
+
+
+FOURIER = Fourier()
+
+
+def basis_named(name: str) -> Basis:
+    """The basis ``StyleConfig.parametrization`` names: ``pixels`` (``core.image.PIXELS``) or ``fourier``."""
+    bases: dict[str, Basis] = {"pixels": PIXELS, "fourier": FOURIER}
+    if name not in bases:
+        raise ValueError(f"parametrization must be one of {', '.join(PARAMETRIZATIONS)}, got {name!r}")
+    return bases[name]
+
+
+def basis_of(config: StyleConfig) -> Basis:
+    """What the optimiser moves for ``config``: ``config.parametrization``, else fourier with --fast and the pixels
+    without (``config.algorithm.parametrization_of``)."""
+    return basis_named(parametrization_of(config))

@@ -1,4 +1,4 @@
-"""The Fourier basis (core/parametrization.py): what it promises, checked at 32 px against plain second computations."""
+"""The Fourier basis (fast/basis.py): what it promises, checked at 32 px against plain second computations."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ import pytest
 import torch
 
 from style_transfer import StyleConfig
-from style_transfer.core.parametrization import (DAMPING, FOURIER_EXPONENT, JUMP, LATE_EXPONENT, LATE_SHARE,
-                                                RESTARTS_IN_A_ROW, BasisImage, FourierBasis, Jumped, inward,
-                                                make_basis)
+from style_transfer.core.image import PIXELS
+from style_transfer.fast.basis import (DAMPING, FOURIER, FOURIER_EXPONENT, JUMP, KEEP_WITHIN, LATE_EXPONENT,
+                                       LATE_SHARE, RESTARTS_IN_A_ROW, BasisImage, FourierBasis, Jumped, basis_named,
+                                       basis_of, inward)
 from style_transfer.core.run_stats import RunStats
 from style_transfer.core.style_model import get_style_model_and_losses
-from style_transfer.core.transfer import optimize
+from style_transfer.core.transfer import TransferSettings, optimize
 from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD
 from style_transfer.config.algorithm import parametrization_of
 from style_transfer.fast.levers import fast_levers
@@ -96,9 +97,9 @@ def test_fourier_evaluates_the_pixels_loss_and_keeps_the_result_in_the_box(cnn, 
         model, style_losses, content_losses = get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD,
                                                                          style_32, content_32)
         image = content_32.clone()
-        result = optimize(model, style_losses, content_losses, image, 39, 1e9, 1e3,
-                          lambda info, name=name: losses[name].append(info.loss), stats=RunStats(),
-                          parametrization=name)
+        settings = TransferSettings(progress=lambda info, name=name: losses[name].append(info.loss),
+                                    basis=basis_named(name))
+        result = optimize(model, style_losses, content_losses, image, 39, 1e9, 1e3, settings, stats=RunStats())
         assert float(result.min()) >= 0 and float(result.max()) <= 1
     assert math.isclose(losses["fourier"][0], losses["pixels"][0], rel_tol=1e-5)
     assert min(losses["fourier"][1:]) < losses["fourier"][0]
@@ -146,11 +147,13 @@ def test_a_jump_goes_back_to_the_steps_best_and_damps_the_steps() -> None:
         moved.observe(100 * JUMP * 10.0)
 
 
-def test_make_basis_and_what_fast_moves() -> None:
-    assert make_basis("pixels", torch.zeros(1, 3, 8, 8)) is None
-    assert isinstance(make_basis("fourier", torch.zeros(1, 3, 8, 8)), FourierBasis)
+def test_the_bases_by_name_and_what_fast_moves() -> None:
+    assert basis_named("pixels") is PIXELS and basis_named("fourier") is FOURIER
+    assert (PIXELS.keep_within, FOURIER.keep_within) == (None, KEEP_WITHIN)  # the tutorial hands back its last update
     with pytest.raises(ValueError, match="parametrization must be one of pixels, fourier"):
-        make_basis("wavelets", torch.zeros(1, 3, 8, 8))
+        basis_named("wavelets")
+    assert basis_of(StyleConfig()) is PIXELS and basis_of(StyleConfig(fast=True)) is FOURIER
+    assert basis_of(StyleConfig(fast=True, parametrization="pixels")) is PIXELS
     assert parametrization_of(StyleConfig()) == "pixels"  # the tutorial's path
     assert parametrization_of(StyleConfig(fast=True)) == "fourier"
     assert parametrization_of(StyleConfig(fast=True, parametrization="pixels")) == "pixels"
@@ -236,17 +239,17 @@ def test_an_lbfgs_run_in_the_basis_goes_flat_once_halfway(cnn, content_32, style
 
     monkeypatch.setattr(BasisImage, "rebase", spy)
     # Random weights jump at every restart: the basis must not be given up for the pixels before halfway here.
-    monkeypatch.setattr("style_transfer.core.parametrization.RESTARTS_IN_A_ROW", 10 ** 6)
+    monkeypatch.setattr("style_transfer.fast.basis.RESTARTS_IN_A_ROW", 10 ** 6)
     for name in ("lbfgs", "adam"):
         seen.clear()
         evaluations: list[int] = [0]
         ends: list[tuple[int, float]] = []
         model, style_losses, content_losses = get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD,
                                                                          style_32, content_32)
-        optimize(model, style_losses, content_losses, content_32.clone(), 39, 1e9, 1e3,
-                 lambda info: evaluations.append(info.step), stats=RunStats(), parametrization="fourier",
-                 optimizer_name=name,
-                 on_step_end=lambda optimizer, image, n: ends.append((n, optimizer.param_groups[0]["exponent"])))
+        settings = TransferSettings(
+            progress=lambda info: evaluations.append(info.step), basis=FOURIER, optimizer_name=name,
+            on_step_end=lambda optimizer, image, n: ends.append((n, optimizer.param_groups[0]["exponent"])))
+        optimize(model, style_losses, content_losses, content_32.clone(), 39, 1e9, 1e3, settings, stats=RunStats())
         late = round(LATE_SHARE * 40)
         if name == "adam":
             assert seen == [] and {e for _, e in ends} == {FOURIER_EXPONENT}
