@@ -32,7 +32,7 @@ class Speed:
     channels_last: bool = False
     fused_gram: bool = False
     history_size: int = TORCH_LBFGS_HISTORY
-    parametrization: str = "pixels"  # what the optimiser moves (core/parametrization.py)
+    parametrization: str = "pixels"  # what the optimiser moves (fast/basis.py)
 
     @property
     def changes_model(self) -> bool:
