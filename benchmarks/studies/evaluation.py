@@ -1,16 +1,15 @@
 """Where one evaluation's time goes, and how far it is from its floor: the default and --fast, in one process.
 
-    python -m benchmarks evaluation --network vgg19           # 256 and 512 px on the CPU
-    python -m benchmarks evaluation --device cuda --network random
-    python -m benchmarks evaluation --smoke                   # 32 px, random network: seconds (CI)
-    python -m benchmarks evaluation --markdown FILE.json      # the tables of a report
+    python -m benchmarks evaluation --network vgg19        # 256 and 512 px on the CPU
+    python -m benchmarks evaluation --device cuda          # a GPU (random weights: the same cost)
+    python -m benchmarks evaluation --smoke                # 32 px: seconds (CI)
+    python -m benchmarks evaluation --markdown FILE.json   # the tables of a report
 
-Per size and path (the default: float32, the tutorial's; --fast: its bf16 middle), one run of the loop built as a
-run builds it (``TransferSettings.from_config``, ``fast.accelerator``), ``STEPS`` steps: the median seconds of an
-evaluation (the closure from the style model's input to the end of its backward) and of a loop iteration (the
-optimiser's step and the image's basis added), its split by kind of op (torch.profiler's self time over a few
-evaluations), and its floor: the same convolutions (forward and backward to the input) and Gram products (forward
-and the backward's product) timed alone in the dtype and layout the path uses.
+Per size and path (the default, float32; --fast, its bf16 middle), one run of the loop built as a run builds it
+(``TransferSettings.from_config``, ``fast.accelerator``): the median seconds of an evaluation (from the style
+model's input to the closure's end) and of a loop iteration (the optimiser and the image's basis added), the
+evaluation split by kind of op (torch.profiler's self time), and its floor: the same convolutions (forward,
+backward to the input) and Gram products (forward, the backward's product) alone, in the path's dtype and layout.
 """
 
 from __future__ import annotations
@@ -53,7 +52,7 @@ KINDS = (*(name for name, _ in BUCKETS), "other")
 
 
 class _Done(Exception):
-    """Raised from the progress callback once the timed evaluations ran: the run's float32 finish is not needed."""
+    """The timed evaluations ran: the run's float32 finish is not needed."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -62,9 +61,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--network", choices=NETWORKS, default="random",
                         help="random (seeded VGG19: the same cost per evaluation), vgg19 (the original), vgg16")
     parser.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: physical cores)")
+    parser.add_argument("--threads", type=int, help="CPU threads (default: physical cores)")
     parser.add_argument("--profiled", type=int, default=6, help="evaluations profiled per path and size")
-    parser.add_argument("--repeats", type=int, default=5, help="timings of each floor item (the median counts)")
+    parser.add_argument("--repeats", type=int, default=5, help="timings of each floor item (their median)")
     reports.add_options(parser, "evaluation")
     parser.add_argument("--json", dest="out", help="the same as --out")
     parser.add_argument("--smoke", action="store_true", help="32 px, 2 profiled evaluations, random network (CI)")
@@ -89,17 +88,15 @@ def split(events: Any, device_time: bool, evaluations: int) -> dict[str, Any]:
     for e in events:
         if getattr(e, "device_type", None) not in (None, torch.autograd.DeviceType.CPU):
             continue  # a kernel: counted in its op's self device time
-        us = (getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0)) if device_time \
-            else e.self_cpu_time_total
+        s = (getattr(e, "self_device_time_total", 0) if device_time else e.self_cpu_time_total) / 1e6 / evaluations
         inside = any(a <= e.time_range.start <= b for a, b in ranges)
         kind = bucket(e.name) if inside and e.name != "evaluation" else "other" if inside else "optimiser"
-        seconds[kind] += us / 1e6 / evaluations
-        ops[e.name] = ops.get(e.name, 0.0) + us / 1e6 / evaluations
-    total = sum(seconds.values()) or 1.0
-    top = sorted(ops.items(), key=lambda item: -item[1])[:12]
+        seconds[kind] += s
+        ops[e.name] = ops.get(e.name, 0.0) + s
+    total = sum(seconds.values())
     return {"time": "device self time" if device_time else "CPU self time", "evaluations": evaluations,
-            "s": seconds, "share": {k: v / total for k, v in seconds.items()}, "total_s": sum(seconds.values()),
-            "top_ops_s": dict(top)}
+            "s": seconds, "share": {k: v / (total or 1) for k, v in seconds.items()}, "total_s": total,
+            "top_ops_s": dict(sorted(ops.items(), key=lambda item: -item[1])[:12])}
 
 
 class Probe:
@@ -107,26 +104,21 @@ class Probe:
     it ran in the path's steady arithmetic (not a bf16 model's float32 start or finish), and the profiler."""
 
     def __init__(self, device: torch.device, profiled: int) -> None:
-        self.device, self.profiled = device, profiled
+        self.device, self.profiled, self.clock = device, profiled, timing.Clock(device)
         self.starts: list[float] = []
-        self.ends: list[float] = []
         self.steady: list[bool] = []
-        self.model: Any = None  # the fast model, when the path has one
-        self.scope: Any = None
-        self.profiler: Any = None
-        self.profile: dict[str, Any] | None = None
+        self.model = self.scope = self.profiler = self.profile = None  # model: the fast one, when the path has one
         self.first = self.timed_from = 0
 
     def accelerate(self, fast_form: Any) -> Any:
         def keep(*args: Any) -> Any:
-            built = fast_form(*args)
-            self.model = built[0]
-            return built
+            self.model, *losses = fast_form(*args)
+            return (self.model, *losses)
         return keep
 
     def before(self, module: nn.Module, inputs: Any) -> None:
         """The style model's first module is about to run: an evaluation starts (once the run's first one ended)."""
-        if self.ends and self.scope is None:
+        if self.clock.evaluations and self.scope is None:
             timing.sync(self.device)
             self.starts.append(time.perf_counter())
             self.scope = torch.autograd.profiler.record_function("evaluation")
@@ -136,41 +128,44 @@ class Probe:
         if self.scope is not None:
             self.scope.__exit__(None, None, None)
             self.scope = None
-        timing.sync(self.device)
-        self.ends.append(time.perf_counter())
-        model = self.model
-        self.steady.append(model is None or not (len(self.ends) - 1 < model.exact_until or model.finishing))
-        if len(self.ends) == 1:
+        self.clock()
+        model, done = self.model, self.clock.evaluations
+        self.steady.append(model is None or not (done - 1 < model.exact_until or model.finishing))
+        if done == 1:
             self._start_profiler(0 if model is None else model.exact_until)
         elif self.profiler is not None:
             self.profiler.step()
-        if len(self.ends) >= self.timed_from and not self.steady[-1]:
+        if done >= self.timed_from and not self.steady[-1]:
             raise _Done  # the float32 finish: measured enough
 
     def _start_profiler(self, exact: int) -> None:
         """Profile evaluations ``first + 1 .. first + profiled`` (``first``: the second in the steady arithmetic)."""
         self.first = exact + 2
         self.timed_from = self.first + self.profiled + 2  # the profiler's report lands in the evaluation before
-        cuda = self.device.type == "cuda" and torch.profiler.ProfilerActivity.CUDA in \
-            torch.profiler.supported_activities()
-        activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if cuda else [])
+        kinds = torch.profiler.ProfilerActivity
+        cuda = self.device.type == "cuda" and kinds.CUDA in torch.profiler.supported_activities()
 
         def ready(profiler: Any) -> None:
             self.profile = split(profiler.events(), cuda, self.profiled)
             self.profile["steady"] = sum(self.steady[self.first:self.first + self.profiled])
 
-        self.profiler = torch.profiler.profile(activities=activities, on_trace_ready=ready, schedule=torch.profiler.schedule(
-            wait=self.first - 2, warmup=1, active=self.profiled, repeat=1))
-        self.profiler.start()
+        for cuda in ([True, False] if cuda else [False]):  # without CUDA's activity where CUPTI cannot start
+            self.profiler = torch.profiler.profile(
+                activities=[kinds.CPU, kinds.CUDA] if cuda else [kinds.CPU], on_trace_ready=ready,
+                schedule=torch.profiler.schedule(wait=self.first - 2, warmup=1, active=self.profiled, repeat=1))
+            try:
+                return self.profiler.start()
+            except RuntimeError:
+                self.profiler = None
 
     def timed(self) -> dict[str, Any]:
         """Medians over the steady evaluations after the profiled ones: the evaluation and the loop's interval."""
-        ks = [k for k in range(max(self.timed_from, 2), len(self.ends) + 1) if self.steady[k - 1]]
-        evaluation = [self.ends[k - 1] - self.starts[k - 2] for k in ks]  # starts[0] is evaluation 2's
-        loop = [self.ends[k - 1] - self.ends[k - 2] for k in ks]
+        ends = self.clock.stamps  # ends[k]: evaluation k's end (from 1); starts[0] is evaluation 2's start
+        ks = [k for k in range(max(self.timed_from, 2), len(ends)) if self.steady[k - 1]]
         median = statistics.median
-        return {"evaluation_s": median(evaluation) if ks else None, "loop_s": median(loop) if ks else None,
-                "timed": len(ks), "evaluations": len(self.ends)}
+        return {"evaluation_s": median(ends[k] - self.starts[k - 2] for k in ks) if ks else None,
+                "loop_s": median(ends[k] - ends[k - 1] for k in ks) if ks else None, "timed": len(ks),
+                "evaluations": self.clock.evaluations}
 
 
 def measure(network: Any, args: argparse.Namespace, size: int, path: str, device: torch.device,
@@ -189,7 +184,7 @@ def measure(network: Any, args: argparse.Namespace, size: int, path: str, device
     except _Done:
         pass
     finally:
-        if probe.profiler is not None:
+        if probe.profiler is not None:  # a run that ended inside the profiled window
             probe.profiler.stop()
     row = {"speed": speed.__dict__, **probe.timed(), "profile": probe.profile,
            "floor": floor(network, content, style, settings, speed, device, args.repeats)}
@@ -213,11 +208,13 @@ def floor(network: Any, content: torch.Tensor, style: torch.Tensor, settings: Tr
             elif isinstance(module, StyleLoss):
                 items.append(_gram(x, dtype, layout))
             x = module(x)
+    batch = 10 if device.type == "cuda" else 1  # a GPU's queue kept full: not one sync per call
     for item in items:
         work = item.pop("work")
         for _ in range(2):  # warm-up: oneDNN's and cuDNN's first call picks and prepares the kernel
             timing.seconds(work, device)
-        item["s"] = statistics.median(timing.seconds(work, device) for _ in range(repeats))
+        item["s"] = statistics.median(timing.seconds(lambda: [work() for _ in range(batch)], device) / batch
+                                      for _ in range(repeats))
         item["gflop_per_s"] = item["gflop"] / item["s"]
     return {"dtype": str(dtype).removeprefix("torch."), "channels_last": speed.channels_last,
             "s": sum(i["s"] for i in items), "gflop": sum(i["gflop"] for i in items), "items": items}
@@ -274,14 +271,11 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads or physical_cores())  # a study owns its process; the library never does
     network.features.to(device)
     started = time.perf_counter()
-    report = reports.start(args, networks.block_of(network, args.weights), device, args.label,
-                           device=str(device), threads=torch.get_num_threads(), steps=STEPS,
-                           style_weight=weights[0], content_weight=weights[1], sizes=[],
-                           tf32=None if device.type != "cuda" else {
-                               "matmul": torch.backends.cuda.matmul.allow_tf32,
-                               "cudnn": torch.backends.cudnn.allow_tf32})
-    out = Path(args.out) if args.out else reports.path("evaluation", report, reports.sizes(args.size),
-                                                       ("smoke-" if args.smoke else "") + (args.label or ""))
+    report = reports.start(args, networks.block_of(network, args.weights), device, args.label, device=str(device),
+                           threads=torch.get_num_threads(), steps=STEPS, style_weight=weights[0],
+                           content_weight=weights[1], cudnn_tf32=torch.backends.cudnn.allow_tf32, sizes=[])
+    suffix = "-".join(part for part in ("smoke" if args.smoke else "", args.label or "") if part)
+    out = Path(args.out) if args.out else reports.path("evaluation", report, reports.sizes(args.size), suffix)
     for size in args.size:
         entry: dict[str, Any] = {"size": size, "shape": list(load_image(CONTENT, size).shape[-2:]), "paths": {}}
         for path in ("default", "fast"):
