@@ -106,6 +106,7 @@ class Probe:
     def __init__(self, device: torch.device, profiled: int) -> None:
         self.device, self.profiled, self.clock = device, profiled, timing.Clock(device)
         self.starts: list[float] = []
+        self.cpu: list[tuple[float, float]] = []  # process CPU seconds at each evaluation's start and end
         self.steady: list[bool] = []
         self.model = self.scope = self.profiler = self.profile = None  # model: the fast one, when the path has one
         self.first = self.timed_from = 0
@@ -121,6 +122,7 @@ class Probe:
         if self.clock.evaluations and self.scope is None:
             timing.sync(self.device)
             self.starts.append(time.perf_counter())
+            self.cpu.append((time.process_time(), 0.0))
             self.scope = torch.autograd.profiler.record_function("evaluation")
             self.scope.__enter__()
 
@@ -129,6 +131,8 @@ class Probe:
             self.scope.__exit__(None, None, None)
             self.scope = None
         self.clock()
+        if self.cpu and not self.cpu[-1][1]:  # the end of the evaluation that started last
+            self.cpu[-1] = (self.cpu[-1][0], time.process_time())
         model, done = self.model, self.clock.evaluations
         self.steady.append(model is None or not (done - 1 < model.exact_until or model.finishing))
         if done == 1:
@@ -165,6 +169,7 @@ class Probe:
         median = statistics.median
         return {"evaluation_s": median(ends[k] - self.starts[k - 2] for k in ks) if ks else None,
                 "loop_s": median(ends[k] - ends[k - 1] for k in ks) if ks else None, "timed": len(ks),
+                "evaluation_cpu_s": median(self.cpu[k - 2][1] - self.cpu[k - 2][0] for k in ks) if ks else None,
                 "evaluations": self.clock.evaluations}
 
 
@@ -189,7 +194,8 @@ def measure(network: Any, args: argparse.Namespace, size: int, path: str, device
     row = {"speed": speed.__dict__, **probe.timed(), "profile": probe.profile,
            "floor": floor(network, content, style, settings, speed, device, args.repeats)}
     if row["evaluation_s"] is not None:
-        row.update(step_s=row["loop_s"] - row["evaluation_s"], ratio=row["evaluation_s"] / row["floor"]["s"])
+        row.update(step_s=row["loop_s"] - row["evaluation_s"], ratio=row["evaluation_s"] / row["floor"]["s"],
+                   cpu_ratio=row["evaluation_cpu_s"] / row["floor"]["cpu_s"])
     return row
 
 
@@ -213,11 +219,16 @@ def floor(network: Any, content: torch.Tensor, style: torch.Tensor, settings: Tr
         work = item.pop("work")
         for _ in range(2):  # warm-up: oneDNN's and cuDNN's first call picks and prepares the kernel
             timing.seconds(work, device)
-        item["s"] = statistics.median(timing.seconds(lambda: [work() for _ in range(batch)], device) / batch
-                                      for _ in range(repeats))
+        runs = []
+        for _ in range(repeats):
+            cpu = time.process_time()
+            runs.append((timing.seconds(lambda: [work() for _ in range(batch)], device) / batch,
+                         (time.process_time() - cpu) / batch))
+        item["s"], item["cpu_s"] = (statistics.median(run[i] for run in runs) for i in (0, 1))
         item["gflop_per_s"] = item["gflop"] / item["s"]
     return {"dtype": str(dtype).removeprefix("torch."), "channels_last": speed.channels_last,
-            "s": sum(i["s"] for i in items), "gflop": sum(i["gflop"] for i in items), "items": items}
+            "s": sum(i["s"] for i in items), "cpu_s": sum(i["cpu_s"] for i in items),
+            "gflop": sum(i["gflop"] for i in items), "items": items}
 
 
 def _conv(conv: nn.Conv2d, x: torch.Tensor, dtype: torch.dtype, layout: torch.memory_format) -> dict[str, Any]:
@@ -296,14 +307,14 @@ def _ms(seconds: float | None) -> str:
 def markdown(report: dict[str, Any]) -> str:
     """The tables of a report: seconds per evaluation against the floor, then the evaluation's split by kind."""
     lines = [*reports.head(report), "", "| size | path | evaluation ms | loop ms (step) | floor ms (dtype) | "
-             "evaluation / floor | floor GFLOP at GFLOP/s | profiled ms |", "|---|---|---|---|---|---|---|---|"]
+             "evaluation / floor (in CPU time) | floor GFLOP at GFLOP/s | profiled ms |", "|---|---|---|---|---|---|---|---|"]
     shares = ["", "Where an evaluation's time goes (torch.profiler, share and ms per evaluation):", "",
               "| size | path | " + " | ".join(KINDS) + " |", "|---|---|" + "---|" * len(KINDS)]
     for entry in report["sizes"]:
         h, w = entry["shape"]
         for path, row in entry["paths"].items():
             fl, profile = row["floor"], row.get("profile")
-            ratio = "-" if row.get("ratio") is None else f"{row['ratio']:.2f}"
+            ratio = "-" if row.get("ratio") is None else f"{row['ratio']:.2f} ({row['cpu_ratio']:.2f})"
             lines.append(f"| {w}x{h} | {path} | {_ms(row['evaluation_s'])} | {_ms(row['loop_s'])} "
                          f"({_ms(row.get('step_s'))}) | {_ms(fl['s'])} ({fl['dtype']}"
                          f"{', channels_last' if fl['channels_last'] else ''}) | {ratio} | {fl['gflop']:.1f} at "
