@@ -192,7 +192,7 @@ def measure(network: Any, args: argparse.Namespace, size: int, path: str, device
     except _Done:
         pass
     finally:
-        if probe.profiler is not None:  # a run that ended inside the profiled window
+        if probe.profiler is not None:  # torn down (its window reported already, unless the run ended in it)
             probe.profiler.stop()
     row = {"speed": speed.__dict__, **probe.timed(), "profile": probe.profile,
            "floor": floor(network, content, style, settings, speed, device, args.repeats)}
