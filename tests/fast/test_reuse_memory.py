@@ -25,12 +25,12 @@ def allocator():
 
 
 def run(reuse: bool, fast: bool) -> tuple[list[float], bytes, int]:
-    """A 48 px run of one LBFGS step (with --fast: its float32 start, bf16 where the CPU has it, and its float32
+    """A 32 px run of one LBFGS step (with --fast: its float32 start, bf16 where the CPU has it, and its float32
     finish): each evaluation's losses, the picture's bytes, the minor page faults of the run. conv_1's maps are
-    384 KiB, above glibc's 128 KiB: mapped afresh at each evaluation when freed memory is given back."""
+    168 KiB, above glibc's 128 KiB: mapped afresh at each evaluation when freed memory is given back."""
     reuse_freed_memory(reuse)
     # Random weights with the loss weights x1000: LBFGS stores curvature pairs, as with real ones.
-    config = StyleConfig(weights="random", size=48, steps=10, fast=fast, style_weight=1e9, content_weight=1e3)
+    config = StyleConfig(weights="random", size=32, steps=10, fast=fast, style_weight=1e9, content_weight=1e3)
     losses: list[float] = []
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     image = stylize(IMAGES / "chelsea.png", IMAGES / "ihc.png", config,
