@@ -141,11 +141,12 @@ def main(contents: tuple[str, ...], styles: tuple[str, ...], output_dir: str | N
     if engine == "local" and workers == 1:
         import torch
 
-        from ..fast.hardware import physical_cores
+        from ..fast.hardware import physical_cores, reuse_freed_memory
 
         threads = config.threads or physical_cores()
         if threads != torch.get_num_threads():
             torch.set_num_threads(threads)  # the command owns its process; the library never sets this
+        reuse_freed_memory()  # the same numbers without the fresh pages of each evaluation
     outcomes = []
     bar = None
     stops = _Stops(runner)

@@ -178,12 +178,13 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
 
     import torch
 
-    from ..fast.hardware import physical_cores
+    from ..fast.hardware import physical_cores, reuse_freed_memory
     from ..run.run import Run
 
     threads = config.threads or physical_cores()
     if threads != torch.get_num_threads():
         torch.set_num_threads(threads)  # the CLI owns the process; the library never sets this
+    reuse_freed_memory()  # the same numbers without the fresh pages of each evaluation; the library never sets this
     checkpoint_before = _stamp(run_options.checkpoint)  # the summary names the checkpoint if this run wrote it
     run = Run(content, list(styles) if len(styles) > 1 else styles[0], config, run_options,
               download_progress=watch.on_download, on_notice=watch.on_notice, on_stage=watch.on_stage)

@@ -149,7 +149,7 @@ def _run(video: Any, output: str, work_dir: str, keep_frames: bool, report: str 
 
     import torch
 
-    from ..fast.hardware import physical_cores
+    from ..fast.hardware import physical_cores, reuse_freed_memory
     from ..run.prepare import default_size, resolve_device
     from .io import write_video
     from .runner import flicker
@@ -158,6 +158,7 @@ def _run(video: Any, output: str, work_dir: str, keep_frames: bool, report: str 
     threads = config.threads or physical_cores()
     if threads != torch.get_num_threads():
         torch.set_num_threads(threads)  # the command owns the process
+    reuse_freed_memory()  # the same numbers without the fresh pages of each evaluation
     progress = _Progress(video.clip.count, quiet)
     previous = {n: signal.getsignal(n) for n in (signal.SIGINT, signal.SIGTERM)}
 
