@@ -11,7 +11,7 @@ every test module).
 
 Tiers (``tests/tiers.py``): runs on random weights share the session's network, and a change to it is found; a bare
 pytest with the tiers plugin fails an unmarked test that starts a Python child process, and refuses a collection
-where an unmarked test uses a real network's fixture; the longest tests run first.
+where an unmarked test uses a real network's fixture.
 """
 
 from __future__ import annotations
@@ -144,16 +144,6 @@ def test_the_slow_kinds_are_slow_so_the_quick_run_leaves_them_out(request: pytes
         assert any(kind in names for names in markers.values()), kind
     quick = [t for t, names in markers.items() if "slow" not in names]
     assert len(quick) > len(markers) // 2  # the quick run is most of the suite, without its slow parts
-
-
-def test_the_longest_tests_run_first_then_the_slow_then_the_quick(request: pytest.FixtureRequest) -> None:
-    from . import tiers
-
-    for start in tiers.LONGEST:  # each names a test that exists: a renamed one would silently run late
-        path, name = start.split("::")
-        assert (ROOT / path).is_file() and (not name or f"def {name}(" in (ROOT / path).read_text()), start
-    ranks = [tiers.run_order(item) for item in request.session.items]
-    assert ranks == sorted(ranks), ranks
 
 
 def test_a_run_on_random_weights_gets_the_sessions_shared_network(cnn) -> None:

@@ -7,8 +7,6 @@
 - A test that uses a real pretrained network (seconds to read and dequantise; the fixtures ``REAL_NETWORK_FIXTURES``
   fail the collection, a load of the original VGG19 or VGG16 file the test) or starts a Python child process
   (seconds each: torch's import) must be marked slow.
-- The longest tests (``LONGEST``) run first, then the rest of the slow tier, then the quick tests: with one test
-  at a time per worker (setup.cfg's ``--maxschedchunk 1``) the suite's last minutes are short tests on both workers.
 
 Loaded by ``tests/conftest.py`` (``configure``).
 """
@@ -30,21 +28,6 @@ import torch
 from style_transfer.networks import vgg
 
 REAL_NETWORK_FIXTURES = ("vgg16", "vgg16_onnx", "vgg19_original", "real")
-# The longest tests, longest first (node ids or their start; seconds on 2 busy cores): they run first, then the
-# rest of the slow tier, then the quick tests, so no long test starts last and holds one worker while the other
-# waits. setup.cfg's --maxschedchunk keeps xdist from handing one worker a long run of them at once.
-LONGEST = (
-    "tests/test_types.py::test_the_package_passes_the_type_checker",  # mypy, cold cache: 170
-    "tests/networks/test_real_features.py::test_video_frames_stay_consistent",  # 111 and 41
-    "tests/batch/test_batch_ray.py::",  # 100
-    "tests/test_benchmark_networks.py::test_gpu_check_smoke_on_the_real_vgg16",  # 40
-    "tests/test_gpu_check.py::test_cpu_smoke_run_writes_a_passing_report",  # 37
-    "tests/fast/test_fast.py::test_benchmark_smoke",  # 36
-    "tests/video/test_video_run.py::test_ctrl_c_keeps_the_finished_frames_and_the_same_command_continues",  # 33
-    "tests/web/test_web_cli.py::test_the_address_needs_a_token_beyond_loopback",  # 32
-    "tests/test_suite.py::test_the_slow_kinds_are_slow_so_the_quick_run_leaves_them_out",  # 32
-    "tests/test_edges_benchmark.py::test_smoke",  # 26
-)
 SHARE = True  # False (the conftest's fresh_random_networks): each load builds its network, for tests of the building
 
 _SHARED: dict[str, vgg.Network] = {}
@@ -62,7 +45,6 @@ def configure(config: pytest.Config) -> None:
         subprocess._fork_exec = _counting_children(subprocess._fork_exec)
     _posixsubprocess.fork_exec = _counting_children(_posixsubprocess.fork_exec)
     config.pluginmanager.register(_Tiers(), "tiers")
-    config.pluginmanager.register(_Order(), "tiers-order")
 
 
 def _share_cores() -> None:
@@ -161,14 +143,6 @@ def _counting_children(fork_exec: Any) -> Any:
     return counted
 
 
-def run_order(item: pytest.Item) -> int:
-    """Where ``item`` runs: the ``LONGEST`` in their order, then the other slow tests, then the quick ones."""
-    for rank, start in enumerate(LONGEST):
-        if item.nodeid.startswith(start):
-            return rank
-    return len(LONGEST) + (item.get_closest_marker("slow") is None)
-
-
 class _Tiers:
     """The hooks (a plugin object: the conftest's own hook names are the interrupt plugin's)."""
 
@@ -194,11 +168,3 @@ class _Tiers:
             if _REAL[0]:
                 raise pytest.fail.Exception(f"{item.nodeid} loaded a real pretrained network: mark it slow")
         return result
-
-
-class _Order:
-    """The run's order (a plugin of its own: it runs last, after the tiers' check)."""
-
-    @pytest.hookimpl(trylast=True)  # after pytest groups the tests of a session fixture's parameter, and -m, -k
-    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        items.sort(key=run_order)  # stable: otherwise the order pytest made
