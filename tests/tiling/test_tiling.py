@@ -352,7 +352,8 @@ def test_a_size_that_does_not_fit_runs_tiled(monkeypatch: pytest.MonkeyPatch) ->
 @pytest.mark.slow
 def test_lbfgs_keeps_at_most_ten_pairs_at_a_tiled_size_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """LBFGS's history is the largest part a tiled run keeps per pixel (24 B a pair): 10 pairs there, the
-    settings' own elsewhere (here 64 px fits in the tile of 64 and runs untiled, 128 px is tiled)."""
+    settings' own elsewhere (here 32 px fits in the tile of 46 and runs untiled, 64 px is tiled: the sizes of
+    run_images, a quarter of the pixels of 64 and 128 px with the same untiled and tiled sizes)."""
     from style_transfer.core import transfer
 
     real, histories = transfer.get_input_optimizer, []
@@ -362,14 +363,12 @@ def test_lbfgs_keeps_at_most_ten_pairs_at_a_tiled_size_only(monkeypatch: pytest.
         return real(image, **kwargs)
 
     monkeypatch.setattr(transfer, "get_input_optimizer", spy)
-    content, style = rand(1, 3, 85, 128, seed=12, dtype=torch.float32), rand(1, 3, 128, 128, seed=13,
-                                                                           dtype=torch.float32)
     for history, expected in ((100, 10), (6, 6)):
         histories.clear()
-        config = StyleConfig(size=128, scales=2, steps=2, weights="random", device="cpu", tile=64,
+        config = StyleConfig(size=64, scales=2, steps=2, weights="random", device="cpu", tile=46,
                              history_size=history)
-        Run(content, style, config).execute()
-        assert histories == [((42, 64), history), ((85, 128), expected)]
+        run_images(config)
+        assert histories == [((21, 32), history), ((42, 64), expected)]
 
 
 def test_the_loop_refuses_what_tiling_cannot_run(cnn: nn.Sequential) -> None:
