@@ -97,23 +97,13 @@ class FourierBasis:
         return torch.fft.irfft2(torch.view_as_complex(coefficients) * self.scale, s=self.shape, norm="ortho")
 
 
-class BasisImage:
-    """The loop's bridge between the coefficients LBFGS moves and the image the model evaluates.
+class JumpGuard:
+    """The jump guard over what LBFGS moves (``variable``): an evaluation whose loss is more than ``JUMP`` times the
+    lowest of its LBFGS step ends the step (``Jumped``), the variable goes back to that step's lowest (``restart``)
+    and LBFGS starts again, ``DAMPING`` times slower each time (``damped``), easing off after a clean step."""
 
-    ``show`` does what the tutorial's loop does to its pixels before each evaluation: it decodes the coefficients
-    and clamps that image to [0, 1], writing it into the loop's image, a leaf the evaluation backpropagates into as
-    on the pixel path. ``backward`` takes that image's gradient back to the coefficients through the decoding, where
-    ``inward`` lets it through: inside the box, and outside it only where the descent step leads back in. The
-    coefficients LBFGS holds are never changed behind its back: projecting them onto the box after each update made
-    LBFGS's curvature pairs describe steps it had not taken (benchmarks/NOTEBOOK.md, 2026-12-03). ``settle`` ends an
-    optimiser step: the coefficients are re-encoded from the (unclamped) image they decode to, which is what a
-    checkpoint keeps, so a resumed run continues from the very coefficients it stopped at.
-    """
-
-    def __init__(self, basis: FourierBasis, image: torch.Tensor) -> None:
-        self.basis = basis
-        self.coefficients = basis.encode(image).requires_grad_(True)
-        self._decoded: torch.Tensor | None = None
+    def __init__(self, variable: torch.Tensor) -> None:
+        self.variable = variable
         self.restarts = 0
         self.in_a_row = 0  # restarts since the last step without a jump
         self.damping = 1.0  # the share of the learning rate LBFGS runs with now
@@ -125,7 +115,7 @@ class BasisImage:
         self.best: torch.Tensor | None = None
 
     def observe(self, loss: float) -> None:
-        """After an evaluation at the coefficients: keep them if their loss is the step's lowest.
+        """After an evaluation at the variable: keep it if its loss is the step's lowest.
 
         Raises:
             Jumped: the loss is more than ``JUMP`` times the step's lowest (``restart`` goes back there).
@@ -134,7 +124,7 @@ class BasisImage:
             raise Jumped(f"the loss jumped to {loss:.4g}, {loss / self.best_loss:.1f}x the step's lowest")
         if loss < self.best_loss:
             self.best_loss = loss
-            self.best = self.coefficients.detach().clone()
+            self.best = self.variable.detach().clone()
 
     def damped(self, lr: float) -> float:
         """The learning rate after a jump, the run's own ``lr`` given: ``DAMPING`` times smaller than before."""
@@ -156,13 +146,33 @@ class BasisImage:
         self.in_a_row = 0
 
     def restart(self) -> None:
-        """Put back the step's lowest-loss coefficients (after ``Jumped``)."""
-        assert self.best is not None  # a jump is measured against a loss seen, whose coefficients were kept
+        """Put back the step's lowest-loss variable (after ``Jumped``)."""
+        assert self.best is not None  # a jump is measured against a loss seen, whose variable was kept
         with torch.no_grad():
-            self.coefficients.copy_(self.best)
+            self.variable.copy_(self.best)
         self.restarts += 1
         self.in_a_row += 1
         self.begin_step()
+
+
+class BasisImage(JumpGuard):
+    """The loop's bridge between the coefficients LBFGS moves and the image the model evaluates.
+
+    ``show`` does what the tutorial's loop does to its pixels before each evaluation: it decodes the coefficients
+    and clamps that image to [0, 1], writing it into the loop's image, a leaf the evaluation backpropagates into as
+    on the pixel path. ``backward`` takes that image's gradient back to the coefficients through the decoding, where
+    ``inward`` lets it through: inside the box, and outside it only where the descent step leads back in. The
+    coefficients LBFGS holds are never changed behind its back: projecting them onto the box after each update made
+    LBFGS's curvature pairs describe steps it had not taken (benchmarks/NOTEBOOK.md, 2026-12-03). ``settle`` ends an
+    optimiser step: the coefficients are re-encoded from the (unclamped) image they decode to, which is what a
+    checkpoint keeps, so a resumed run continues from the very coefficients it stopped at.
+    """
+
+    def __init__(self, basis: FourierBasis, image: torch.Tensor) -> None:
+        self.basis = basis
+        self.coefficients = basis.encode(image).requires_grad_(True)
+        self._decoded: torch.Tensor | None = None
+        super().__init__(self.coefficients)
 
     def show(self, image: torch.Tensor) -> None:
         decoded = self.basis.decode(self.coefficients)
@@ -213,7 +223,8 @@ class BasisImage:
 class FourierImage(ImageBasis):
     """The optimiser moves the image's scaled Fourier coefficients (``BasisImage``), with the jump guard: a loss
     that jumped ends the step, LBFGS starts again from the step's best, damped, and after ``RESTARTS_IN_A_ROW``
-    restarts the rest of the run moves the pixels. Its state (scale, damping, restarts, giving up) goes into the
+    restarts the rest of the run moves the pixels, guarded the same way (``JumpGuard``; there each jump damps further,
+    with no limit: LBFGS on the pixels diverged late in a run, 1e3x its best). Its state (scale, damping, restarts, giving up) goes into the
     optimiser's ``param_groups``, so a checkpoint's ``state_dict`` keeps it and a resumed run continues it."""
 
     def __init__(self, image: torch.Tensor, new_optimizer: NewOptimizer, state: dict[str, Any] | None, *,
@@ -221,19 +232,20 @@ class FourierImage(ImageBasis):
         group = state["param_groups"][0] if state is not None and state.get("param_groups") else {}
         basis = FourierBasis.like(image, exponent=group.get("exponent", FOURIER_EXPONENT))  # older ones: the first
         self.moved: BasisImage | None = None if group.get("gave_up_basis") else BasisImage(basis, image)
+        # Once the basis is given up, the same guard over the pixels: LBFGS on them can diverge late as well.
+        self.guard: JumpGuard = self.moved if self.moved is not None else JumpGuard(image)
         self.image, self.new_optimizer, self.base_lr = image, new_optimizer, base_lr
         self.late_from = late_from if self.moved is not None else None
         self.variable = image if self.moved is None else self.moved.coefficients
         self.optimizer = new_optimizer(self.variable, None)
         if state is not None:
             self.optimizer.load_state_dict(state)
-            if self.moved is not None:  # the damped learning rate and restarts continue as the checkpoint left them
-                self.moved.damping = self.optimizer.param_groups[0]["lr"] / base_lr
-                self.moved.in_a_row = self.optimizer.param_groups[0].get("restarts_in_a_row", 0)
+            # the damped learning rate and restarts continue as the checkpoint left them
+            self.guard.damping = self.optimizer.param_groups[0]["lr"] / base_lr
+            self.guard.in_a_row = self.optimizer.param_groups[0].get("restarts_in_a_row", 0)
 
     def start_step(self, evaluations: int) -> None:
-        if self.moved is not None:
-            self.moved.begin_step()
+        self.guard.begin_step()
 
     def before_evaluation(self, image: torch.Tensor) -> None:
         if self.moved is None:  # given up: the pixels, as the tutorial moves them
@@ -248,32 +260,31 @@ class FourierImage(ImageBasis):
             self.moved.backward(image)
 
     def after_evaluation(self, loss: float) -> None:
-        if self.moved is not None:  # a loss that jumped ends the step (Jumped): back to the step's best
-            self.moved.observe(loss)
+        self.guard.observe(loss)  # a loss that jumped ends the step (Jumped): back to the step's best
 
     def run_step(self, step: Callable[[], None]) -> bool:
-        moved = self.moved
+        moved, guard = self.moved, self.guard
         try:
             step()
-        except Jumped:  # the step's best coefficients, a fresh LBFGS from there, damped
-            assert moved is not None  # only an image in the basis observes its losses
-            moved.restart()
-            if moved.exhausted:  # damping did not help: the rest of the run moves the pixels, from the best image
-                moved.settle(self.image)
+        except Jumped:  # the step's best (coefficients or pixels), a fresh LBFGS from there, damped
+            guard.restart()
+            if moved is not None and moved.exhausted:  # damping did not help: the rest of the run moves the pixels
+                moved.settle(self.image)  # from the best image
                 with torch.no_grad():
                     self.image.clamp_(0, 1)
-                self.moved, self.variable = None, self.image
+                self.moved, self.variable, self.guard = None, self.image, JumpGuard(self.image)
                 self.optimizer = self.new_optimizer(self.variable, None)
                 self.optimizer.param_groups[0]["gave_up_basis"] = True  # kept by a checkpoint's state_dict
-            else:
-                self.optimizer = self.new_optimizer(self.variable, moved.damped(self.base_lr))
-                self.optimizer.param_groups[0]["restarts_in_a_row"] = moved.in_a_row  # kept by a state_dict
+            else:  # on the pixels no limit: each jump damps further, down to steps too small to jump
+                self.optimizer = self.new_optimizer(self.variable, guard.damped(self.base_lr))
+                self.optimizer.param_groups[0]["restarts_in_a_row"] = guard.in_a_row  # kept by a state_dict
+                if moved is None:
+                    self.optimizer.param_groups[0]["gave_up_basis"] = True
             return True
-        if moved is not None:  # a step without a jump: the damping eases off
-            moved.clean_step()
-            self.optimizer.param_groups[0]["restarts_in_a_row"] = 0
-            if moved.damping < 1:
-                self.optimizer.param_groups[0]["lr"] = moved.ease(self.base_lr)
+        guard.clean_step()  # a step without a jump: the damping eases off
+        self.optimizer.param_groups[0]["restarts_in_a_row"] = 0
+        if guard.damping < 1:
+            self.optimizer.param_groups[0]["lr"] = guard.ease(self.base_lr)
         return False
 
     def end_step(self, evaluations: int) -> None:

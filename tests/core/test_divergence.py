@@ -38,10 +38,28 @@ def blown_up(module: StyleLoss, after: int) -> None:
     module.forward = forward_blown  # type: ignore[method-assign]
 
 
-def fourier_run(cnn, content, style, after: int | None) -> tuple[torch.Tensor, RunStats, list[float], list[bool]]:
+def spiked(module: StyleLoss, at: int, factor: float = 1e3) -> None:
+    """At the ``at``-th forward alone, ``module``'s loss is ``factor`` times what it is: one evaluation that jumps."""
+    count = [0]
+    forward = module.forward
+
+    def forward_spiked(x: torch.Tensor) -> torch.Tensor:
+        out = forward(x)
+        count[0] += 1
+        if count[0] == at:
+            module.loss = module.loss * factor
+        return out
+
+    module.forward = forward_spiked  # type: ignore[method-assign]
+
+
+def fourier_run(cnn, content, style, after: int | None,
+                spike_at: int | None = None) -> tuple[torch.Tensor, RunStats, list[float], list[bool]]:
     model, style_losses, content_losses = get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD, style, content)
     if after is not None:
         blown_up(style_losses[0], after)
+    if spike_at is not None:
+        spiked(style_losses[0], spike_at)  # the term that dominates the blown-up total
     losses: list[float] = []
     gave_up: list[bool] = []
     stats = RunStats()
@@ -78,6 +96,23 @@ def test_a_diverging_fourier_run_gives_up_the_basis_and_hands_back_its_best_imag
     diverged_score = clean_loss(cnn, content_32, style_32, out)
     assert clean_loss(cnn, content_32, style_32, control) < diverged_score
     assert diverged_score <= clean_loss(cnn, content_32, style_32, content_32)
+
+
+def test_after_giving_up_the_basis_a_jump_on_the_pixels_goes_back_to_the_steps_best(cnn, content_32,
+                                                                                  style_32) -> None:
+    """LBFGS on the pixels can diverge late too (the README's first command did, at its 219th evaluation): the guard
+    stays on them. One evaluation made to jump (1e3x) well after the run gave the basis up: the next evaluation is an
+    image the step had evaluated already (its lowest, the same loss to the bit), not LBFGS's next point."""
+    after, spike = 8, 40
+    out, stats, losses, gave_up = fourier_run(cnn, content_32, style_32, after, spike_at=spike)
+    assert gave_up.index(True) <= RESTARTS_IN_A_ROW  # on the pixels by the spike (each step end: <= 20 evaluations)
+    before = losses[after + 4 * RESTARTS_IN_A_ROW:spike - 1]  # the pixels' evaluations before the spike
+    assert losses[spike - 1] > JUMP * min(before)  # the spike jumped
+    assert losses[spike] in before  # back at the step's best: an image evaluated before, the same loss to the bit
+    # (without the guard on the pixels it was LBFGS's next point: checked against the code before it)
+    # Control, the same run without the spike: the jump at that evaluation is the hand-made one, not the run's own.
+    _, _, control, _ = fourier_run(cnn, content_32, style_32, after)
+    assert 100 * control[spike - 1] < losses[spike - 1]
 
 
 def test_the_default_warns_when_its_loss_ends_above_its_start(tmp_path: Path, monkeypatch) -> None:
