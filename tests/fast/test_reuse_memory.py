@@ -5,6 +5,9 @@ and kept."""
 from __future__ import annotations
 
 import resource
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -13,6 +16,8 @@ from style_transfer import StyleConfig, stylize
 from style_transfer.fast.hardware import reuse_freed_memory
 
 from ..conftest import IMAGES
+
+ROOT = Path(__file__).resolve().parents[2]
 
 glibc = pytest.mark.skipif(not reuse_freed_memory(False), reason="not glibc: reuse_freed_memory does nothing here")
 
@@ -46,5 +51,16 @@ def test_same_numbers_with_freed_memory_kept(fast: bool, allocator) -> None:
     assert len(kept) == len(given_back) >= 2 * 8  # --fast: its float32 start's 4 evaluations, then bf16's
     assert kept == given_back  # every evaluation's losses, exactly
     assert kept_image == given_back_image
-    if not fast:  # the point of it: the maps' pages are touched once, not at every evaluation
-        assert kept_faults < given_back_faults / 2, (kept_faults, given_back_faults)
+
+
+@glibc
+@pytest.mark.slow
+def test_kept_memory_saves_the_page_faults() -> None:
+    """The point of it: the maps' pages are touched once, not at every evaluation. In a fresh process: a pytest worker's
+    heap, after other tests, may hold the maps already (measured: 3 faults against 2 in a worker, in either mode)."""
+    child = ("import sys; sys.path.insert(0, {root!r}); from tests.fast.test_reuse_memory import run; "
+             "print(run(False, False)[2], run(True, False)[2])").format(root=str(ROOT))
+    done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    given_back_faults, kept_faults = map(int, done.stdout.split()[-2:])
+    assert kept_faults < given_back_faults / 2, (kept_faults, given_back_faults)
