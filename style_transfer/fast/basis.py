@@ -223,9 +223,10 @@ class BasisImage(JumpGuard):
 class FourierImage(ImageBasis):
     """The optimiser moves the image's scaled Fourier coefficients (``BasisImage``), with the jump guard: a loss
     that jumped ends the step, LBFGS starts again from the step's best, damped, and after ``RESTARTS_IN_A_ROW``
-    restarts the rest of the run moves the pixels, guarded the same way (``JumpGuard``; there each jump damps further,
-    with no limit: LBFGS on the pixels diverged late in a run, 1e3x its best). Its state (scale, damping, restarts, giving up) goes into the
-    optimiser's ``param_groups``, so a checkpoint's ``state_dict`` keeps it and a resumed run continues it."""
+    restarts the rest of the run moves the pixels, guarded the same way (``JumpGuard``; there each jump damps
+    further, with no limit: LBFGS on the pixels diverged late in a run, 1e3x its best). Its state (scale, damping,
+    restarts, giving up) goes into the optimiser's ``param_groups``, so a checkpoint's ``state_dict`` keeps it and a
+    resumed run continues it."""
 
     def __init__(self, image: torch.Tensor, new_optimizer: NewOptimizer, state: dict[str, Any] | None, *,
                  base_lr: float, late_from: int | None) -> None:
@@ -273,19 +274,22 @@ class FourierImage(ImageBasis):
                 with torch.no_grad():
                     self.image.clamp_(0, 1)
                 self.moved, self.variable, self.guard = None, self.image, JumpGuard(self.image)
-                self.optimizer = self.new_optimizer(self.variable, None)
-                self.optimizer.param_groups[0]["gave_up_basis"] = True  # kept by a checkpoint's state_dict
+                self._fresh_optimizer(None)
             else:  # on the pixels no limit: each jump damps further, down to steps too small to jump
-                self.optimizer = self.new_optimizer(self.variable, guard.damped(self.base_lr))
+                self._fresh_optimizer(guard.damped(self.base_lr))
                 self.optimizer.param_groups[0]["restarts_in_a_row"] = guard.in_a_row  # kept by a state_dict
-                if moved is None:
-                    self.optimizer.param_groups[0]["gave_up_basis"] = True
             return True
         guard.clean_step()  # a step without a jump: the damping eases off
         self.optimizer.param_groups[0]["restarts_in_a_row"] = 0
         if guard.damping < 1:
             self.optimizer.param_groups[0]["lr"] = guard.ease(self.base_lr)
         return False
+
+    def _fresh_optimizer(self, lr: float | None) -> None:
+        """A new LBFGS over what is moved now, at ``lr`` (None: the run's); once on the pixels its state says so."""
+        self.optimizer = self.new_optimizer(self.variable, lr)
+        if self.moved is None:
+            self.optimizer.param_groups[0]["gave_up_basis"] = True  # kept by a checkpoint's state_dict
 
     def end_step(self, evaluations: int) -> None:
         moved = self.moved
