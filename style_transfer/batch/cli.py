@@ -18,7 +18,7 @@ from .. import __version__
 from ..io.files import check_not_an_input, check_writable, shown
 from ..config.text import as_options
 from ..cli.options import (OneLineCommand, ProgressLines, UsageFault, check_input_paths, config_from_options, note,
-                           setting_inputs, settings_options, unexpected_error)
+                           own_process, setting_inputs, settings_options, unexpected_error)
 from .items import OUTPUT_EXTENSIONS, check_outputs, cross_items, expand_contents, read_manifest
 
 EXIT_FAILED, EXIT_INTERRUPTED = 1, 130
@@ -139,14 +139,7 @@ def main(contents: tuple[str, ...], styles: tuple[str, ...], output_dir: str | N
         _remove_if_empty(output_dir, made_folder)
         raise click.ClickException(str(exc)) from None
     if engine == "local" and workers == 1:
-        import torch
-
-        from ..fast.hardware import physical_cores, reuse_freed_memory
-
-        threads = config.threads or physical_cores()
-        if threads != torch.get_num_threads():
-            torch.set_num_threads(threads)  # the command owns its process; the library never sets this
-        reuse_freed_memory()  # the same numbers without the fresh pages of each evaluation
+        own_process(config.threads)
     outcomes = []
     bar = None
     stops = _Stops(runner)

@@ -91,6 +91,20 @@ class ProgressLines:
         self.written, self.written_at, self.pending = done, now, False
 
 
+def own_process(threads: int | None) -> None:
+    """What a command sets for its own process, which the library never does: torch's threads (``threads``; None: the
+    physical cores) and glibc keeping freed memory for reuse (the same numbers without each evaluation's fresh pages,
+    ``fast.hardware.reuse_freed_memory``). torch is imported here, not with this module: --help answers without it."""
+    import torch
+
+    from ..fast.hardware import physical_cores, reuse_freed_memory
+
+    threads = threads or physical_cores()
+    if threads != torch.get_num_threads():
+        torch.set_num_threads(threads)
+    reuse_freed_memory()
+
+
 def show_traceback(debug: bool) -> None:
     """With ``--debug``, the traceback of the exception being handled, before its one-line message."""
     if debug:

@@ -21,8 +21,8 @@ from ..io.files import check_not_an_input, check_writable, shown
 from ..io.images import (INPUT_FORMATS_TEXT, MAX_PIXELS, MIN_INPUT_SIDE, check_output, header_size, open_image,
                          save_image)
 from .options import (MASK_FIELDS, OneLineCommand, RECORDED_FIELDS, SETTINGS_FIELDS, UsageFault, check_input_paths,
-                      config_from_options, note, one_line_error, setting_inputs, settings_options,
-                      show_traceback, unexpected_error)
+                      config_from_options, note, one_line_error, own_process, setting_inputs,
+                      settings_options, show_traceback, unexpected_error)
 from ..config.algorithm import FAST_HISTORY_SIZE
 from ..fast.levers import fast_levers
 from ..run.plans import FAST_STEPS_SHARE, checkpoint_bytes, default_size_of, plan_run
@@ -176,15 +176,9 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
         except (ValueError, StyleTransferError) as exc:
             raise UsageFault(f"--replay {shown(replay)}: {exc}") from None
 
-    import torch
-
-    from ..fast.hardware import physical_cores, reuse_freed_memory
     from ..run.run import Run
 
-    threads = config.threads or physical_cores()
-    if threads != torch.get_num_threads():
-        torch.set_num_threads(threads)  # the CLI owns the process; the library never sets this
-    reuse_freed_memory()  # the same numbers without the fresh pages of each evaluation; the library never sets this
+    own_process(config.threads)
     checkpoint_before = _stamp(run_options.checkpoint)  # the summary names the checkpoint if this run wrote it
     run = Run(content, list(styles) if len(styles) > 1 else styles[0], config, run_options,
               download_progress=watch.on_download, on_notice=watch.on_notice, on_stage=watch.on_stage)

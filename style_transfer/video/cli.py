@@ -19,7 +19,7 @@ from .. import __version__
 from ..errors import Interrupted, RunStopped, StyleTransferError
 from ..io.files import atomic_output, check_not_an_input, check_writable, shown
 from ..cli.options import (OneLineCommand, ProgressLines, UsageFault, check_input_paths, config_from_options, note,
-                           one_line_error, setting_inputs, settings_options, show_traceback)
+                           one_line_error, own_process, setting_inputs, settings_options, show_traceback)
 from . import DEFAULT_TEMPORAL_WEIGHT, MissingExtra, VideoError
 
 EXIT_CODES = {"interrupted": 130, "cancelled": 130, "terminated": 143}
@@ -147,18 +147,12 @@ def _run(video: Any, output: str, work_dir: str, keep_frames: bool, report: str 
          debug: bool) -> None:
     import shutil
 
-    import torch
-
-    from ..fast.hardware import physical_cores, reuse_freed_memory
     from ..run.prepare import default_size, resolve_device
     from .io import write_video
     from .runner import flicker
 
     config = video.config
-    threads = config.threads or physical_cores()
-    if threads != torch.get_num_threads():
-        torch.set_num_threads(threads)  # the command owns the process
-    reuse_freed_memory()  # the same numbers without the fresh pages of each evaluation
+    own_process(config.threads)
     progress = _Progress(video.clip.count, quiet)
     previous = {n: signal.getsignal(n) for n in (signal.SIGINT, signal.SIGTERM)}
 
