@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from style_transfer import StyleConfig, TransferSettings
+from style_transfer import TransferSettings
 from style_transfer.errors import StyleTransferError
 from style_transfer.fast.fast import accelerator, speed_from_config
 from style_transfer.fast.hardware import physical_cores

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 from style_transfer import StyleConfig, stylize
 from style_transfer.fast.hardware import reuse_freed_memory
