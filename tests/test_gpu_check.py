@@ -76,20 +76,22 @@ def test_cpu_smoke_run_writes_a_passing_report(tmp_path: Path) -> None:
     assert rows[0]["per_eval"]["speed"]["precision"] == "fp32"  # the default path is the tutorial's
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA GPU is present: the script would run")
-def test_without_a_gpu_it_exits_2_in_one_line(tmp_path: Path) -> None:
+def test_without_a_gpu_it_exits_2_in_one_line(tmp_path: Path, gpu_check: ModuleType,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "check.json"
-    done = run_script("--out", str(out))
-    assert done.returncode == 2
-    assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: no CUDA GPU")
-    assert "--device cpu --smoke" in done.stderr and not out.exists()
+    assert gpu_check.main(["--out", str(out)]) == 2  # the script's exit status (sys.exit(main()))
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: no CUDA GPU")
+    assert "--device cpu --smoke" in err and not out.exists()
 
 
-@pytest.mark.slow
-def test_a_label_that_is_no_file_name_exits_2(tmp_path: Path) -> None:
-    done = run_script("--device", "cpu", "--smoke", "--label", "my machine", "--out", str(tmp_path / "c.json"))
-    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "'my machine'" in done.stderr
+def test_a_label_that_is_no_file_name_exits_2(tmp_path: Path, gpu_check: ModuleType,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "c.json"
+    assert gpu_check.main(["--device", "cpu", "--smoke", "--label", "my machine", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'my machine'" in err and not out.exists()
 
 
 def test_first_evaluation_judge_fails_past_each_tolerance(gpu_check: ModuleType) -> None:
