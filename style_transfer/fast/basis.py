@@ -43,6 +43,11 @@ DAMPING = 4.0  # each jump divides LBFGS's learning rate by this; each LBFGS ste
 # the pixels from the best image seen (``FourierImage.run_step``): a step run unguarded instead could end in noise
 # (benchmarks/NOTEBOOK.md, 2026-12-04 "--fast never hands back noise").
 RESTARTS_IN_A_ROW = 3
+# Once the basis is given up, the guard over the pixels arms when the loss has come below this share of the pixels'
+# first: before, a jump is LBFGS's early overshoot, which the tutorial's own path makes and comes back from (the cat in
+# the Hubble deep field on VGG16 at 300 px: 300x at the default's third evaluation, back by its 70th), where damped
+# restarts crawled to 2.6x the default's loss (benchmarks/NOTEBOOK.md, 2026-12-04 "The guard on the pixels arms").
+ARM_BELOW = 0.1
 # A run in this basis is not the tutorial's path: it hands back its best evaluated image, unless its last evaluation
 # is within this share of it (``Fourier.keep_within``). Not 0: bf16's loss of an image is up to 2.3 % below its
 # float32 loss, and a strict best would hand back a bf16 image over the float32 finish's (benchmarks/NOTEBOOK.md).
@@ -155,6 +160,30 @@ class JumpGuard:
         self.begin_step()
 
 
+class PixelGuard(JumpGuard):
+    """The jump guard over the pixels, once the basis is given up: it acts only after the loss has come below
+    ``ARM_BELOW`` times the pixels' first (``armed``); before, every evaluation is left to LBFGS, whose lowest is
+    still kept for a restart. ``start`` and ``lowest`` (the pixels' first and lowest losses so far) resume it."""
+
+    def __init__(self, variable: torch.Tensor, start: float | None = None, lowest: float = float("inf")) -> None:
+        super().__init__(variable)
+        self.start, self.lowest = start, lowest
+
+    @property
+    def armed(self) -> bool:
+        return self.start is not None and self.lowest < ARM_BELOW * self.start
+
+    def observe(self, loss: float) -> None:
+        if self.start is None:
+            self.start = loss
+        if self.armed:
+            super().observe(loss)
+        elif loss < self.best_loss:  # unarmed: no jump, but the step's lowest is kept for a later restart
+            self.best_loss = loss
+            self.best = self.variable.detach().clone()
+        self.lowest = min(self.lowest, loss)
+
+
 class BasisImage(JumpGuard):
     """The loop's bridge between the coefficients LBFGS moves and the image the model evaluates.
 
@@ -233,8 +262,9 @@ class FourierImage(ImageBasis):
         group = state["param_groups"][0] if state is not None and state.get("param_groups") else {}
         basis = FourierBasis.like(image, exponent=group.get("exponent", FOURIER_EXPONENT))  # older ones: the first
         self.moved: BasisImage | None = None if group.get("gave_up_basis") else BasisImage(basis, image)
-        # Once the basis is given up, the same guard over the pixels: LBFGS on them can diverge late as well.
-        self.guard: JumpGuard = self.moved if self.moved is not None else JumpGuard(image)
+        # Once the basis is given up, a guard over the pixels: LBFGS on them can diverge late as well.
+        self.guard: JumpGuard = self.moved if self.moved is not None else PixelGuard(
+            image, group.get("pixels_start"), group.get("pixels_lowest", 0.0))  # older ones: armed
         self.image, self.new_optimizer, self.base_lr = image, new_optimizer, base_lr
         self.late_from = late_from if self.moved is not None else None
         self.variable = image if self.moved is None else self.moved.coefficients
@@ -273,7 +303,7 @@ class FourierImage(ImageBasis):
                 moved.settle(self.image)  # from the best image
                 with torch.no_grad():
                     self.image.clamp_(0, 1)
-                self.moved, self.variable, self.guard = None, self.image, JumpGuard(self.image)
+                self.moved, self.variable, self.guard = None, self.image, PixelGuard(self.image)
                 self._fresh_optimizer(None)
             else:  # on the pixels no limit: each jump damps further, down to steps too small to jump
                 self._fresh_optimizer(guard.damped(self.base_lr))
@@ -294,6 +324,9 @@ class FourierImage(ImageBasis):
     def end_step(self, evaluations: int) -> None:
         moved = self.moved
         if moved is None:
+            guard = self.guard
+            assert isinstance(guard, PixelGuard)
+            self.optimizer.param_groups[0].update(pixels_start=guard.start, pixels_lowest=guard.lowest)  # a checkpoint's
             return
         # The image of the step's last update, and coefficients a checkpoint restores exactly; from late_from
         # evaluations on, the rest of the run in the flat scale.

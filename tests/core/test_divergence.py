@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from style_transfer.losses.tutorial import StyleLoss
-from style_transfer.fast.basis import FOURIER, JUMP, RESTARTS_IN_A_ROW
+from style_transfer.fast.basis import ARM_BELOW, FOURIER, JUMP, RESTARTS_IN_A_ROW
 from style_transfer.core.run_stats import RunStats
 from style_transfer.core.style_model import get_style_model_and_losses
 from style_transfer.core.transfer import TransferSettings, optimize
@@ -23,15 +23,16 @@ BLOW_UP = 1e6
 STEPS = 59  # three LBFGS steps of 20
 
 
-def blown_up(module: StyleLoss, after: int) -> None:
-    """From the ``after``-th forward on, ``module``'s loss is ``BLOW_UP`` times what it is."""
+def blown_up(module: StyleLoss, after: int, until: int | None = None) -> None:
+    """From the ``after``-th forward on (up to the ``until``-th, excluded), ``module``'s loss is ``BLOW_UP`` times
+    what it is."""
     count = [0]
     forward = module.forward
 
     def forward_blown(x: torch.Tensor) -> torch.Tensor:
         out = forward(x)
         count[0] += 1
-        if count[0] >= after:
+        if count[0] >= after and (until is None or count[0] < until):
             module.loss = module.loss * BLOW_UP
         return out
 
@@ -53,11 +54,11 @@ def spiked(module: StyleLoss, at: int, factor: float = 1e3) -> None:
     module.forward = forward_spiked  # type: ignore[method-assign]
 
 
-def fourier_run(cnn, content, style, after: int | None,
-                spike_at: int | None = None) -> tuple[torch.Tensor, RunStats, list[float], list[bool]]:
+def fourier_run(cnn, content, style, after: int | None, spike_at: int | None = None,
+                until: int | None = None) -> tuple[torch.Tensor, RunStats, list[float], list[bool]]:
     model, style_losses, content_losses = get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD, style, content)
     if after is not None:
-        blown_up(style_losses[0], after)
+        blown_up(style_losses[0], after, until)
     if spike_at is not None:
         spiked(style_losses[0], spike_at)  # the term that dominates the blown-up total
     losses: list[float] = []
@@ -98,21 +99,39 @@ def test_a_diverging_fourier_run_gives_up_the_basis_and_hands_back_its_best_imag
     assert diverged_score <= clean_loss(cnn, content_32, style_32, content_32)
 
 
-def test_after_giving_up_the_basis_a_jump_on_the_pixels_goes_back_to_the_steps_best(cnn, content_32,
-                                                                                  style_32) -> None:
+def test_after_giving_up_the_basis_a_late_jump_on_the_pixels_goes_back_to_the_steps_best(cnn, content_32,
+                                                                                       style_32) -> None:
     """LBFGS on the pixels can diverge late too (the README's first command did, at its 219th evaluation): the guard
-    stays on them. One evaluation made to jump (1e3x) well after the run gave the basis up: the next evaluation is an
-    image the step had evaluated already (its lowest, the same loss to the bit), not LBFGS's next point."""
-    after, spike = 8, 40
-    out, stats, losses, gave_up = fourier_run(cnn, content_32, style_32, after, spike_at=spike)
+    stays on them, armed once their loss has fallen below ``ARM_BELOW`` times their first. The blow-up gives the
+    basis up and ends at evaluation 30 (the pixels' loss then falls a millionfold: armed); one evaluation made to jump
+    (1e3x) after that: the next evaluation is an image the step had evaluated already (its lowest, the same loss to
+    the bit), not LBFGS's next point."""
+    after, until, spike = 8, 30, 45
+    out, stats, losses, gave_up = fourier_run(cnn, content_32, style_32, after, spike_at=spike, until=until)
     assert gave_up.index(True) <= RESTARTS_IN_A_ROW  # on the pixels by the spike (each step end: <= 20 evaluations)
-    before = losses[after + 4 * RESTARTS_IN_A_ROW:spike - 1]  # the pixels' evaluations before the spike
+    pixels_first = losses[after + 4 * RESTARTS_IN_A_ROW]  # (a restart's evaluations at most 4 each before giving up)
+    before = losses[until:spike - 1]  # the pixels' evaluations after the blow-up, before the spike
+    assert min(before) < ARM_BELOW * pixels_first  # armed
     assert losses[spike - 1] > JUMP * min(before)  # the spike jumped
     assert losses[spike] in before  # back at the step's best: an image evaluated before, the same loss to the bit
     # (without the guard on the pixels it was LBFGS's next point: checked against the code before it)
     # Control, the same run without the spike: the jump at that evaluation is the hand-made one, not the run's own.
-    _, _, control, _ = fourier_run(cnn, content_32, style_32, after)
+    _, _, control, _ = fourier_run(cnn, content_32, style_32, after, until=until)
     assert 100 * control[spike - 1] < losses[spike - 1]
+
+
+def test_before_the_pixels_loss_has_fallen_a_jump_is_left_to_lbfgs(cnn, content_32, style_32) -> None:
+    """An early jump on the pixels is LBFGS's own overshoot, which the tutorial's path makes and recovers from (VGG16,
+    the cat in the deep field: 300x at the default's third evaluation, back by its 70th); damped restarts there
+    crawled. The blow-up stays on, so the pixels' loss never falls to ``ARM_BELOW`` times their first: the same spike
+    as above is followed by LBFGS's next point, an image not evaluated before."""
+    after, spike = 8, 40
+    _, _, losses, gave_up = fourier_run(cnn, content_32, style_32, after, spike_at=spike)
+    assert gave_up.index(True) <= RESTARTS_IN_A_ROW
+    pixels = losses[after + 4 * RESTARTS_IN_A_ROW:spike - 1]
+    assert min(pixels) > ARM_BELOW * pixels[0]  # not armed
+    assert losses[spike - 1] > JUMP * min(pixels)  # the spike jumped
+    assert losses[spike] not in pixels  # no restart (the code before this rule went back to the step's best)
 
 
 def test_the_default_warns_when_its_loss_ends_above_its_start(tmp_path: Path, monkeypatch) -> None:
