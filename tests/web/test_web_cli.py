@@ -237,7 +237,7 @@ def test_the_address_needs_a_token_beyond_loopback(tmp_path: Path) -> None:
         if problem:
             pytest.skip(problem)
         test = f"{__file__}::test_the_address_needs_a_token_beyond_loopback"
-        command = (f"ip link set lo up && exec {shlex.quote(sys.executable)} -m pytest -q -p no:cacheprovider "
+        command = (f"ip link set lo up && exec {shlex.quote(sys.executable)} -m pytest -q -n 0 -p no:cacheprovider "
                    f"{shlex.quote(test)}")
         done = subprocess.run(["unshare", "--net", "bash", "-c", command], cwd=ROOT, capture_output=True, text=True,
                               env={**os.environ, IN_LOOPBACK_NAMESPACE: "1"}, timeout=300)
