@@ -252,10 +252,10 @@ class BasisImage(JumpGuard):
 class FourierImage(ImageBasis):
     """The optimiser moves the image's scaled Fourier coefficients (``BasisImage``), with the jump guard: a loss
     that jumped ends the step, LBFGS starts again from the step's best, damped, and after ``RESTARTS_IN_A_ROW``
-    restarts the rest of the run moves the pixels, guarded the same way (``JumpGuard``; there each jump damps
-    further, with no limit: LBFGS on the pixels diverged late in a run, 1e3x its best). Its state (scale, damping,
-    restarts, giving up) goes into the optimiser's ``param_groups``, so a checkpoint's ``state_dict`` keeps it and a
-    resumed run continues it."""
+    restarts the rest of the run moves the pixels, guarded once their loss has fallen (``PixelGuard``; there each
+    jump damps further, with no limit: LBFGS on the pixels diverged late in a run, 1e3x its best). Its state (scale,
+    damping, restarts, giving up, the pixels' first and lowest loss) goes into the optimiser's ``param_groups``, so a
+    checkpoint's ``state_dict`` keeps it and a resumed run continues it."""
 
     def __init__(self, image: torch.Tensor, new_optimizer: NewOptimizer, state: dict[str, Any] | None, *,
                  base_lr: float, late_from: int | None) -> None:
@@ -326,7 +326,7 @@ class FourierImage(ImageBasis):
         if moved is None:
             guard = self.guard
             assert isinstance(guard, PixelGuard)
-            self.optimizer.param_groups[0].update(pixels_start=guard.start, pixels_lowest=guard.lowest)  # a checkpoint's
+            self.optimizer.param_groups[0].update(pixels_start=guard.start, pixels_lowest=guard.lowest)  # as above
             return
         # The image of the step's last update, and coefficients a checkpoint restores exactly; from late_from
         # evaluations on, the rest of the run in the flat scale.
