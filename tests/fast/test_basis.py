@@ -10,12 +10,12 @@ import torch
 
 from style_transfer import StyleConfig
 from style_transfer.core.image import PIXELS
-from style_transfer.fast.basis import (DAMPING, FOURIER, FOURIER_EXPONENT, JUMP, KEEP_WITHIN, LATE_EXPONENT,
-                                       LATE_SHARE, RESTARTS_IN_A_ROW, BasisImage, FourierBasis, Jumped, basis_named,
-                                       basis_of, inward)
+from style_transfer.fast.basis import (ARM_BELOW, DAMPING, FOURIER, FOURIER_EXPONENT, JUMP, KEEP_WITHIN,
+                                       LATE_EXPONENT, LATE_SHARE, RESTARTS_IN_A_ROW, BasisImage, FourierBasis,
+                                       FourierImage, Jumped, PixelGuard, basis_named, basis_of, inward)
 from style_transfer.core.run_stats import RunStats
 from style_transfer.core.style_model import get_style_model_and_losses
-from style_transfer.core.transfer import TransferSettings, optimize
+from style_transfer.core.transfer import TransferSettings, get_input_optimizer, optimize
 from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD
 from style_transfer.config.algorithm import parametrization_of
 from style_transfer.fast.levers import fast_levers
@@ -257,3 +257,27 @@ def test_an_lbfgs_run_in_the_basis_goes_flat_once_halfway(cnn, content_32, style
         first = next(n for n, _ in ends if n >= late)
         assert seen == [(LATE_EXPONENT, first)]
         assert all(e == (FOURIER_EXPONENT if n < late else LATE_EXPONENT) for n, e in ends)
+
+
+def test_the_pixel_guards_arming_travels_in_the_optimisers_state() -> None:
+    """After the basis is given up, a checkpoint's optimiser state carries the pixels' first and lowest loss: the
+    resumed guard is unarmed where the run's was (lowest 50 against a first of 100, above ``ARM_BELOW`` times it),
+    arms at the same loss, and a step's end writes the new values back; an older state without them is armed."""
+    def new_optimizer(variable: torch.Tensor, lr: float | None) -> torch.optim.Optimizer:
+        return get_input_optimizer(variable, lr=lr)
+
+    image = torch.rand(1, 3, 8, 8)
+    saved = new_optimizer(image.clone(), None)
+    saved.param_groups[0].update(gave_up_basis=True, pixels_start=100.0, pixels_lowest=50.0)
+    resumed = FourierImage(image, new_optimizer, saved.state_dict(), base_lr=1.0, late_from=None)
+    guard = resumed.guard
+    assert isinstance(guard, PixelGuard) and (guard.start, guard.lowest) == (100.0, 50.0) and not guard.armed
+    guard.observe(ARM_BELOW * 100.0 * 0.99)
+    assert guard.armed
+    resumed.end_step(40)
+    assert resumed.optimizer.param_groups[0]["pixels_lowest"] == ARM_BELOW * 100.0 * 0.99
+    older = new_optimizer(image.clone(), None)
+    older.param_groups[0].update(gave_up_basis=True)
+    old_guard = FourierImage(image, new_optimizer, older.state_dict(), base_lr=1.0, late_from=None).guard
+    old_guard.observe(1e9)
+    assert isinstance(old_guard, PixelGuard) and old_guard.armed
