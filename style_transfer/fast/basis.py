@@ -123,13 +123,19 @@ class JumpGuard:
         """After an evaluation at the variable: keep it if its loss is the step's lowest.
 
         Raises:
-            Jumped: the loss is more than ``JUMP`` times the step's lowest (``restart`` goes back there).
+            Jumped: the loss is more than ``JUMP`` times the step's lowest (``restart`` goes back there), when
+                ``armed``.
         """
-        if loss > JUMP * self.best_loss:
+        if self.armed and loss > JUMP * self.best_loss:
             raise Jumped(f"the loss jumped to {loss:.4g}, {loss / self.best_loss:.1f}x the step's lowest")
         if loss < self.best_loss:
             self.best_loss = loss
             self.best = self.variable.detach().clone()
+
+    @property
+    def armed(self) -> bool:
+        """Whether a jump ends the step; the basis's guard always is."""
+        return True
 
     def damped(self, lr: float) -> float:
         """The learning rate after a jump, the run's own ``lr`` given: ``DAMPING`` times smaller than before."""
@@ -176,11 +182,7 @@ class PixelGuard(JumpGuard):
     def observe(self, loss: float) -> None:
         if self.start is None:
             self.start = loss
-        if self.armed:
-            super().observe(loss)
-        elif loss < self.best_loss:  # unarmed: no jump, but the step's lowest is kept for a later restart
-            self.best_loss = loss
-            self.best = self.variable.detach().clone()
+        super().observe(loss)  # unarmed: no jump, but the step's lowest is kept for a later restart
         self.lowest = min(self.lowest, loss)
 
 
