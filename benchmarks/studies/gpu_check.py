@@ -160,7 +160,8 @@ def seconds_per_evaluation(network: Any, config: StyleConfig, device: torch.devi
     speed = speed_from_config(config, device)
     content, style = load_image(CONTENT, config.size, device), load_image(STYLE, config.size, device)
     steps = 1 if smoke else TIMED_STEPS
-    settings = TransferSettings(accelerate=accelerator(speed), history_size=speed.history_size)
+    settings = TransferSettings(accelerate=accelerator(speed), history_size=speed.history_size,
+                                two_loop=speed.two_loop)
     run = timing.clocked(lambda clock: networks.transfer(network, content, style, steps, (
         config.style_weight, config.content_weight), dataclasses.replace(settings, progress=clock)), device,
         peak=device.type == "cuda")  # CPU peaks: benchmark's

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol, TypeVar, cast, overload
+from typing import NamedTuple, Protocol, cast, overload
 
 import torch
 from PIL import Image
@@ -25,6 +25,7 @@ from ..losses.terms import TotalVariationLoss
 from ..losses.tutorial import ContentLoss, StyleLoss
 from ..step_hooks import StepHooks
 from .hooks import HookedModel
+from .lbfgs import LBFGS, StackedLBFGS
 from .image import PIXELS, Basis, ImageBasis
 from ..losses.statistics import SlicedStyleLoss
 from .style_model import get_style_model_and_losses
@@ -56,44 +57,28 @@ ProgressCallback = Callable[[StepInfo], None]
 
 
 OPTIMIZER_LR = {"lbfgs": 1.0, "adam": 0.02}  # learning rates when none is given (LBFGS: torch's)
-# torch.optim.Optimizer's methods that torch wraps in torch._disable_dynamo (a guard for torch.compile, which no run
-# here uses): the wrapper's first call imports torch._dynamo, 1.3 to 1.5 s of every run's start on a 2-core CPU.
-DYNAMO_GUARDED = ("add_param_group", "zero_grad", "state_dict", "load_state_dict")
+TWO_LOOPS = {"torch": LBFGS, "stacked": StackedLBFGS}  # how LBFGS finds its direction (core/lbfgs.py)
 
 
-_Optimizer = TypeVar("_Optimizer", bound=optim.Optimizer)
-
-
-def _unguarded(cls: type[_Optimizer]) -> type[_Optimizer]:
-    """``cls`` with the ``DYNAMO_GUARDED`` methods as torch wrote them, without the guard's wrapper (the same code:
-    the wrapper only hands the call to ``torch._dynamo.disable(method)``). A method torch no longer wraps is left
-    as it is."""
-    methods = {name: getattr(getattr(optim.Optimizer, name), "__wrapped__", getattr(optim.Optimizer, name))
-               for name in DYNAMO_GUARDED}
-    # type() of three arguments is typed as a plain type; this one subclasses cls.
-    namespace = {**methods, "__module__": __name__, "__qualname__": cls.__name__,
-                 "__doc__": f"torch's {cls.__name__}, unchanged but for ``_unguarded``."}
-    return cast("type[_Optimizer]", type(cls.__name__, (cls,), namespace))
-
-
-LBFGS = _unguarded(optim.LBFGS)  # the tutorial's optimiser (isinstance of optim.LBFGS), started without torch._dynamo
-
-
-def get_input_optimizer(input_img: torch.Tensor, *, optimizer_name: str = "lbfgs",
-                        lr: float | None = None, history_size: int = TORCH_LBFGS_HISTORY) -> optim.Optimizer:
+def get_input_optimizer(input_img: torch.Tensor, *, optimizer_name: str = "lbfgs", lr: float | None = None,
+                        history_size: int = TORCH_LBFGS_HISTORY, two_loop: str = "torch") -> optim.Optimizer:
     """The tutorial's optimiser: LBFGS over the image's pixels, torch's defaults.
 
     ``optimizer_name="adam"`` gives Adam instead (lr 0.02 unless given: 2 % of the [0, 1]
     range per step at most); ``lr`` sets either's learning rate. ``history_size``: LBFGS's
-    curvature pairs (docs/speed.md; torch's default 100 is the tutorial's).
+    curvature pairs (docs/speed.md; torch's default 100 is the tutorial's). ``two_loop="stacked"``: the same LBFGS
+    with its history stacked (``core.lbfgs.StackedLBFGS``, --fast's), the same directions up to rounding.
     """
     if optimizer_name == "adam":
         return optim.Adam([input_img], lr=OPTIMIZER_LR["adam"] if lr is None else lr)
     if optimizer_name != "lbfgs":
         raise ValueError(f"optimizer must be lbfgs or adam, got {optimizer_name!r}")
+    if two_loop not in TWO_LOOPS:
+        raise ValueError(f"two_loop must be one of {', '.join(TWO_LOOPS)}, got {two_loop!r}")
+    lbfgs = TWO_LOOPS[two_loop]
     if history_size != TORCH_LBFGS_HISTORY:
-        return LBFGS([input_img], lr=OPTIMIZER_LR["lbfgs"] if lr is None else lr, history_size=history_size)
-    return LBFGS([input_img]) if lr is None else LBFGS([input_img], lr=lr)
+        return lbfgs([input_img], lr=OPTIMIZER_LR["lbfgs"] if lr is None else lr, history_size=history_size)
+    return lbfgs([input_img]) if lr is None else lbfgs([input_img], lr=lr)
 
 
 @keeps_image_on_interrupt
@@ -175,7 +160,7 @@ def _image_basis(s: TransferSettings, input_img: torch.Tensor, planned: int) -> 
 
     def new_optimizer(variable: torch.Tensor, rate: float | None) -> optim.Optimizer:
         return get_input_optimizer(variable, optimizer_name=s.optimizer_name, lr=s.lr if rate is None else rate,
-                                   history_size=s.history_size)
+                                   history_size=s.history_size, two_loop=s.two_loop)
 
     return s.basis.image(input_img, new_optimizer, None if s.resume is None else s.resume.optimizer_state,
                          lr=OPTIMIZER_LR[s.optimizer_name] if s.lr is None else s.lr,
@@ -398,6 +383,7 @@ class TransferSettings:
     optimizer_name: str = "lbfgs"
     lr: float | None = None
     history_size: int = TORCH_LBFGS_HISTORY
+    two_loop: str = "torch"  # or stacked: LBFGS's history as two matrices (get_input_optimizer; --fast's)
     backward: str = "combined"  # or per-module (optimize)
     keep_best: float | None = None  # hand back the best evaluated image (optimize); None: the basis's keep_within
     # What the network and the images come with.

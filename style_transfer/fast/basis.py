@@ -27,6 +27,7 @@ from ..config.algorithm import parametrization_of
 from ..config.choices import PARAMETRIZATIONS
 from ..config.style import StyleConfig
 from ..core.image import PIXELS, Basis, ImageBasis, NewOptimizer
+from ..core.lbfgs import pairs_changed
 
 FOURIER_EXPONENT = 0.5  # the scale 1/f**0.5: 0.35, 0.75 and a Laplacian pyramid measured worse (benchmarks/NOTEBOOK.md)
 # An LBFGS run in the Fourier basis moves to a flat scale (exponent 0) after this share of its planned evaluations,
@@ -244,6 +245,7 @@ class BasisImage(JumpGuard):
             if memory.get("old_dirs"):
                 y, s = memory["old_dirs"][-1], memory["old_stps"][-1]
                 memory["H_diag"] = y.dot(s) / y.dot(y)
+        pairs_changed(memory)  # a stacked LBFGS works its pairs' products out again
 
     def settle(self, image: torch.Tensor) -> None:
         with torch.no_grad():

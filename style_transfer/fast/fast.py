@@ -33,15 +33,23 @@ class Speed:
     fused_gram: bool = False
     history_size: int = TORCH_LBFGS_HISTORY
     parametrization: str = "pixels"  # what the optimiser moves (fast/basis.py)
+    two_loop: str = "torch"  # how LBFGS finds its direction: torch's or stacked (core/lbfgs.py; ``STACKED_ON``)
 
     @property
     def changes_model(self) -> bool:
-        """Whether ``accelerate`` has anything to do (the history size and parametrization are the optimiser's)."""
+        """Whether ``accelerate`` has anything to do (the history, two-loop and parametrization are the optimiser's)."""
         return self.precision != "fp32" or self.channels_last or self.fused_gram
 
 
+# Where --fast's LBFGS stacks its history (core/lbfgs.py): on an H200 its direction took 1.4 to 2.1 ms against torch's
+# 9.9 (each pair a host sync), a whole --fast run's evaluations at 512 px 10 ms apart against 18; on 2-core CPUs both
+# read the history from memory as often, and the stacked one measured no faster (benchmarks/NOTEBOOK.md, 2026-12-04).
+STACKED_ON = ("cuda",)
+
+
 def speed_from_config(config: StyleConfig, device: torch.device) -> Speed:
-    """Resolve the speed fields of ``config`` for ``device`` (``fast`` turns on the fast set).
+    """Resolve the speed fields of ``config`` for ``device`` (``fast`` turns on the fast set; on a GPU its LBFGS's
+    history stacked).
 
     Raises:
         ValueError: bf16 asked for explicitly where the device cannot run it fast.
@@ -51,7 +59,8 @@ def speed_from_config(config: StyleConfig, device: torch.device) -> Speed:
         check_bf16(device)
     if config.fast and precision == "fp32" and bf16_pays_off(device):
         precision = "bf16"
-    return Speed(precision, **fast_levers(config))  # type: ignore[arg-type]
+    two_loop = "stacked" if config.fast and config.optimizer == "lbfgs" and device.type in STACKED_ON else "torch"
+    return Speed(precision, **fast_levers(config), two_loop=two_loop)  # type: ignore[arg-type]
 
 
 BF16_EXACT_START = LBFGS_MAX_ITER  # evaluations a bf16 model runs in float32 first: LBFGS's first step

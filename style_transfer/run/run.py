@@ -261,7 +261,7 @@ class Run:
             config, history_size=at_size.history_size, normalization=plan.normalization, guides=inputs.guides,
             image_losses=self.image_losses, style_targets=targets, progress=watch, stats=stats, resume=resume,
             on_step_end=lambda optimizer, img, n: keeper.step_end(scale, img, optimizer, n, watch.done, clock),
-            accelerate=accelerator(at_size), tiles=tiled, keep_best=self.keep_best)
+            two_loop=at_size.two_loop, accelerate=accelerator(at_size), tiles=tiled, keep_best=self.keep_best)
         image = run_style_transfer(
             plan.cnn, IMAGENET_MEAN, IMAGENET_STD, inputs.transfer_content,
             inputs.styles[0] if len(inputs.styles) == 1 else inputs.styles, image, plan.budgets[scale],
