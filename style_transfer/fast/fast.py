@@ -41,9 +41,10 @@ class Speed:
         return self.precision != "fp32" or self.channels_last or self.fused_gram
 
 
-# Where --fast's LBFGS stacks its history (core/lbfgs.py): on an H200 its direction took 1.4 to 2.1 ms against torch's
-# 9.9 (each pair a host sync), a whole --fast run's evaluations at 512 px 10 ms apart against 18; on 2-core CPUs both
-# read the history from memory as often, and the stacked one measured no faster (benchmarks/NOTEBOOK.md, 2026-12-04).
+# Where --fast's LBFGS stacks its history (core/lbfgs.py): on an H200 a direction from 100 pairs took 1.4 to 2.1 ms
+# against torch's 9.9 (a host sync a pair), and a --fast run's evaluations at 512 px came a median 11.5 ms apart
+# against 20.5; on 2-core CPUs both read the history from memory as often and the stacked one was no faster
+# (benchmarks/NOTEBOOK.md, 2026-12-04 (fifth)).
 STACKED_ON = ("cuda",)
 
 
