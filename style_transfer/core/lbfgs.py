@@ -1,12 +1,13 @@
 """The loop's LBFGS: torch's (``LBFGS``, the tutorial's), and the same algorithm with its history stacked
-(``StackedLBFGS``, ``--fast``'s), which finds each direction in two passes over the history instead of about four.
+(``StackedLBFGS``, ``--fast``'s on a GPU), which finds each direction in a few large operations instead of hundreds.
 
-torch's two-loop recursion walks the pairs one at a time: per pair a dot product and an update of a whole vector, each
-way, so with 100 pairs of 512 px images about 4 GB of memory traffic and 400 small operations an iteration (on a GPU,
-each ``alpha=`` a host sync). The same recursion only needs the pairs' products with the gradient and with each other:
-``StackedLBFGS`` keeps the pairs as rows of two matrices, keeps their ``s_i·y_j`` and ``y_i·y_j`` (one new row an
-iteration), solves the recursion's two sweeps as two small triangular systems in float64, and builds the direction in
-one more pass. The same direction up to rounding; the rounding differs, so it is not the tutorial's path.
+torch's two-loop recursion walks the pairs one at a time: per pair and sweep a dot product and an update of a whole
+vector, 400 small operations with 100 pairs, and on a GPU each pair's ``alpha=`` waits for the device. The recursion
+only needs the pairs' products with the gradient and with each other: ``StackedLBFGS`` keeps the pairs as rows of two
+matrices and their ``s_i·y_j`` and ``y_i·y_j`` (one new column an iteration), solves the two sweeps as two small
+triangular systems in float64, and builds the direction with two matrix-vector products. Both read every pair twice
+an iteration, so on a CPU, where that reading is the cost, neither is faster. The same direction up to rounding; the
+rounding differs, so it is not the tutorial's path.
 """
 
 from __future__ import annotations
