@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable
 
@@ -15,6 +16,7 @@ from style_transfer.fast.basis import (ARM_BELOW, DAMPING, FOURIER, FOURIER_EXPO
                                        FourierImage, Jumped, PixelGuard, basis_named, basis_of, inward)
 from style_transfer.core.run_stats import RunStats
 from style_transfer.core.style_model import get_style_model_and_losses
+from style_transfer.core.lbfgs import StackedLBFGS
 from style_transfer.core.transfer import TransferSettings, get_input_optimizer, optimize
 from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD
 from style_transfer.config.algorithm import parametrization_of
@@ -174,11 +176,19 @@ def test_inward_by_hand() -> None:
 def _lbfgs_in_the_basis(cnn, content, style, steps: int) -> tuple[BasisImage, torch.optim.LBFGS, Callable]:
     """An LBFGS of torch's defaults moving a BasisImage at 1/f**0.5 through ``steps`` steps of 4 iterations, and
     the closure that evaluates the model at its coefficients (the gradient into ``coefficients.grad``)."""
+    moved = BasisImage(FourierBasis.like(content), content)
+    optimizer = torch.optim.LBFGS([moved.coefficients], max_iter=4)
+    closure = _closure_in_the_basis(cnn, content, style, moved)
+    for _ in range(steps):
+        optimizer.step(closure)
+    return moved, optimizer, closure
+
+
+def _closure_in_the_basis(cnn, content, style, moved: BasisImage) -> Callable[[], torch.Tensor]:
+    """The closure that evaluates the model at ``moved``'s coefficients (the gradient into ``coefficients.grad``)."""
     model, style_losses, content_losses = get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD, style, content)
     model.requires_grad_(False)
-    moved = BasisImage(FourierBasis.like(content), content)
     image = torch.zeros_like(content, requires_grad=True)
-    optimizer = torch.optim.LBFGS([moved.coefficients], max_iter=4)
 
     def closure() -> torch.Tensor:
         moved.show(image)
@@ -190,9 +200,7 @@ def _lbfgs_in_the_basis(cnn, content, style, steps: int) -> tuple[BasisImage, to
         moved.backward(image)
         return loss
 
-    for _ in range(steps):
-        optimizer.step(closure)
-    return moved, optimizer, closure
+    return closure
 
 
 def test_a_rebase_keeps_the_image_and_lbfgs_memory_describes_the_same_steps(cnn, content_32, style_32) -> None:
@@ -224,6 +232,33 @@ def test_a_rebase_keeps_the_image_and_lbfgs_memory_describes_the_same_steps(cnn,
     closure()
     fresh = moved.coefficients.grad.reshape(-1)
     assert torch.allclose(memory["prev_flat_grad"], fresh, rtol=1e-3, atol=1e-3 * float(fresh.abs().max()))
+
+
+def test_a_rebase_in_a_stacked_lbfgs_continues_as_torchs(cnn, content_32, style_32,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """--fast on a GPU moves the basis with core/lbfgs.py's StackedLBFGS, whose products of the pairs ``rebase``
+    changes in place (``pairs_changed``): from the same state (torch's after 3 steps), a step, the rebase and a step
+    land where torch's LBFGS lands, within 100x less than when the products are left stale (the control)."""
+    moved, optimizer, _ = _lbfgs_in_the_basis(cnn, content_32, style_32, steps=3)
+    state = copy.deepcopy(optimizer.state_dict())
+
+    def continued(cls: type) -> torch.Tensor:
+        twin = BasisImage(FourierBasis.like(content_32), content_32)
+        with torch.no_grad():
+            twin.coefficients.copy_(moved.coefficients)
+        other = cls([twin.coefficients], max_iter=4)
+        other.load_state_dict(copy.deepcopy(state))
+        closure = _closure_in_the_basis(cnn, content_32, style_32, twin)
+        other.step(closure)  # the stacked one works its products out here
+        twin.rebase(LATE_EXPONENT, other.state[twin.coefficients])
+        other.step(closure)
+        return twin.basis.decode(twin.coefficients.detach())
+
+    theirs, ours = continued(torch.optim.LBFGS), continued(StackedLBFGS)
+    monkeypatch.setattr("style_transfer.fast.basis.pairs_changed", lambda memory: None)
+    stale = continued(StackedLBFGS)
+    difference, control = float((ours - theirs).abs().max()), float((stale - theirs).abs().max())
+    assert control > 1e-4 and difference < control / 100, (difference, control)
 
 
 def test_an_lbfgs_run_in_the_basis_goes_flat_once_halfway(cnn, content_32, style_32, monkeypatch) -> None:
