@@ -65,7 +65,7 @@ class StackedLBFGS(LBFGS):  # type: ignore[valid-type,misc]  # LBFGS is made by 
         super().__init__(params, **kwargs)
 
     @torch.no_grad()
-    def step(self, closure: Callable[[], Any]) -> Any:  # type: ignore[override]
+    def step(self, closure: Callable[[], Any]) -> Any:
         """One optimiser step of at most ``max_iter`` iterations, as torch's ``LBFGS.step`` without a line search."""
         group = self.param_groups[0]
         lr, max_iter, max_eval = group["lr"], group["max_iter"], group["max_eval"]
@@ -171,7 +171,7 @@ class StackedLBFGS(LBFGS):  # type: ignore[valid-type,misc]  # LBFGS is made by 
             pairs_changed(state)
         if not all(key in state and state[key].dtype == torch.float64 and state[key].device.type == "cpu"
                    for key in PRODUCTS):  # missing, or cast by load_state_dict to the variable's dtype and device
-            used = len(state["slots"])
+            used, rows_y, rows_s = len(state["slots"]), state["y_rows"], state["s_rows"]
             state["sy"] = torch.zeros(history, history, dtype=torch.float64)
             state["yy"] = torch.zeros(history, history, dtype=torch.float64)
             if used:
