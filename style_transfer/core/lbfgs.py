@@ -76,7 +76,7 @@ class StackedLBFGS(LBFGS):  # type: ignore[valid-type,misc]  # LBFGS is made by 
 
         with torch.enable_grad():
             first_loss = closure()
-        loss = _value(first_loss)
+        loss = loss_value(first_loss)
         evaluations = 1
         state["func_evals"] += 1
         grad = self._gather_flat_grad()
@@ -92,8 +92,9 @@ class StackedLBFGS(LBFGS):  # type: ignore[valid-type,misc]  # LBFGS is made by 
                 d = grad.neg()
                 self._forget(state)
             else:
+                self._stack(state, group["history_size"], like=grad)
                 new_y = self._remember(state, grad.sub(prev_grad), d.mul(t), group["history_size"])
-                d = self._direction(state, grad, group["history_size"], new_y)
+                d = self._direction(state, grad, new_y)
             if prev_grad is None:
                 prev_grad = grad.clone(memory_format=torch.contiguous_format)
             else:
@@ -106,7 +107,7 @@ class StackedLBFGS(LBFGS):  # type: ignore[valid-type,misc]  # LBFGS is made by 
             converged = False
             if iterations != max_iter:
                 with torch.enable_grad():
-                    loss = _value(closure())
+                    loss = loss_value(closure())
                 grad = self._gather_flat_grad()
                 converged = bool(grad.abs().max() <= tolerance_grad)
                 evaluations += 1
@@ -127,11 +128,11 @@ class StackedLBFGS(LBFGS):  # type: ignore[valid-type,misc]  # LBFGS is made by 
 
     def _remember(self, state: dict[str, Any], y: torch.Tensor, s: torch.Tensor, history: int) -> torch.Tensor | None:
         """Store the pair ``(y, s)`` where its curvature ``y·s`` is above ``CURVATURE_FLOOR``, over the oldest when
-        the history is full. Returns ``y`` where it was stored (its products are ``_direction``'s to work out)."""
+        the history is full (the pairs stacked: ``_stack``). Returns ``y`` where it was stored (its products are
+        ``_direction``'s to work out)."""
         ys = float(y.dot(s))
         if ys <= CURVATURE_FLOOR:
             return None
-        self._stack(state, history, like=y)
         slots, rows_y, rows_s = state["slots"], state["y_rows"], state["s_rows"]
         if len(slots) == history:  # full: the oldest pair's row takes the new one
             slot = slots.pop(0)
@@ -178,16 +179,15 @@ class StackedLBFGS(LBFGS):  # type: ignore[valid-type,misc]  # LBFGS is made by 
                 state["sy"][:used, :used] = (rows_s[:used] @ rows_y[:used].T).double().cpu()
                 state["yy"][:used, :used] = (rows_y[:used] @ rows_y[:used].T).double().cpu()
 
-    def _direction(self, state: dict[str, Any], grad: torch.Tensor, history: int,
-                   new_y: torch.Tensor | None) -> torch.Tensor:
+    def _direction(self, state: dict[str, Any], grad: torch.Tensor, new_y: torch.Tensor | None) -> torch.Tensor:
         """The two-loop recursion's direction ``-H grad``: its first sweep (newest pair first) solves
         ``alpha_i = rho_i (s_i·q - sum_{j newer} alpha_j s_i·y_j)``, with ``q = -grad``; its second (oldest first)
         ``beta_i = rho_i (y_i·r + sum_{j older} (alpha_j - beta_j) s_j·y_i)`` with ``r = h (q - sum_j alpha_j y_j)``;
-        the direction is ``r + sum_j (alpha_j - beta_j) s_j``. ``new_y``: the newest pair's ``y``, just stored."""
+        the direction is ``r + sum_j (alpha_j - beta_j) s_j``. ``new_y``: the newest pair's ``y``, just stored. The
+        pairs are stacked (``_stack``)."""
         h = float(state["H_diag"])
-        if not state.get("old_dirs"):
+        if not state["old_dirs"]:
             return grad.mul(-h)
-        self._stack(state, history, like=grad)
         slots = state["slots"]
         used, order = len(slots), torch.tensor(slots)
         rows_y, rows_s = state["y_rows"][:used], state["s_rows"][:used]
@@ -216,6 +216,6 @@ class StackedLBFGS(LBFGS):  # type: ignore[valid-type,misc]  # LBFGS is made by 
         return direction.addmv_(rows_s.T, by_slot[1])
 
 
-def _value(loss: Any) -> float:
-    """A closure's loss as a float (a tensor's detached first: float() of one that requires grad warns)."""
+def loss_value(loss: torch.Tensor | float) -> float:
+    """A loss as a float (a tensor's detached first: float() of one that requires grad warns); the loop's too."""
     return float(loss.detach()) if isinstance(loss, torch.Tensor) else float(loss)

@@ -25,7 +25,7 @@ from ..losses.terms import TotalVariationLoss
 from ..losses.tutorial import ContentLoss, StyleLoss
 from ..step_hooks import StepHooks
 from .hooks import HookedModel
-from .lbfgs import LBFGS, StackedLBFGS
+from .lbfgs import LBFGS, StackedLBFGS, loss_value
 from .image import PIXELS, Basis, ImageBasis
 from ..losses.statistics import SlicedStyleLoss
 from .style_model import get_style_model_and_losses
@@ -125,10 +125,10 @@ def optimize(model: nn.Module, style_losses: Sequence[StyleLoss], content_losses
                 hook.after_backward(input_img)
             run[0] += 1
             if s.progress is not None:
-                s.progress(StepInfo(run[0], planned, _value(scores.style), _value(scores.content),
-                                    _value(scores.extra)))
+                s.progress(StepInfo(run[0], planned, loss_value(scores.style), loss_value(scores.content),
+                                    loss_value(scores.extra)))
             for hook in hooks:
-                hook.after_evaluation(_value(scores.loss))
+                hook.after_evaluation(loss_value(scores.loss))
             # A tensor, as Scores.loss: a model has a loss module (checks.py).
             return cast(torch.Tensor, scores.style + scores.content) if not extra_losses else scores.loss
 
@@ -329,10 +329,6 @@ class Resume:
 
 # Called after every optimizer.step() with the optimiser, the image and the evaluations so far.
 StepEndCallback = Callable[[optim.Optimizer, torch.Tensor, int], None]
-
-
-def _value(score: torch.Tensor | float) -> float:
-    return float(score.detach()) if isinstance(score, torch.Tensor) else float(score)
 
 
 class TiledEvaluation(Protocol):
