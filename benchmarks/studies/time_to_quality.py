@@ -8,6 +8,10 @@ fresh process. As ratios to the default: ``loss`` and ``content`` of the picture
 path's float32 model; ``wall`` and ``cpu`` from the process's start to its saved picture (with ``--repeats``: the
 medians of the paired ratios); ``reach``, the evaluation where the run's own loss first came to the default's final
 loss. Issue 32's bar for ``--fast``: ``BAR``. ``control``: the default in channels_last (LBFGS's own spread).
+
+``--defaults REPORT`` takes the default's rows from an earlier report of this study on the same kind of machine,
+network, size and steps (the default's path unchanged since: its golden tests say so) and runs the default only for
+the pairs it lacks; wall and CPU ratios then compare runs made apart, which the report records.
 """
 
 from __future__ import annotations
@@ -100,6 +104,26 @@ def compare(default: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+def earlier_defaults(path: str, report: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    """The default's rows of an earlier report (``--defaults``) by pair, each with the one-point trace ``compare``
+    needs; SystemExit where it was made on another kind of machine or network, size or steps."""
+    earlier = json.loads(Path(path).read_text())
+    from .. import machine as machines
+
+    for key in ("network", "size", "steps"):
+        if earlier.get(key) != report.get(key):
+            raise SystemExit(f"--defaults {path}: its {key} is {earlier.get(key)!r}, this run's {report.get(key)!r}")
+    if machines.machine_class(earlier["machine"]) != machines.machine_class(report["machine"]):
+        raise SystemExit(f"--defaults {path}: made on {machines.machine_class(earlier['machine'])}, this machine is "
+                         f"{machines.machine_class(report['machine'])}")
+    rows = {}
+    for entry in earlier["pairs"]:
+        default = dict(entry["default"])
+        default["trace"] = [(default["evaluations"], default["final_loss_own"], default["wall_s"], default["cpu_s"])]
+        rows[tuple(entry["pair"])] = default
+    return rows
+
+
 def meets_bar(row: dict[str, Any]) -> bool:
     return all(row[key] <= limit for key, limit in BAR.items())
 
@@ -129,6 +153,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pictures", default=None, help="save every picture here as PAIR-CANDIDATE.png")
     parser.add_argument("--json", default=None,
                         help="the report (default: benchmarks/results/time_to_quality/DATE-CLASS-NETWORK-SIZEpx.json)")
+    parser.add_argument("--defaults", metavar="REPORT", default=None,
+                        help="take the default's rows from this earlier report where it has the pair (see above)")
     parser.add_argument("--worker", metavar="JSON", help=argparse.SUPPRESS)  # one run, in a process of its own
     args = parser.parse_args(argv)
     if args.worker:
@@ -149,14 +175,22 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(args.threads)  # the workers' count, as the machine block reports it
     report: dict[str, Any] = reports.start(args, networks.block(args.model, args.weights, preprocess),
                                            size=args.size, steps=args.steps, repeats=args.repeats, bar=BAR, pairs=[])
+    stored = earlier_defaults(args.defaults, report) if args.defaults else {}
+    if stored:
+        report["defaults_from"] = {"file": Path(args.defaults).name, "commit": json.loads(
+            Path(args.defaults).read_text())["commit"]}
     rows: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
     for index in [int(i) for i in args.pairs.split(",")]:
         content, style = PAIRS[index]
         label = f"{Path(content).stem}-{Path(style).stem}"
         picture = (lambda name: None if pictures is None else pictures / f"{label}-{name}.png")
+        earlier = stored.get((content, style))
         runs: dict[str, list[dict[str, Any]]] = {name: [] for name in ["default", *names]}
         for repeat in range(args.repeats):
             for name in runs:
+                if name == "default" and earlier is not None:
+                    runs[name].append(dict(earlier, stored=True))  # run apart: --defaults
+                    continue
                 runs[name].append(run_one(args, index, name, picture(name) if repeat == 0 else None))
         default = runs["default"][0]
         entry = {"pair": [content, style], "default": default, "candidates": {}}
