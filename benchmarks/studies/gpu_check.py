@@ -281,10 +281,10 @@ def run(args: argparse.Namespace, device: torch.device, network: Any) -> int:
         report["wall_s"] = time.perf_counter() - started
         reports.write(report, out)
 
-    first = report["checks"]["first_evaluation"] = check_first_evaluation(device, args.check_size, network)
+    report["checks"]["first_evaluation"] = check_first_evaluation(device, args.check_size, network)
     print("\n".join(check_rows(report)), flush=True)
     write()
-    gram = report["checks"]["bf16_gram"] = check_bf16_gram(device, args.smoke)
+    report["checks"]["bf16_gram"] = check_bf16_gram(device, args.smoke)
     print(check_rows(report)[-1], flush=True)
     write()
     report["timings"] = time_paths(args, device, network, started, report["notes"], write)

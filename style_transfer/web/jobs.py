@@ -462,7 +462,7 @@ def weights_problem(exc: WeightsError, model: str = "vgg19") -> str:
             + (" (or, with the original extra and no download, stylize-serve --weights original)"
                if model == "vgg19" else "")
             + ". Meanwhile, Weights: random in the form checks "
-            f"that the page works (no artistic result).")
+            "that the page works (no artistic result).")
 
 
 

@@ -205,7 +205,7 @@ def test_on_real_features_each_loss_lowers_its_value_and_paints_toward_the_style
 @pytest.mark.parametrize("kind", ["sliced"])
 def test_automatic_tiling_refuses_the_sliced_loss_saying_tiles_would_fit(kind: str) -> None:
     """W2 was refused here too until its tiled gradient was built: it now gets the Gram's tiles."""
-    from style_transfer.tiling import crops, memory as guards, plans as tile_plans, tiling
+    from style_transfer.tiling import crops, memory as guards, plans as tile_plans
     from style_transfer.errors import ResourceError
     from style_transfer.run.prepare import sizes_from
 

@@ -297,7 +297,7 @@ def test_an_impossible_size_is_refused_from_the_headers_before_any_image_is_upsc
     line = one_error_line(invoke([content, style, "-o", str(out), "--weights", "random", "--size", "16384",
                                   "--device", "cpu", *extra], 1))
     needs = "GiB in tiles of 512 px but" if extra else "GiB but"
-    assert line.startswith(f"Error: size 16384 px needs about ") and needs in line
+    assert line.startswith("Error: size 16384 px needs about ") and needs in line
     assert line.endswith("the largest size that fits is about 160 px (--size 160), or about 528 px in tiles "
                          "(--size 528 --tile 64)")
     assert not out.exists()
