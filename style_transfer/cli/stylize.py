@@ -61,7 +61,7 @@ def show_config(config: StyleConfig) -> None:
     settings --fast turns on, and the plan (``plans.plan_run``: the sizes and the evaluations that run)."""
     resolved: dict[str, Any] = {**vars(config), **fast_levers(config)}
     if config.fast and config.precision == "fp32":  # speed_from_config's rule (fast.bf16_pays_off), for this machine
-        on_cpu = fast_precision_on_cpu(cpu_flags())
+        on_cpu = fast_precision_on_cpu(cpu_flags(), os.environ.get("ONEDNN_MAX_CPU_ISA"))
         resolved["precision"] = on_cpu if config.device == "cpu" else f"{on_cpu}; bf16 on a GPU with native bf16"
     devices = ["cpu"] if config.device == "cpu" else ["cuda"] if config.device.startswith("cuda") else ["cpu", "cuda"]
     plans = {device: plan_run(config, config.size or default_size_of(device)) for device in devices}

@@ -1,4 +1,5 @@
-"""What the optimiser moves and remembers for a ``StyleConfig`` (``--fast`` changes both), worked out once, torch-free.
+"""What the optimiser moves and remembers, and its LBFGS, for a ``StyleConfig`` (``--fast`` changes all three), worked
+out once, torch-free.
 
 The loop's settings (``run.settings.transfer_settings``, which a ``run.Run`` and a library user call) and
 ``fast.levers`` read it here, so the same ``StyleConfig`` gives the same algorithm either way.
@@ -20,6 +21,12 @@ def parametrization_of(config: StyleConfig) -> str:
     if config.parametrization is not None:
         return config.parametrization
     return FAST_PARAMETRIZATION if config.fast else "pixels"
+
+
+def two_loop_of(config: StyleConfig) -> str:
+    """How LBFGS finds its direction (core/lbfgs.py): stacked with --fast, whose first steps it also keeps in scale
+    where torch's would not; torch's own (the tutorial's) otherwise."""
+    return "stacked" if config.fast and config.optimizer == "lbfgs" else "torch"
 
 
 def history_of(config: StyleConfig) -> int:

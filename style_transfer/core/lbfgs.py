@@ -1,13 +1,14 @@
 """The loop's LBFGS: torch's (``LBFGS``, the tutorial's), and the same algorithm with its history stacked
-(``StackedLBFGS``, ``--fast``'s on a GPU), which finds each direction in a few large operations instead of hundreds.
+(``StackedLBFGS``, ``--fast``'s), which finds each direction in a few large operations instead of hundreds and keeps
+its steps in scale before it has a curvature pair.
 
 torch's two-loop recursion walks the pairs one at a time: per pair and sweep a dot product and an update of a whole
 vector, 400 small operations with 100 pairs, and on a GPU each pair's ``alpha=`` waits for the device. The recursion
 only needs the pairs' products with the gradient and with each other: ``StackedLBFGS`` keeps the pairs as rows of two
 matrices and their ``s_i·y_j`` and ``y_i·y_j`` (one new column an iteration), solves the two sweeps as two small
 triangular systems in float64, and builds the direction with two matrix-vector products. Both read every pair twice
-an iteration, so on a CPU, where that reading is the cost, neither is faster. The same direction up to rounding; the
-rounding differs, so it is not the tutorial's path.
+an iteration, so on a CPU, where that reading is the cost, neither is faster. The same direction up to rounding (but
+before the first pair is stored: ``StackedLBFGS``); the rounding differs, so it is not the tutorial's path.
 """
 
 from __future__ import annotations
@@ -52,6 +53,12 @@ def pairs_changed(memory: MutableMapping[str, Any]) -> None:
 class StackedLBFGS(LBFGS):  # type: ignore[valid-type,misc]  # LBFGS is made by _unguarded
     """torch's LBFGS without a line search, iteration for iteration (the same evaluations, stopping tests and state
     keys, so checkpoints and the loop's hooks see no difference), its direction found from the stacked history.
+
+    One step differs: where a pair is not stored (its curvature ``y·s`` negative or too small) while none is, torch
+    steps along the gradient at the whole learning rate, its first matrix the identity; this one scales that step by
+    the pair's ``|s|/|y|``. At the start of a run with a loss of 1e9 the style loss can curve down along the
+    gradient: torch's step then sent every pixel out of [0, 1], and a restart at a smaller rate did the same in float32
+    (the cat in The Starry Night held to AVX2, benchmarks/NOTEBOOK.md, 2026-12-04 (sixth)).
 
     The state keeps torch's ``old_dirs``/``old_stps`` (the pairs' ``y`` and ``s``, oldest first) as views of the rows
     of two ``history_size x n`` matrices (``y_rows``, ``s_rows``; ``slots`` says which row holds which pair), and the
@@ -128,10 +135,13 @@ class StackedLBFGS(LBFGS):  # type: ignore[valid-type,misc]  # LBFGS is made by 
 
     def _remember(self, state: dict[str, Any], y: torch.Tensor, s: torch.Tensor, history: int) -> torch.Tensor | None:
         """Store the pair ``(y, s)`` where its curvature ``y·s`` is above ``CURVATURE_FLOOR``, over the oldest when
-        the history is full (the pairs stacked: ``_stack``). Returns ``y`` where it was stored (its products are
-        ``_direction``'s to work out)."""
+        the history is full (the pairs stacked: ``_stack``); one not stored while none is sets the first matrix to
+        ``|s|/|y|``. Returns ``y`` where it was stored (its products are ``_direction``'s to work out)."""
         ys = float(y.dot(s))
         if ys <= CURVATURE_FLOOR:
+            y_norm = float(y.norm())
+            if not state["old_dirs"] and y_norm > 0:  # no pair yet: the next step in this one's scale (see the class)
+                state["H_diag"] = torch.tensor(float(s.norm()) / y_norm, dtype=y.dtype, device=y.device)
             return None
         slots, rows_y, rows_s = state["slots"], state["y_rows"], state["s_rows"]
         if len(slots) == history:  # full: the oldest pair's row takes the new one

@@ -20,9 +20,19 @@ def cpu_flags(path: str = "/proc/cpuinfo") -> set[str] | None:
     return None
 
 
-def fast_precision_on_cpu(flags: set[str] | None) -> str:
-    """What ``--fast`` runs on this CPU, for ``--print-config``: bf16 with bf16 instructions (AMX or AVX512-BF16),
-    else fp32 (``hardware.bf16_pays_off``)."""
+def onednn_cap_allows_bf16(cap: str | None) -> bool:
+    """Whether oneDNN may use bf16 instructions under ``ONEDNN_MAX_CPU_ISA=cap`` (unset or ALL: yes)."""
+    if not cap or cap.strip().upper() in ("ALL", "DEFAULT"):
+        return True
+    cap = cap.strip().upper()
+    return "BF16" in cap or "AMX" in cap or cap.startswith("AVX10")  # AVX10 and AVX512_CORE_FP16 include bf16
+
+
+def fast_precision_on_cpu(flags: set[str] | None, cap: str | None = None) -> str:
+    """What ``--fast`` runs on this CPU, for ``--print-config``: bf16 with bf16 instructions (AMX or AVX512-BF16)
+    that ``ONEDNN_MAX_CPU_ISA`` (``cap``) leaves oneDNN, else fp32 (``hardware.bf16_pays_off``)."""
+    if flags is not None and flags & BF16_FLAGS and not onednn_cap_allows_bf16(cap):
+        return f"fp32 on this CPU (ONEDNN_MAX_CPU_ISA={(cap or '').strip()} leaves oneDNN no bf16 instructions)"
     if flags is None:
         return "fp32 on this CPU (its flags cannot be read; bf16 needs AMX or AVX512-BF16)"
     if "amx_bf16" in flags:

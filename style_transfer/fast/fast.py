@@ -33,7 +33,7 @@ class Speed:
     fused_gram: bool = False
     history_size: int = TORCH_LBFGS_HISTORY
     parametrization: str = "pixels"  # what the optimiser moves (fast/basis.py)
-    two_loop: str = "torch"  # how LBFGS finds its direction: torch's or stacked (core/lbfgs.py; ``STACKED_ON``)
+    two_loop: str = "torch"  # which LBFGS: torch's or the stacked one (core/lbfgs.py; config.algorithm.two_loop_of)
 
     @property
     def changes_model(self) -> bool:
@@ -41,16 +41,9 @@ class Speed:
         return self.precision != "fp32" or self.channels_last or self.fused_gram
 
 
-# Where --fast's LBFGS stacks its history (core/lbfgs.py): on an H200 a direction from 100 pairs took 1.4 to 2.1 ms
-# against torch's 9.9 (a host sync a pair), and a --fast run's evaluations at 512 px came a median 11.5 ms apart
-# against 20.5; on 2-core CPUs both read the history from memory as often and the stacked one was no faster
-# (benchmarks/NOTEBOOK.md, 2026-12-04 (fifth)).
-STACKED_ON = ("cuda",)
-
-
 def speed_from_config(config: StyleConfig, device: torch.device) -> Speed:
-    """Resolve the speed fields of ``config`` for ``device`` (``fast`` turns on the fast set; on a GPU its LBFGS's
-    history stacked).
+    """Resolve the speed fields of ``config`` for ``device`` (``fast`` turns on the fast set, bf16 where the device
+    pays it back).
 
     Raises:
         ValueError: bf16 asked for explicitly where the device cannot run it fast.
@@ -60,8 +53,7 @@ def speed_from_config(config: StyleConfig, device: torch.device) -> Speed:
         check_bf16(device)
     if config.fast and precision == "fp32" and bf16_pays_off(device):
         precision = "bf16"
-    two_loop = "stacked" if config.fast and config.optimizer == "lbfgs" and device.type in STACKED_ON else "torch"
-    return Speed(precision, **fast_levers(config), two_loop=two_loop)  # type: ignore[arg-type]
+    return Speed(precision, **fast_levers(config))  # type: ignore[arg-type]
 
 
 BF16_EXACT_START = LBFGS_MAX_ITER  # evaluations a bf16 model runs in float32 first: LBFGS's first step

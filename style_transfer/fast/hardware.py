@@ -11,7 +11,7 @@ import sys
 
 import torch
 
-from .cpuinfo import BF16_FLAGS, cpu_flags
+from .cpuinfo import BF16_FLAGS, cpu_flags, onednn_cap_allows_bf16
 
 
 def bf16_pays_off(device: torch.device) -> bool:
@@ -39,22 +39,13 @@ def bf16_supported(device: torch.device) -> bool:
         flags = _cpu_flags()
         if flags is None:  # not x86 Linux: oneDNN's answer stands
             return True
-        cap = os.environ.get("ONEDNN_MAX_CPU_ISA")
-        return bool(flags & BF16_FLAGS) and _onednn_cap_allows_bf16(cap)
+        return bool(flags & BF16_FLAGS) and onednn_cap_allows_bf16(os.environ.get("ONEDNN_MAX_CPU_ISA"))
     return False  # MPS: autocast to bf16 is not tested here
 
 
 def _cpu_flags(path: str = "/proc/cpuinfo") -> set[str] | None:
     """The first CPU's flags on x86 Linux, or None where there are none to read (``cpuinfo.cpu_flags``)."""
     return cpu_flags(path)
-
-
-def _onednn_cap_allows_bf16(cap: str | None) -> bool:
-    """Whether oneDNN may use bf16 instructions under ``ONEDNN_MAX_CPU_ISA=cap`` (unset or ALL: yes)."""
-    if not cap or cap.strip().upper() in ("ALL", "DEFAULT"):
-        return True
-    cap = cap.strip().upper()
-    return "BF16" in cap or "AMX" in cap or cap.startswith("AVX10")  # AVX10 and AVX512_CORE_FP16 include bf16
 
 
 def check_bf16(device: torch.device) -> None:

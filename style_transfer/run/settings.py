@@ -3,7 +3,7 @@ same algorithm from the same config (``config.algorithm`` says what the optimise
 
 from __future__ import annotations
 
-from ..config.algorithm import history_of
+from ..config.algorithm import history_of, two_loop_of
 from ..config.style import StyleConfig
 from ..core.transfer import TransferSettings
 from ..fast.basis import basis_of
@@ -11,7 +11,7 @@ from ..fast.basis import basis_of
 
 def transfer_settings(config: StyleConfig, **objects: object) -> TransferSettings:
     """The maths of ``config`` (layers, loss forms, optimiser, backward, style statistics, and what ``--fast`` makes
-    the optimiser move and remember: the basis, ``fast.basis.basis_of``, and LBFGS's history), then ``objects`` (any
+    the optimiser move and remember: the basis, ``fast.basis.basis_of``, LBFGS's history and its kind), then ``objects`` (any
     field of ``TransferSettings``: normalization, progress, a tiled size's shorter history, ...).
 
     What depends on the device (``accelerate``: bf16 where it pays off) and on the image's size (``tiles``) is not
@@ -21,5 +21,6 @@ def transfer_settings(config: StyleConfig, **objects: object) -> TransferSetting
                  style_layer_weights=config.style_layer_weights, style_blend=config.style_blend,
                  loss_form=config.loss_form, pooling=config.pooling, tv_weight=config.tv_weight,
                  style_loss=config.style_loss, seed=config.seed, optimizer_name=config.optimizer, lr=config.lr,
-                 history_size=history_of(config), backward=config.backward, basis=basis_of(config))
+                 history_size=history_of(config), two_loop=two_loop_of(config), backward=config.backward,
+                 basis=basis_of(config))
     return TransferSettings(**{**maths, **objects})  # type: ignore[arg-type]

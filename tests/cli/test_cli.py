@@ -172,6 +172,21 @@ def test_steps_says_whole_lbfgs_steps_and_the_bar_shows_what_runs_from_the_start
         assert f", {planned} evaluations" in result.stderr
 
 
+@pytest.mark.parametrize("cap, precision", [
+    ("AVX2", "fp32 on this CPU (ONEDNN_MAX_CPU_ISA=AVX2 leaves oneDNN no bf16 instructions)"),
+    ("AVX512_CORE_BF16", "bf16 on this CPU (AVX512-BF16), where torch's oneDNN has bf16"),  # the control
+])
+def test_print_config_honours_a_onednn_cap_as_the_run_does(cap: str, precision: str,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """--print-config --fast said bf16 under ONEDNN_MAX_CPU_ISA=AVX2 on a CPU with AVX512-BF16, where the run takes
+    float32: both read the cap through cpuinfo.onednn_cap_allows_bf16 now (the run's side: tests/fast/test_fast.py)."""
+    monkeypatch.setattr("style_transfer.cli.stylize.cpu_flags", lambda: {"avx2", "avx512f", "avx512_bf16"})
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", cap)
+    lines = dict(line.split(": ", 1) for line in invoke(["--print-config", "--fast", "--device", "cpu"], 0)
+                 .stdout.splitlines())
+    assert lines["precision"] == precision
+
+
 def test_print_config_shows_what_fast_resolves_to(imagenet_cached: Path) -> None:
     """Issue 24.5: --print-config --fast shows the levers --fast turns on, its sizes, each size's share of
     --steps and the evaluations that run, not the fields as typed."""

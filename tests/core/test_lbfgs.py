@@ -1,6 +1,7 @@
 """The stacked LBFGS (core/lbfgs.py, --fast's) takes torch's LBFGS's steps: checked against torch's own LBFGS in float64
 (where rounding cannot hide a wrong formula), across a full history, a torch state it takes over, a checkpoint's round
-trip and pairs rescaled in place; and the optimiser a run gets."""
+trip and pairs rescaled in place, but for the step after a first pair it does not store, checked by hand; and the
+optimiser a run gets."""
 
 from __future__ import annotations
 
@@ -141,6 +142,34 @@ def test_pairs_rescaled_in_place_give_torchs_next_steps() -> None:
     for mine, reference in zip(ours, theirs):
         assert relative(mine, reference) < FLOAT64_TOLERANCE
     assert relative(stale[0], theirs[0]) > 1e-6  # the products do change with the scale: the call is needed
+
+
+@pytest.mark.parametrize("cls", [LBFGS, StackedLBFGS])
+def test_a_first_pair_not_stored_scales_the_next_step_by_its_s_over_y(cls: type) -> None:
+    """Along a concave quadratic (curvature -k) the first pair's y·s is negative and neither stores it. torch's next
+    step is the gradient at the whole learning rate; the stacked LBFGS scales it by |s|/|y| = 1/k. Both worked out
+    by hand from LBFGS's first step, lr min(1, 1/|g|_1)."""
+    k, lr = 100.0, 1.0
+    b = torch.linspace(-1.0, 1.0, SIZE, dtype=torch.float64)
+    x0 = torch.full((SIZE,), 0.5, dtype=torch.float64)
+    x = x0.clone().requires_grad_(True)
+    optimizer = cls([x], lr=lr, max_iter=2, max_eval=4)  # two iterations: the first step, then the one after the pair
+
+    def closure() -> torch.Tensor:
+        optimizer.zero_grad()
+        loss = -0.5 * k * (x @ x) + b @ x
+        loss.backward()
+        return loss
+
+    optimizer.step(closure)
+    g0 = -k * x0 + b
+    x1 = x0 - min(1.0, 1.0 / float(g0.abs().sum())) * lr * g0
+    g1 = -k * x1 + b
+    scale = 1 / k if cls is StackedLBFGS else 1.0  # |s|/|y|: y = -k s here
+    expected = x1 - lr * scale * g1
+    assert relative(x.detach(), expected) < FLOAT64_TOLERANCE
+    assert relative(x1 - lr * g1, x1 - lr * g1 / k) > 1e-2  # the two rules part: the test tells them apart
+    assert not optimizer.state[optimizer._params[0]]["old_dirs"]  # no pair stored by either
 
 
 def test_get_input_optimizer_gives_torchs_unless_asked() -> None:

@@ -55,12 +55,13 @@ def test_every_hook_point_has_a_default_that_does_nothing() -> None:
 ])
 def test_the_library_and_a_run_get_the_same_algorithm_from_a_config(config: StyleConfig, basis: str, history: int,
                                                                    cnn, monkeypatch: pytest.MonkeyPatch) -> None:
-    """transfer_settings resolves the basis and LBFGS's history as a Run does (TransferSettings.from_config once gave
-    the pixel basis for --fast, where a Run gave the Fourier basis)."""
+    """transfer_settings resolves the basis, LBFGS's history and its kind as a Run does (TransferSettings.from_config
+    once gave the pixel basis for --fast, where a Run gave the Fourier basis): --fast's stacked LBFGS on any device."""
+    two_loop = "stacked" if config.fast else "torch"
     library = transfer_settings(config)
-    assert (library.basis.name, library.history_size, library.two_loop) == (basis, history, "torch")
+    assert (library.basis.name, library.history_size, library.two_loop) == (basis, history, two_loop)
     speed = speed_from_config(config, torch.device("cpu"))
-    assert (speed.parametrization, speed.history_size, speed.two_loop) == (basis, history, "torch")  # on a CPU
+    assert (speed.parametrization, speed.history_size, speed.two_loop) == (basis, history, two_loop)
 
     seen: list[TransferSettings] = []
 
@@ -72,13 +73,12 @@ def test_the_library_and_a_run_get_the_same_algorithm_from_a_config(config: Styl
     image = torch.rand(1, 3, 24, 24, generator=torch.Generator().manual_seed(0))
     with pytest.raises(Seen):
         Run(image, image, dataclasses.replace(config, size=24, device="cpu"), cnn=cnn).execute()
-    assert seen[0].basis is library.basis and (seen[0].history_size, seen[0].two_loop) == (history, "torch")
+    assert seen[0].basis is library.basis and (seen[0].history_size, seen[0].two_loop) == (history, two_loop)
 
 
-def test_a_run_moves_with_the_two_loop_its_device_gets(cnn, monkeypatch: pytest.MonkeyPatch) -> None:
-    """--fast stacks LBFGS's history where ``fast.fast.STACKED_ON`` names the device (a GPU; here the CPU, patched in,
-    as no GPU is needed to see a Run hand it on); the config alone does not know the device: torch's."""
-    monkeypatch.setattr("style_transfer.fast.fast.STACKED_ON", ("cpu",))
+def test_a_run_moves_with_the_two_loop_its_config_gets(cnn, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--fast runs the stacked LBFGS (its steps kept in scale before its first pair, core/lbfgs.py), the default
+    torch's, and a Run hands that on; Adam has no two-loop."""
     seen: list[TransferSettings] = []
 
     def record(*args: object) -> torch.Tensor:
@@ -87,8 +87,9 @@ def test_a_run_moves_with_the_two_loop_its_device_gets(cnn, monkeypatch: pytest.
 
     monkeypatch.setattr("style_transfer.run.run.run_style_transfer", record)
     image = torch.rand(1, 3, 24, 24, generator=torch.Generator().manual_seed(0))
+    assert transfer_settings(StyleConfig(fast=True, optimizer="adam")).two_loop == "torch"
     for fast in (True, False):
-        assert transfer_settings(StyleConfig(fast=fast)).two_loop == "torch"
+        assert transfer_settings(StyleConfig(fast=fast)).two_loop == ("stacked" if fast else "torch")
         with pytest.raises(Seen):
             Run(image, image, StyleConfig(size=24, device="cpu", fast=fast), cnn=cnn).execute()
     assert [settings.two_loop for settings in seen] == ["stacked", "torch"]

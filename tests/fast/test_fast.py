@@ -461,8 +461,7 @@ class TestConfig:
                                "avx512": set()}[cpu]
         monkeypatch.setattr("style_transfer.fast.hardware._cpu_flags", lambda: flags)
         speed = speed_from_config(StyleConfig(fast=True), torch.device(device))
-        two_loop = "stacked" if device == "cuda" else "torch"  # LBFGS's history stacked on a GPU (core/lbfgs.py)
-        assert speed == Speed(precision, True, True, 100, "fourier", two_loop)
+        assert speed == Speed(precision, True, True, 100, "fourier", "stacked")  # the stacked LBFGS on any device
         assert speed_from_config(StyleConfig(fast=True, optimizer="adam"), torch.device(device)).two_loop == "torch"
         pixels = speed_from_config(StyleConfig(fast=True, parametrization="pixels"), torch.device(device))
         assert (pixels.history_size, pixels.parametrization) == (20, "pixels")
