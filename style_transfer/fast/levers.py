@@ -9,8 +9,8 @@ from ..config.algorithm import history_of, parametrization_of, two_loop_of
 def fast_levers(config: StyleConfig) -> dict[str, object]:
     """The speed settings ``config`` runs with apart from the precision (``fast.speed_from_config`` adds
     that, for the device): --fast moves the Fourier coefficients unless told otherwise, turns on channels_last and
-    fused_gram, caps the LBFGS history where it moves the pixels, and takes the stacked LBFGS (``two_loop_of``). The fused Gram is the Gram loss's own backward:
-    the other style losses (``style_loss``) run without it."""
+    fused_gram, caps the LBFGS history where it moves the pixels, and takes the stacked LBFGS (``two_loop_of``). The
+    fused Gram is the Gram loss's own backward: the other style losses (``style_loss``) run without it."""
     algorithm = {"history_size": history_of(config), "parametrization": parametrization_of(config),
                  "two_loop": two_loop_of(config)}
     if config.fast:

@@ -11,8 +11,8 @@ from ..fast.basis import basis_of
 
 def transfer_settings(config: StyleConfig, **objects: object) -> TransferSettings:
     """The maths of ``config`` (layers, loss forms, optimiser, backward, style statistics, and what ``--fast`` makes
-    the optimiser move and remember: the basis, ``fast.basis.basis_of``, LBFGS's history and its kind), then ``objects`` (any
-    field of ``TransferSettings``: normalization, progress, a tiled size's shorter history, ...).
+    the optimiser move and remember: the basis, ``fast.basis.basis_of``, LBFGS's history and its kind), then
+    ``objects`` (any field of ``TransferSettings``: normalization, progress, a tiled size's shorter history, ...).
 
     What depends on the device (``accelerate``: bf16 where it pays off) and on the image's size (``tiles``) is not
     in the config alone: a ``Run`` adds them (``fast.fast.accelerator``, ``tiling.tiling.tiles_for``).
