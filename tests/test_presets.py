@@ -176,7 +176,9 @@ def test_print_config_shows_resolved_settings(imagenet_cached: Path) -> None:
     assert lines["content_layers"] == "conv4_2"  # from the preset
     assert lines["style_layer_weights"] == "0.2,0.2,0.2,0.2,0.2"
     assert lines["loss_form"] == "paper"
-    assert set(lines) == {f.name for f in dataclasses.fields(StyleConfig)} | {"sizes", "evaluations"}  # and the plan
+    # every field, the LBFGS a run gets (config.algorithm.two_loop_of: torch's here) and the plan
+    assert set(lines) == {f.name for f in dataclasses.fields(StyleConfig)} | {"two_loop", "sizes", "evaluations"}
+    assert lines["two_loop"] == "torch"
     default = CliRunner().invoke(main, ["--print-config"])
     assert "style_weight: 1000000.0" in default.stdout and "pooling: max" in default.stdout
 
