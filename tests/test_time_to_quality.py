@@ -15,19 +15,20 @@ MACHINE = {"cpu_flags": {"avx2": True, "avx512f": True, "avx512_bf16": True, "am
 NETWORK = {"model": "vgg19", "weights": "original", "preprocess": "caffe"}
 
 
-def earlier(path: Path, **changes: Any) -> str:
+def earlier(path: Path, **changes: Any) -> tuple[dict[str, Any], str]:
+    """An earlier report, as --defaults reads it from ``path``, and that path."""
     default = {"evaluations": 320, "loss": 200.0, "content": 150.0, "wall_s": 300.0, "cpu_s": 600.0,
                "final_loss_own": 190.0}
     report = {"commit": "abc", "machine": MACHINE, "network": NETWORK, "size": 512, "steps": 300,
               "pairs": [{"pair": ["chelsea.png", "ihc.png"], "default": default, "candidates": {}}], **changes}
     path.write_text(json.dumps(report))
-    return str(path)
+    return json.loads(path.read_text()), str(path)
 
 
 def test_an_earlier_default_row_is_compared_as_a_run_would_be(tmp_path: Path) -> None:
     study = load_benchmark("time_to_quality")
     now = {"machine": MACHINE, "network": NETWORK, "size": 512, "steps": 300}
-    rows = study.earlier_defaults(earlier(tmp_path / "r.json"), now)
+    rows = study.earlier_defaults(*earlier(tmp_path / "r.json"), now)
     default = rows[("chelsea.png", "ihc.png")]
     assert default["trace"] == [(320, 190.0, 300.0, 600.0)]  # its own final loss, what `reach` is measured to
     run = {"loss": 180.0, "content": 120.0, "wall_s": 60.0, "cpu_s": 120.0, "evaluations": 140,
@@ -47,4 +48,4 @@ def test_a_default_from_elsewhere_is_refused(tmp_path: Path, changes: dict[str, 
     study = load_benchmark("time_to_quality")
     now = {"machine": MACHINE, "network": NETWORK, "size": 512, "steps": 300}
     with pytest.raises(SystemExit, match=refused):
-        study.earlier_defaults(earlier(tmp_path / "r.json", **changes), now)
+        study.earlier_defaults(*earlier(tmp_path / "r.json", **changes), now)

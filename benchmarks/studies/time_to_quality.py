@@ -104,10 +104,11 @@ def compare(default: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def earlier_defaults(path: str, report: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
-    """The default's rows of an earlier report (``--defaults``) by pair, each with the one-point trace ``compare``
-    needs; SystemExit where it was made on another kind of machine or network, size or steps."""
-    earlier = json.loads(Path(path).read_text())
+def earlier_defaults(earlier: dict[str, Any], path: str,
+                     report: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    """The default's rows of an ``earlier`` report (``--defaults``, read from ``path``) by pair, each with the
+    one-point trace ``compare`` needs; SystemExit where it was made on another kind of machine or network, size or
+    steps."""
     from .. import machine as machines
 
     for key in ("network", "size", "steps"):
@@ -175,10 +176,11 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(args.threads)  # the workers' count, as the machine block reports it
     report: dict[str, Any] = reports.start(args, networks.block(args.model, args.weights, preprocess),
                                            size=args.size, steps=args.steps, repeats=args.repeats, bar=BAR, pairs=[])
-    stored = earlier_defaults(args.defaults, report) if args.defaults else {}
-    if stored:
-        report["defaults_from"] = {"file": Path(args.defaults).name, "commit": json.loads(
-            Path(args.defaults).read_text())["commit"]}
+    stored: dict[tuple[str, str], dict[str, Any]] = {}
+    if args.defaults:
+        earlier = json.loads(Path(args.defaults).read_text())
+        stored = earlier_defaults(earlier, args.defaults, report)
+        report["defaults_from"] = {"file": Path(args.defaults).name, "commit": earlier["commit"]}
     rows: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
     for index in [int(i) for i in args.pairs.split(",")]:
         content, style = PAIRS[index]
