@@ -139,9 +139,10 @@ class StackedLBFGS(LBFGS):  # type: ignore[valid-type,misc]  # LBFGS is made by 
         ``|s|/|y|``. Returns ``y`` where it was stored (its products are ``_direction``'s to work out)."""
         ys = float(y.dot(s))
         if ys <= CURVATURE_FLOOR:
-            y_norm = float(y.norm())
-            if not state["old_dirs"] and y_norm > 0:  # no pair yet: the next step in this one's scale (see the class)
-                state["H_diag"] = torch.tensor(float(s.norm()) / y_norm, dtype=y.dtype, device=y.device)
+            if not state["old_dirs"]:  # no pair yet: the next step in this one's scale (see the class)
+                y_norm = float(y.norm())
+                if y_norm > 0:
+                    state["H_diag"] = torch.tensor(float(s.norm()) / y_norm, dtype=y.dtype, device=y.device)
             return None
         slots, rows_y, rows_s = state["slots"], state["y_rows"], state["s_rows"]
         if len(slots) == history:  # full: the oldest pair's row takes the new one
