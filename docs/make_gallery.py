@@ -139,10 +139,22 @@ def log_run(log_path: Path, name: str, command: str, seconds: float) -> None:
     try:
         fcntl.flock(folder, fcntl.LOCK_EX)
         log = json.loads(log_path.read_text()) if log_path.exists() else {}
-        log[name] = {"command": command, "seconds": round(seconds, 1), "machine": machine()}
+        log[name] = {"command": command, "seconds": round(seconds, 1), "machine": machine(), "commit": commit()}
         log_path.write_text(json.dumps(log, indent=1) + "\n")
     finally:
         os.close(folder)
+
+
+def commit() -> str:
+    """The code a picture was made with: the checkout's commit, marked ``+changes`` when its tracked files differ."""
+    def git(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False)
+
+    head = git("rev-parse", "--short=12", "HEAD")
+    if head.returncode:
+        return "unknown"
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", "style_transfer").stdout.strip()
+    return head.stdout.strip() + ("+changes" if changed else "")
 
 
 def machine() -> str:
