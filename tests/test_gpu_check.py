@@ -69,6 +69,8 @@ def test_cpu_smoke_run_writes_a_passing_report(tmp_path: Path) -> None:
         per_eval, whole = row["per_eval"], row["run"]
         assert per_eval["evaluations"] == 20 and per_eval["timed_intervals"] == 18 and per_eval["s_per_eval"] > 0
         assert max(per_eval["shape"]) == row["size"]
+        # timed in the basis stylize runs it in: --fast moves the Fourier coefficients (not the pixels)
+        assert per_eval["basis"] == ("pixels" if row["path"] == "default" else "fourier")
         # the default runs whole LBFGS steps (20); --fast's Fourier step ends early where the loss jumps (random
         # weights jump at the third evaluation: fast/basis.py), so it may stop at the step it passes
         least = 20 if row["path"] == "default" else 1

@@ -28,12 +28,13 @@ from typing import Any
 
 import torch
 
-from style_transfer import StyleConfig, TransferSettings, stylize
+from style_transfer import StyleConfig, stylize
 from style_transfer.errors import StyleTransferError
 from style_transfer.io.images import load_image
 from style_transfer.fast.fast import accelerator, speed_from_config
 from style_transfer.fast.hardware import bf16_supported
 from style_transfer.fast.kernels import _gram_forward
+from style_transfer.run.settings import transfer_settings
 
 from .. import network as networks, report as reports, timing
 from ..scoring import CONTENT, STYLE
@@ -43,7 +44,7 @@ STYLE_WEIGHT, CONTENT_WEIGHT = 1e6 * 1000, 1.0 * 1000  # the tutorial's x1000: L
 LOSS_TOLERANCE = 1e-5  # |loss - reference| / |reference|: about 100x the CPU's own float32-vs-float64 difference
 GRAD_TOLERANCE = 1e-4  # max |grad - reference| / max |reference|: about 300x
 GRAM_BOUND_FACTOR = 2.0**-8  # fast._gram_forward: each entry within 2^-8 sum_m |F_im F_jm| / n
-TIMED_STEPS = 20  # the loop's steps for the per-evaluation timing: 40 evaluations, two LBFGS steps
+TIMED_EVALUATIONS = 40  # the per-evaluation timing's evaluations: two LBFGS steps
 LBFGS_STEP = 20  # evaluations per LBFGS step (torch's max_iter)
 SEED = 0  # the network's weights
 
@@ -153,23 +154,40 @@ def check_first_evaluation(device: torch.device, size: int, network: Any) -> dic
 
 # 2. Timings of the default path and --fast.
 
+class _Timed(Exception):
+    """The timed evaluations ran: the rest of the planned run is not needed."""
+
+
 def seconds_per_evaluation(network: Any, config: StyleConfig, device: torch.device,
                            smoke: bool) -> dict[str, Any]:
     """Median interval between evaluations 22 to 40 at ``config.size`` (smoke: 3 to 20): the second LBFGS step, so
-    start-up, a bf16 run's float32 first step and the evaluation after it are left out."""
+    start-up, a bf16 run's float32 first step and the evaluation after it are left out. The loop runs as ``stylize``
+    runs it (``config``'s basis, history and two-loop) for a run planned two LBFGS steps longer, stopped after those
+    evaluations: a --fast run's float32 finish (its last step's last evaluations) is not among them."""
     speed = speed_from_config(config, device)
     content, style = load_image(CONTENT, config.size, device), load_image(STYLE, config.size, device)
-    steps = 1 if smoke else TIMED_STEPS
-    settings = TransferSettings(accelerate=accelerator(speed), history_size=speed.history_size,
-                                two_loop=speed.two_loop)
-    run = timing.clocked(lambda clock: networks.transfer(network, content, style, steps, (
-        config.style_weight, config.content_weight), dataclasses.replace(settings, progress=clock)), device,
-        peak=device.type == "cuda")  # CPU peaks: benchmark's
-    clock = run.pop("clock")
+    stop = LBFGS_STEP if smoke else TIMED_EVALUATIONS
+    settings = transfer_settings(config, accelerate=accelerator(speed), history_size=speed.history_size,
+                                 two_loop=speed.two_loop)
+
+    def run(clock: timing.Clock) -> None:
+        def progress(info: Any) -> None:
+            clock(info)
+            if clock.evaluations >= stop:
+                raise _Timed
+
+        with contextlib.suppress(_Timed):
+            networks.transfer(network, content, style, stop + 2 * LBFGS_STEP,
+                              (config.style_weight, config.content_weight),
+                              dataclasses.replace(settings, progress=progress))
+
+    result = timing.clocked(run, device, peak=device.type == "cuda")  # CPU peaks: benchmark's
+    clock = result.pop("clock")
     # An LBFGS that stopped before the second step leaves what it ran, its first two evaluations left out.
     skip = 2 if smoke or clock.evaluations <= LBFGS_STEP + 1 else LBFGS_STEP + 1
     return {"s_per_eval": clock.per_evaluation(skip), "timed_intervals": max(clock.evaluations - skip, 0),
-            "evaluations": clock.evaluations, "shape": list(content.shape[-2:]), "speed": speed.__dict__, **run}
+            "evaluations": clock.evaluations, "shape": list(content.shape[-2:]), "speed": speed.__dict__,
+            "basis": settings.basis.name, **result}
 
 
 def whole_run(config: StyleConfig, device: torch.device) -> dict[str, Any]:
