@@ -75,11 +75,12 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.rows) as handle:
             rows = [json.loads(line) for line in handle if line.strip()]
     done = {(r["size"], r["photo"], r["style"]) for r in rows}
+    code = reports.commit()
     for size, photo, style_name in grid:
         if (size, photo, style_name) in done:
             continue
         style = disc_on_white() if style_name == "disc" else os.path.join(IMAGES, style_name)
-        row: dict = {"photo": photo, "style": style_name, "size": size}
+        row: dict = {"photo": photo, "style": style_name, "size": size, "commit": code}  # rows outlive sessions
         for mode in ("default", "fast"):
             if mode == "default" and args.fast_only:
                 continue
