@@ -67,7 +67,8 @@ def get_input_optimizer(input_img: torch.Tensor, *, optimizer_name: str = "lbfgs
     ``optimizer_name="adam"`` gives Adam instead (lr 0.02 unless given: 2 % of the [0, 1]
     range per step at most); ``lr`` sets either's learning rate. ``history_size``: LBFGS's
     curvature pairs (docs/speed.md; torch's default 100 is the tutorial's). ``two_loop="stacked"``: the same LBFGS
-    with its history stacked (``core.lbfgs.StackedLBFGS``, --fast's on a GPU), the same directions up to rounding.
+    with its history stacked (``core.lbfgs.StackedLBFGS``, --fast's), the same directions up to rounding
+    (but for a step after a first pair too curved to keep, scaled to it: core/lbfgs.py).
     """
     if optimizer_name == "adam":
         return optim.Adam([input_img], lr=OPTIMIZER_LR["adam"] if lr is None else lr)
@@ -379,7 +380,7 @@ class TransferSettings:
     optimizer_name: str = "lbfgs"
     lr: float | None = None
     history_size: int = TORCH_LBFGS_HISTORY
-    two_loop: str = "torch"  # or stacked: LBFGS's history as two matrices (get_input_optimizer; --fast's on a GPU)
+    two_loop: str = "torch"  # or stacked: LBFGS's history as two matrices (get_input_optimizer; --fast's)
     backward: str = "combined"  # or per-module (optimize)
     keep_best: float | None = None  # hand back the best evaluated image (optimize); None: the basis's keep_within
     # What the network and the images come with.

@@ -78,7 +78,8 @@ def compare_backward(
     warm-up, then ``evaluations`` timed evaluations, interleaved between the paths so that a
     busy machine slows both alike. ``config.backward`` is ignored: both paths run. The model is
     built as ``stylize`` builds it for one style image (layers, layer weights, loss form,
-    pooling, loss weights, init); colour preservation and the total variation term are left out.
+    pooling, loss weights, init); colour preservation, the total variation term and a style
+    image's transparency are left out (none of them changes how the backward passes run).
 
     Memory: on CUDA ``torch.cuda.max_memory_allocated``; elsewhere the bytes of tensors alive,
     followed op by op with a ``TorchDispatchMode`` (every tensor made in the forward and the
