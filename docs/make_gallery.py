@@ -131,9 +131,12 @@ def command(name: str, weights: Path | str, threads: int) -> list[str]:
 
 
 def log_run(log_path: Path, name: str, command: str, seconds: float) -> None:
-    """Add one picture's command and seconds to ``log_path`` (runs.json), read just before writing: another
-    script or process may have added its own since."""
+    """Add one picture's command, seconds, machine and commit to ``log_path`` (runs.json), read just before writing:
+    another script or process may have added its own since."""
     import fcntl
+
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.report import commit  # the checkout's, "-dirty" with changes
 
     folder = os.open(log_path.parent, os.O_RDONLY)  # pictures made in parallel write one log: locked in turn
     try:
@@ -143,18 +146,6 @@ def log_run(log_path: Path, name: str, command: str, seconds: float) -> None:
         log_path.write_text(json.dumps(log, indent=1) + "\n")
     finally:
         os.close(folder)
-
-
-def commit() -> str:
-    """The code a picture was made with: the checkout's commit, marked ``+changes`` when its tracked files differ."""
-    def git(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False)
-
-    head = git("rev-parse", "--short=12", "HEAD")
-    if head.returncode:
-        return "unknown"
-    changed = git("status", "--porcelain", "--untracked-files=no", "--", "style_transfer").stdout.strip()
-    return head.stdout.strip() + ("+changes" if changed else "")
 
 
 def machine() -> str:
