@@ -68,7 +68,7 @@ def get_input_optimizer(input_img: torch.Tensor, *, optimizer_name: str = "lbfgs
     range per step at most); ``lr`` sets either's learning rate. ``history_size``: LBFGS's
     curvature pairs (docs/speed.md; torch's default 100 is the tutorial's). ``two_loop="stacked"``: the same LBFGS
     with its history stacked (``core.lbfgs.StackedLBFGS``, --fast's), the same directions up to rounding
-    (but for a step after a first pair too curved to keep, scaled to it: core/lbfgs.py).
+    (but for the step after a first pair it could not keep, scaled by that pair's ``|s|/|y|``: core/lbfgs.py).
     """
     if optimizer_name == "adam":
         return optim.Adam([input_img], lr=OPTIMIZER_LR["adam"] if lr is None else lr)
