@@ -186,7 +186,7 @@ def measure(network: Any, args: argparse.Namespace, size: int, path: str, device
     probe, norm = Probe(device, args.profiled, args.timed), network.normalization().to(device)
     norm.register_forward_pre_hook(probe.before)  # the style model's first module, in either path
     fast_form = accelerator(speed)
-    settings = transfer_settings(config, progress=probe, normalization=norm, two_loop=speed.two_loop,
+    settings = transfer_settings(config, progress=probe, normalization=norm,
                                  accelerate=None if fast_form is None else probe.accelerate(fast_form))
     try:
         networks.transfer(network, content, style, STEPS, weights, settings)

@@ -167,8 +167,7 @@ def seconds_per_evaluation(network: Any, config: StyleConfig, device: torch.devi
     speed = speed_from_config(config, device)
     content, style = load_image(CONTENT, config.size, device), load_image(STYLE, config.size, device)
     stop = LBFGS_STEP if smoke else TIMED_EVALUATIONS
-    settings = transfer_settings(config, accelerate=accelerator(speed), history_size=speed.history_size,
-                                 two_loop=speed.two_loop)
+    settings = transfer_settings(config, accelerate=accelerator(speed))  # its history and two-loop: the config's
 
     def run(clock: timing.Clock) -> None:
         def progress(info: Any) -> None:
