@@ -30,6 +30,11 @@ def test_two_setup_commands_and_ci_runs_the_test_one() -> None:
     assert "pytest" in install_and_test
     ci_lines = (ROOT / ".ci" / "run").read_text().splitlines()
     assert install_and_test in ci_lines
+    # then the quick tier under the two other arithmetics that docs/development.md names
+    development = (ROOT / "docs" / "development.md").read_text()
+    for again in ('python -m pytest -q -m "not slow" -n 0',
+                  'ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 python -m pytest -q -m "not slow"'):
+        assert ci_lines.index(again) > ci_lines.index(install_and_test) and f"`{again}`" in development, again
 
 
 def test_sample_images_exist() -> None:

@@ -95,7 +95,9 @@ class FourierBasis:
 
     def encode(self, image: torch.Tensor) -> torch.Tensor:
         """The coefficients of ``image``: a real tensor ``(N, C, H, W // 2 + 1, 2)``."""
-        spectrum = torch.fft.rfft2(image.detach().float(), norm="ortho") / self.scale
+        # float32 at least (a bf16 image is encoded in float32); float64 stays float64, for the tests' exact paths
+        spectrum = torch.fft.rfft2(image.detach().to(torch.promote_types(image.dtype, torch.float32)), norm="ortho")
+        spectrum = spectrum / self.scale
         return torch.view_as_real(spectrum).contiguous()
 
     def decode(self, coefficients: torch.Tensor) -> torch.Tensor:

@@ -193,14 +193,24 @@ def test_print_config_shows_what_fast_resolves_to(imagenet_cached: Path) -> None
     lines = dict(line.split(": ", 1) for line in invoke(["--print-config", "--fast", "--device", "cpu"], 0)
                  .stdout.splitlines())
     assert (lines["fast"], lines["channels_last"], lines["fused_gram"]) == ("True", "True", "True")
-    # what this machine gets (issue 33.4), from its CPU flags as fast.bf16_pays_off reads them
+    # What this machine gets, worked out from the facts the command reads: the CPU's flags and the oneDNN cap in force
+    # (the quick tier also runs under ONEDNN_MAX_CPU_ISA=AVX2 and AVX512_CORE). oneDNN's own names of the instruction
+    # sets below bf16: a cap at one of them leaves it none.
     from style_transfer.fast.cpuinfo import cpu_flags
+    import torch
 
-    flags = cpu_flags()
-    rule = ("bf16 on this CPU (AMX), where torch's oneDNN has bf16" if flags and "amx_bf16" in flags else
-            "bf16 on this CPU (AVX512-BF16), where torch's oneDNN has bf16" if flags and "avx512_bf16" in flags else
-            "fp32 on this CPU (no bf16 instructions; --fast takes bf16 with AMX, AVX512-BF16 or a GPU's native bf16)"
-            if flags is not None else "fp32 on this CPU (its flags cannot be read; bf16 needs AMX or AVX512-BF16)")
+    from style_transfer.fast.hardware import bf16_pays_off
+
+    flags, cap = cpu_flags(), os.environ.get("ONEDNN_MAX_CPU_ISA", "").strip()
+    capped = cap.upper() in ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX512_CORE", "AVX512_CORE_VNNI")
+    rule = ("fp32 on this CPU (its flags cannot be read; bf16 needs AMX or AVX512-BF16)" if flags is None else
+            f"fp32 on this CPU (ONEDNN_MAX_CPU_ISA={cap} leaves oneDNN no bf16 instructions)"
+            if capped and flags & {"amx_bf16", "avx512_bf16"} else
+            "bf16 on this CPU (AMX), where torch's oneDNN has bf16" if "amx_bf16" in flags else
+            "bf16 on this CPU (AVX512-BF16), where torch's oneDNN has bf16" if "avx512_bf16" in flags else
+            "fp32 on this CPU (no bf16 instructions; --fast takes bf16 with AMX, AVX512-BF16 or a GPU's native bf16)")
+    # and the line agrees with what a run takes, which asks torch's oneDNN itself
+    assert rule.startswith("bf16") == bf16_pays_off(torch.device("cpu")), rule
     assert (lines["history_size"], lines["precision"], lines["scales"]) == ("100", rule, "1")
     assert lines["parametrization"] == "fourier"  # --fast moves the Fourier coefficients, with torch's 100 pairs
     assert lines["scale_steps"] == "" and lines["sizes"] == "448 on a CPU"  # one size: coarse-to-fine lost content

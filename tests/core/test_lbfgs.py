@@ -98,16 +98,29 @@ def test_it_takes_over_a_torch_lbfgs_state() -> None:
 def test_a_checkpoint_round_trip_resumes_the_same_steps(dtype: torch.dtype) -> None:
     """torch.save/torch.load of its state_dict (what run/checkpoints.py keeps), loaded into a fresh optimiser: the same
     steps as the run that went on; load_state_dict casts the float64 products to the variable's dtype, so in float32
-    they are worked out again (within float32's rounding of the run that went on)."""
+    they are worked out again, in another order. In float64 that order is invisible (FLOAT64_TOLERANCE); in float32
+    the resumed steps land no further from the run that went on than that run lands from itself resumed at points one
+    rounding step away (the controls, measured here: what 14 iterations make of float32's rounding on this CPU)."""
     first, stacked = iterates(StackedLBFGS, 3, 4, dtype=dtype)
     buffer = io.BytesIO()
     torch.save(stacked.state_dict(), buffer)
     straight, _ = iterates(StackedLBFGS, 5, 4, dtype=dtype)
-    buffer.seek(0)
-    resumed, again = iterates(StackedLBFGS, 2, 4, dtype=dtype, state=torch.load(buffer), x0=first[-1])
-    tolerance = FLOAT64_TOLERANCE if dtype == torch.float64 else 1e-4
+
+    def resumed_from(x0: torch.Tensor) -> tuple[list[torch.Tensor], torch.optim.Optimizer]:
+        buffer.seek(0)
+        return iterates(StackedLBFGS, 2, 4, dtype=dtype, state=torch.load(buffer), x0=x0)
+
+    resumed, again = resumed_from(first[-1])
+    if dtype == torch.float64:
+        tolerance = FLOAT64_TOLERANCE
+    else:
+        up, down = (torch.nextafter(first[-1], torch.full_like(first[-1], v)) for v in (torch.inf, -torch.inf))
+        alternate = torch.where(torch.arange(SIZE) % 2 == 0, up, down)
+        controls = [relative(resumed_from(x0)[0][-1], straight[-1]) for x0 in (up, down, alternate)]
+        assert min(controls) > 0  # the moved starts did move
+        tolerance = 4 * max(controls)
     for mine, reference in zip(resumed, straight[3:]):
-        assert relative(mine, reference) < tolerance
+        assert relative(mine, reference) <= tolerance
     memory = again.state[again._params[0]]
     assert memory["sy"].dtype == torch.float64 and memory["yy"].dtype == torch.float64
 
