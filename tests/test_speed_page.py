@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from style_transfer.config.style import StyleConfig
+from style_transfer.core import guard
 from style_transfer.fast import basis
 from style_transfer.run import plans
 from style_transfer.fast import fast, hardware
@@ -59,10 +60,10 @@ def test_the_float32_start_finish_and_guard_are_the_codes(page: str) -> None:
             f"in float32 (in the Fourier basis; on the pixels the first {fast.BF16_EXACT_START})") in page
     assert basis.LATE_SHARE == 0.5 and basis.LATE_EXPONENT == 0  # "half", "the flat scale"
     assert "from half its planned evaluations on the flat scale" in page
-    assert f"jumps to {basis.JUMP:g}x the lowest of its LBFGS step" in page
-    assert f"after {basis.RESTARTS_IN_A_ROW} restarts in a row" in page
+    assert f"jumps to {guard.JUMP:g}x the lowest of its LBFGS step" in page
+    assert f"after {guard.RESTARTS_IN_A_ROW} restarts in a row" in page
     assert f"within {round(basis.KEEP_WITHIN * 100)} % of it" in page
-    assert "at a quarter of the learning rate" in page and basis.DAMPING == 4
+    assert "at a quarter of the learning rate" in page and guard.DAMPING == 4
 
 
 def test_every_results_file_cited_exists() -> None:

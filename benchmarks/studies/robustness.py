@@ -2,6 +2,7 @@
 
     python -m benchmarks robustness --network vgg19 --size 300 --size 400 --json benchmarks/results/robustness/X.json
     python -m benchmarks robustness --photos chelsea --styles starry_night --size 384   # one pair
+    python -m benchmarks robustness --rotate --size 260 --size 300 --fast-from R.jsonl --rows X.jsonl  # the default again
 
 Styles include ``disc``, mostly flat (the stain as a disc on white); sizes should not be multiples of 64. A row: the
 first evaluation's loss, the picture's loss in each mode's own arithmetic (--fast's bf16 reads up to 2.3 % low),
@@ -51,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--photos", nargs="*", help="base names; default all")
     parser.add_argument("--styles", nargs="*", help="base names (disc for the flat style); default all")
     parser.add_argument("--fast-only", action="store_true", help="no default runs (divergence against the start only)")
+    parser.add_argument("--fast-from", default=None,
+                        help="a rows file of the same grid: its --fast rows stand in for running --fast again")
     parser.add_argument("--rotate", action="store_true",
                         help="each pair at one of the sizes in turn, not at every size (the whole grid in a session)")
     parser.add_argument("--rows", default=None,
@@ -76,13 +79,20 @@ def main(argv: list[str] | None = None) -> int:
             rows = [json.loads(line) for line in handle if line.strip()]
     done = {(r["size"], r["photo"], r["style"]) for r in rows}
     code = reports.commit()
+    earlier = {}
+    if args.fast_from:
+        with open(args.fast_from) as handle:
+            earlier = {(r["size"], r["photo"], r["style"]): r for r in map(json.loads, handle) if r.get("fast")}
     for size, photo, style_name in grid:
         if (size, photo, style_name) in done:
             continue
         style = disc_on_white() if style_name == "disc" else os.path.join(IMAGES, style_name)
         row: dict = {"photo": photo, "style": style_name, "size": size, "commit": code}  # rows outlive sessions
+        if earlier:  # --fast's row as the earlier run made it, with that run's commit
+            row["fast"] = {**earlier[(size, photo, style_name)]["fast"],
+                           "from": earlier[(size, photo, style_name)].get("commit", args.fast_from)}
         for mode in ("default", "fast"):
-            if mode == "default" and args.fast_only:
+            if (mode == "default" and args.fast_only) or mode in row:
                 continue
             config = StyleConfig(size=size, model=args.network, weights=weights, device="cpu",
                                  fast=mode == "fast")
@@ -91,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
             result = Run(os.path.join(IMAGES, photo), style, config, cnn=cnn).execute(events.append)
             row[mode] = {"first": events[0].loss, "loss": result.losses["loss"],
                          "content": result.losses["content"], "kept": result.kept,
+                         "rescued_at": result.record.get("rescued_at"),
                          "evaluations": result.evaluations, "seconds": time.perf_counter() - began}
         fast = row["fast"]
         default = row.get("default")

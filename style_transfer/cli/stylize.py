@@ -50,7 +50,7 @@ def _checkpoint_help() -> str:
     small, large = (bytes_text(checkpoint_bytes(w, h, 100)) for w, h in ((128, 85), (448, 299)))
     return ("Save the run's state to this file on Ctrl-C, SIGTERM or a NaN loss (and every --checkpoint-every "
             "evaluations), to continue with --resume. It is large: float32 copies of the image, 2 x --history-size "
-            f"+ 3 of them (LBFGS's curvature pairs), about 12 x W x H x (2 x history + 3) bytes: {small} at 128x85 "
+            f"+ 4 of them (LBFGS's curvature pairs), about 12 x W x H x (2 x history + 4) bytes: {small} at 128x85 "
             f"px, {large} at 448x299 px with the default history of 100 (--fast keeps it; moving the pixels, "
             f"{FAST_HISTORY_SIZE}). The "
             "summary line gives the size written.")

@@ -1,6 +1,7 @@
 """The image the optimiser moves: the basis a run moves it in (``Basis``, ``TransferSettings.basis``), the part of
-the loop it hooks into (``ImageBasis``), and the tutorial's own, the pixels (``PIXELS``). The Fourier basis that
-``--fast`` moves is ``fast.basis``, handed in from above: core imports none of fast.
+the loop it hooks into (``ImageBasis``), and the pixels: the tutorial's as written (``PIXELS``) and the default's,
+rescued where a step of the tutorial's LBFGS ends in a jump (``RESCUED``). The Fourier basis that ``--fast`` moves is
+``fast.basis``, handed in from above: core imports none of fast.
 """
 
 from __future__ import annotations
@@ -13,9 +14,22 @@ import torch
 from torch import optim
 
 from ..step_hooks import StepHooks
+from .guard import JUMP, JumpGuard, Jumped
+from .run_stats import RunStats
+from .steps import LBFGS_MAX_ITER
 
-# The loop's optimiser over a variable, at a learning rate (None: the run's own; get_input_optimizer).
-NewOptimizer = Callable[[torch.Tensor, "float | None"], optim.Optimizer]
+# A step of the tutorial's LBFGS failed when its loss stayed above JUMP times the run's lowest for its last quarter:
+# LBFGS had that long to come back and did not (random weights' jumps come back within a few evaluations).
+PERSISTS = LBFGS_MAX_ITER // 4
+# A rescued run hands back its lowest-loss image unless its last evaluation is within this share of it (--fast's).
+KEEP_WITHIN = 0.05
+
+
+class NewOptimizer(Protocol):
+    """The loop's optimiser over a variable (``get_input_optimizer``), at a learning rate (None: the run's own), its
+    LBFGS's two-loop ``two_loop`` (None: the run's own)."""
+
+    def __call__(self, variable: torch.Tensor, rate: float | None, two_loop: str | None = None) -> optim.Optimizer: ...
 
 
 class ImageBasis(StepHooks):
@@ -54,9 +68,10 @@ class Basis(Protocol):
         it (None: LBFGS's last update, as the tutorial does)."""
 
     def image(self, image: torch.Tensor, new_optimizer: NewOptimizer, state: dict[str, Any] | None, *,
-              lr: float, optimizer_name: str, planned: int) -> ImageBasis:
+              lr: float, optimizer_name: str, planned: int, stats: RunStats) -> ImageBasis:
         """The run's ``ImageBasis`` over ``image``: ``state`` a checkpoint's optimiser state (loaded here), ``lr``
-        the run's learning rate, ``planned`` the evaluations it plans (``planned_evaluations``)."""
+        the run's learning rate, ``planned`` the evaluations it plans (``planned_evaluations``), ``stats`` the run's
+        (where a rescue is noted)."""
 
 
 class PixelImage(ImageBasis):
@@ -73,16 +88,115 @@ class PixelImage(ImageBasis):
             image.clamp_(0, 1)
 
 
+class RescuedPixelImage(PixelImage):
+    """The default's: the tutorial's pixels and LBFGS, every evaluation left as the tutorial computes it, until an
+    LBFGS step ends with its loss above ``JUMP`` times the run's lowest for its last ``PERSISTS`` evaluations.
+
+    Such a step failed: on a strong style (a loss near 1e9) torch's LBFGS stores no first curvature pair (its
+    curvature is negative) and steps along the gradient at the whole learning rate, which throws every pixel out of
+    [0, 1] and the photo out of the picture, and the tutorial's run does not bring it back. A jump LBFGS comes back
+    from within the step, as random weights' do, is the tutorial's and left alone. A failed step is rescued
+    (``stats.rescued_at``): the image goes back to the lowest-loss one evaluated, and the rest of the run is guarded
+    as ``--fast``'s steps are: a fresh LBFGS that keeps its first steps in scale (the stacked two-loop, core/lbfgs.py),
+    and a jump within a step sends it back to that step's best at a quarter of the learning rate (``JumpGuard``).
+
+    It hands back its lowest-loss image where the run was rescued and its last evaluation is more than ``KEEP_WITHIN``
+    above it, or where the last evaluation ended above the first (otherwise LBFGS's last update, the tutorial's). Its
+    losses and the rescue travel in the optimiser's ``param_groups``, so a checkpoint resumes them.
+    """
+
+    def __init__(self, image: torch.Tensor, new_optimizer: NewOptimizer, state: dict[str, Any] | None, *,
+                 base_lr: float, stats: RunStats) -> None:
+        group = state["param_groups"][0] if state is not None and state.get("param_groups") else {}
+        self.image = self.variable = image
+        self.new_optimizer, self.base_lr, self.stats = new_optimizer, base_lr, stats
+        stats.rescued_at = list(group.get("rescued_at", ()))
+        self.first_loss: float | None = group.get("first_loss")
+        self.lowest_loss: float = group.get("lowest_loss", float("inf"))
+        self.lowest: torch.Tensor | None = group.get("lowest_image")
+        self.lowest_evaluation: int = group.get("lowest_evaluation", 0)
+        self.above: int = group.get("above", 0)  # evaluations in a row above JUMP times the lowest before them
+        self.last_loss = float("inf")
+        self.evaluations = 0
+        self.guard = JumpGuard(image) if stats.rescued_at else None
+        self.optimizer = new_optimizer(image, None, "stacked" if self.guard is not None else None)
+        if state is not None:
+            self.optimizer.load_state_dict(state)
+            if self.guard is not None:  # the damped learning rate and restarts continue as the checkpoint left them
+                self.guard.damping = self.optimizer.param_groups[0]["lr"] / base_lr
+                self.guard.in_a_row = self.optimizer.param_groups[0].get("restarts_in_a_row", 0)
+
+    def start_step(self, evaluations: int) -> None:
+        self.evaluations = evaluations
+        if self.guard is not None:
+            self.guard.begin_step()
+
+    def after_evaluation(self, loss: float) -> None:
+        self.evaluations += 1
+        self.last_loss = loss
+        if self.first_loss is None:
+            self.first_loss = loss
+        self.above = self.above + 1 if loss > JUMP * self.lowest_loss else 0
+        if loss < self.lowest_loss:  # the image as evaluated: LBFGS moves it only after the closure returns
+            self.lowest_loss, self.lowest, self.lowest_evaluation = loss, self.image.detach().clone(), self.evaluations
+        if self.guard is not None:
+            self.guard.observe(loss)  # a loss that jumped ends the step (Jumped): back to the step's best
+
+    def run_step(self, step: Callable[[], None]) -> bool:
+        guard = self.guard
+        if guard is None:  # the tutorial's step, untouched; a failed one is rescued
+            step()
+            if self.above < PERSISTS:
+                return False
+            assert self.lowest is not None  # the losses above were measured against a lower one seen
+            with torch.no_grad():
+                self.image.copy_(self.lowest)
+            self.stats.rescued_at.append(self.evaluations)
+            self.guard = JumpGuard(self.image)
+            self.optimizer = self.new_optimizer(self.image, self.base_lr, "stacked")
+            return True
+        try:
+            step()
+        except Jumped:  # the step's best, a fresh LBFGS from there, damped
+            guard.restart()
+            self.optimizer = self.new_optimizer(self.image, guard.damped(self.base_lr), "stacked")
+            self.optimizer.param_groups[0]["restarts_in_a_row"] = guard.in_a_row  # kept by a state_dict
+            return True
+        guard.clean_step()  # a step without a jump: the damping eases off
+        self.optimizer.param_groups[0]["restarts_in_a_row"] = 0
+        if guard.damping < 1:
+            self.optimizer.param_groups[0]["lr"] = guard.ease(self.base_lr)
+        return False
+
+    def end_step(self, evaluations: int) -> None:
+        self.optimizer.param_groups[0].update(  # kept by a checkpoint's state_dict
+            rescued_at=list(self.stats.rescued_at), first_loss=self.first_loss, lowest_loss=self.lowest_loss,
+            lowest_image=self.lowest, lowest_evaluation=self.lowest_evaluation, above=self.above)
+
+    def hand_back(self, image: torch.Tensor) -> None:
+        if self.lowest is None or self.first_loss is None:
+            return
+        rescued = bool(self.stats.rescued_at) and self.last_loss > (1 + KEEP_WITHIN) * self.lowest_loss
+        if rescued or self.last_loss > self.first_loss:
+            image.copy_(self.lowest)
+            self.stats.handed_back = self.lowest_evaluation
+
+
 @dataclass(frozen=True)
 class Pixels:
-    """The tutorial's basis: the pixels, LBFGS's last update handed back."""
+    """The pixels: the tutorial's loop as written (``PIXELS``: LBFGS's last update handed back), or the default's,
+    rescued where a step fails (``RESCUED``: with LBFGS; ``RescuedPixelImage``)."""
 
     name: str = "pixels"
     keep_within: float | None = None
+    rescued: bool = False
 
     def image(self, image: torch.Tensor, new_optimizer: NewOptimizer, state: dict[str, Any] | None, *,
-              lr: float, optimizer_name: str, planned: int) -> ImageBasis:
+              lr: float, optimizer_name: str, planned: int, stats: RunStats) -> ImageBasis:
+        if self.rescued and optimizer_name == "lbfgs":
+            return RescuedPixelImage(image, new_optimizer, state, base_lr=lr, stats=stats)
         return PixelImage(image, new_optimizer, state)
 
 
 PIXELS = Pixels()
+RESCUED = Pixels(rescued=True)

@@ -26,6 +26,8 @@ class RunStats:
     best_loss: float = float("inf")
     last_loss: float = float("inf")
     handed_back: int | None = None  # the evaluation whose image the loop handed back; None: its last update
+    # The evaluations after which the default's failed LBFGS steps were rescued (core/image.py, RescuedPixelImage)
+    rescued_at: list[int] = field(default_factory=list)
     _image: torch.Tensor | None = field(default=None, repr=False)  # the image being optimised
     _last_good: torch.Tensor | None = field(default=None, repr=False)  # a copy, at the last finite loss
     _best: torch.Tensor | None = field(default=None, repr=False)  # that copy, at the lowest loss (keep_best)

@@ -108,7 +108,7 @@ def optimize(model: nn.Module, style_losses: Sequence[StyleLoss], content_losses
     model.eval()
     model.requires_grad_(False)
     planned = planned_evaluations(num_steps, s.optimizer_name)
-    image = _image_basis(s, input_img, planned)  # departure: the optimiser may move another basis (core/image.py)
+    image = _image_basis(s, input_img, planned, stats)  # departure: the optimiser may move another basis (core/image.py)
     hooks = [image, *hooks, *(module for module in style_losses if isinstance(module, StepHooks))]
     keep_best = s.basis.keep_within if s.keep_best is None else s.keep_best
     _keep_best(stats, keep_best, image.optimizer, input_img.device)
@@ -156,16 +156,16 @@ def optimize(model: nn.Module, style_losses: Sequence[StyleLoss], content_losses
     return input_img
 
 
-def _image_basis(s: TransferSettings, input_img: torch.Tensor, planned: int) -> ImageBasis:
+def _image_basis(s: TransferSettings, input_img: torch.Tensor, planned: int, stats: RunStats) -> ImageBasis:
     """What the loop moves to change ``input_img`` (``s.basis``), its optimiser made and a resumed state loaded."""
 
-    def new_optimizer(variable: torch.Tensor, rate: float | None) -> optim.Optimizer:
+    def new_optimizer(variable: torch.Tensor, rate: float | None, two_loop: str | None = None) -> optim.Optimizer:
         return get_input_optimizer(variable, optimizer_name=s.optimizer_name, lr=s.lr if rate is None else rate,
-                                   history_size=s.history_size, two_loop=s.two_loop)
+                                   history_size=s.history_size, two_loop=s.two_loop if two_loop is None else two_loop)
 
     return s.basis.image(input_img, new_optimizer, None if s.resume is None else s.resume.optimizer_state,
                          lr=OPTIMIZER_LR[s.optimizer_name] if s.lr is None else s.lr,
-                         optimizer_name=s.optimizer_name, planned=planned)
+                         optimizer_name=s.optimizer_name, planned=planned, stats=stats)
 
 
 def _keep_best(stats: RunStats, keep_best: float | None, optimizer: optim.Optimizer, device: torch.device) -> None:

@@ -26,7 +26,9 @@ import torch
 from ..config.algorithm import parametrization_of
 from ..config.choices import PARAMETRIZATIONS
 from ..config.style import StyleConfig
-from ..core.image import PIXELS, Basis, ImageBasis, NewOptimizer
+from ..core.guard import JumpGuard, Jumped
+from ..core.image import PIXELS, RESCUED, Basis, ImageBasis, NewOptimizer
+from ..core.run_stats import RunStats
 from ..core.lbfgs import pairs_changed
 
 FOURIER_EXPONENT = 0.5  # the scale 1/f**0.5: 0.35, 0.75 and a Laplacian pyramid measured worse (benchmarks/NOTEBOOK.md)
@@ -35,15 +37,6 @@ FOURIER_EXPONENT = 0.5  # the scale 1/f**0.5: 0.35, 0.75 and a Laplacian pyramid
 # 1/f**0.5 moves slowly (benchmarks/NOTEBOOK.md, 2026-12-03 "Coarse first, then flat").
 LATE_EXPONENT = 0.0
 LATE_SHARE = 0.5
-# An evaluation whose loss is this many times the lowest of its LBFGS step ends the step: the run goes back to that
-# lowest image with a fresh LBFGS (``BasisImage.observe``): without it LBFGS's first steps in this basis can jump the
-# loss by orders of magnitude (benchmarks/NOTEBOOK.md, 2026-12-02 "Time to quality").
-JUMP = 3.0
-DAMPING = 4.0  # each jump divides LBFGS's learning rate by this; each LBFGS step without one multiplies it by 2, up to 1
-# Restarts in a row (no step without a jump between them) after which the basis is given up: the rest of the run moves
-# the pixels from the best image seen (``FourierImage.run_step``): a step run unguarded instead could end in noise
-# (benchmarks/NOTEBOOK.md, 2026-12-04 "--fast never hands back noise").
-RESTARTS_IN_A_ROW = 3
 # Once the basis is given up, the guard over the pixels arms when the loss has come below this share of the pixels'
 # first: before, a jump is LBFGS's early overshoot, which the tutorial's own path makes and comes back from (the cat in
 # the Hubble deep field on VGG16 at 300 px: 300x at the default's third evaluation, back by its 70th), where damped
@@ -65,10 +58,6 @@ def inward(decoded: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
     it ended 2 to 16 % lower than the clamp's own gradient at 180 evaluations (benchmarks/NOTEBOOK.md, 2026-12-03).
     """
     return ((decoded >= 0) & (decoded <= 1)) | ((decoded > 1) & (grad > 0)) | ((decoded < 0) & (grad < 0))
-
-
-class Jumped(Exception):
-    """Raised from the closure when the loss jumped (``JUMP``): ``FourierImage`` restarts LBFGS from the step's best."""
 
 
 class FourierBasis:
@@ -103,70 +92,6 @@ class FourierBasis:
     def decode(self, coefficients: torch.Tensor) -> torch.Tensor:
         """The image of ``coefficients`` (differentiable), not clamped."""
         return torch.fft.irfft2(torch.view_as_complex(coefficients) * self.scale, s=self.shape, norm="ortho")
-
-
-class JumpGuard:
-    """The jump guard over what LBFGS moves (``variable``): an evaluation whose loss is more than ``JUMP`` times the
-    lowest of its LBFGS step ends the step (``Jumped``), the variable goes back to that step's lowest (``restart``)
-    and LBFGS starts again, ``DAMPING`` times slower each time (``damped``), easing off after a clean step."""
-
-    def __init__(self, variable: torch.Tensor) -> None:
-        self.variable = variable
-        self.restarts = 0
-        self.in_a_row = 0  # restarts since the last step without a jump
-        self.damping = 1.0  # the share of the learning rate LBFGS runs with now
-        self.begin_step()
-
-    def begin_step(self) -> None:
-        """Forget the lowest loss seen: the jump guard looks within one LBFGS step (a checkpoint's span)."""
-        self.best_loss = float("inf")
-        self.best: torch.Tensor | None = None
-
-    def observe(self, loss: float) -> None:
-        """After an evaluation at the variable: keep it if its loss is the step's lowest.
-
-        Raises:
-            Jumped: the loss is more than ``JUMP`` times the step's lowest (``restart`` goes back there), when
-                ``armed``.
-        """
-        if self.armed and loss > JUMP * self.best_loss:
-            raise Jumped(f"the loss jumped to {loss:.4g}, {loss / self.best_loss:.1f}x the step's lowest")
-        if loss < self.best_loss:
-            self.best_loss = loss
-            self.best = self.variable.detach().clone()
-
-    @property
-    def armed(self) -> bool:
-        """Whether a jump ends the step; the basis's guard always is."""
-        return True
-
-    def damped(self, lr: float) -> float:
-        """The learning rate after a jump, the run's own ``lr`` given: ``DAMPING`` times smaller than before."""
-        self.damping /= DAMPING
-        return lr * self.damping
-
-    def ease(self, lr: float) -> float:
-        """The learning rate after a step without a jump, the run's own ``lr`` given: twice the last, up to ``lr``."""
-        self.damping = min(1.0, 2 * self.damping)
-        return lr * self.damping
-
-    @property
-    def exhausted(self) -> bool:
-        """``RESTARTS_IN_A_ROW`` restarts came with no clean step between: damping has not helped, give the basis up."""
-        return self.in_a_row >= RESTARTS_IN_A_ROW
-
-    def clean_step(self) -> None:
-        """An LBFGS step ended without a jump: the restarts in a row start again from 0."""
-        self.in_a_row = 0
-
-    def restart(self) -> None:
-        """Put back the step's lowest-loss variable (after ``Jumped``)."""
-        assert self.best is not None  # a jump is measured against a loss seen, whose variable was kept
-        with torch.no_grad():
-            self.variable.copy_(self.best)
-        self.restarts += 1
-        self.in_a_row += 1
-        self.begin_step()
 
 
 class PixelGuard(JumpGuard):
@@ -357,7 +282,7 @@ class Fourier:
     late_share: float = LATE_SHARE
 
     def image(self, image: torch.Tensor, new_optimizer: NewOptimizer, state: dict[str, Any] | None, *,
-              lr: float, optimizer_name: str, planned: int) -> ImageBasis:
+              lr: float, optimizer_name: str, planned: int, stats: RunStats) -> ImageBasis:
         late_from = round(self.late_share * planned) if optimizer_name == "lbfgs" else None
         return FourierImage(image, new_optimizer, state, base_lr=lr, late_from=late_from)
 
@@ -375,5 +300,7 @@ def basis_named(name: str) -> Basis:
 
 def basis_of(config: StyleConfig) -> Basis:
     """What the optimiser moves for ``config``: ``config.parametrization``, else fourier with --fast and the pixels
-    without (``config.algorithm.parametrization_of``)."""
-    return basis_named(parametrization_of(config))
+    without (``config.algorithm.parametrization_of``); the pixels rescued where a step ends in a jump
+    (``core.image.RESCUED``) unless ``config.unguarded`` asks for the tutorial's loop as written."""
+    basis = basis_named(parametrization_of(config))
+    return RESCUED if basis is PIXELS and not config.unguarded else basis

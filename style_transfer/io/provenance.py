@@ -189,7 +189,7 @@ def _own_version() -> str:
 def make_record(settings: Any, *, content: Any, styles: Sequence[Any], weights: str | Mapping[str, Any],
                 device: Any, evaluations: int, losses: Mapping[str, Any], seconds: float, stopped: str,
                 seed: int | None = None, created: datetime.datetime | None = None,
-                kept: int | None = None) -> dict[str, Any]:
+                kept: int | None = None, rescued_at: Sequence[int] = ()) -> dict[str, Any]:
     """The provenance record of one output, as plain JSON values (lists, not tuples).
 
     Args:
@@ -210,6 +210,8 @@ def make_record(settings: Any, *, content: Any, styles: Sequence[Any], weights: 
         created: when; by default now (UTC).
         kept: the evaluation whose image this is, where the run handed back its best rather than its last
             (``kept_evaluation``; absent otherwise).
+        rescued_at: the evaluations after which a failed LBFGS step was rescued (``rescued_at``; absent where
+            none was).
 
     Raises:
         ImageError: an input file that cannot be read. WeightsError: a weights file that cannot.
@@ -244,6 +246,8 @@ def make_record(settings: Any, *, content: Any, styles: Sequence[Any], weights: 
     }
     if kept is not None:
         record["kept_evaluation"] = int(kept)
+    if rescued_at:
+        record["rescued_at"] = [int(n) for n in rescued_at]
     return jsonable(record)
 
 

@@ -108,11 +108,11 @@ def checkpoint_bytes(width: int, height: int, history_size: int, *, optimizer: s
 
     A checkpoint holds float32 copies of the ``(1, 3, H, W)`` image, ``12 * W * H`` bytes each: the image, and
     the optimiser's state: LBFGS's two per curvature pair (``history_size`` pairs once the run has made that many
-    steps, fewer before), its direction and its last gradient, so ``2 * history_size + 3`` copies; Adam's two
-    moments, 3 copies; one more with ``average`` (the iterate average). 128x85 px with the default history of 100:
-    26.6 MB; 448x299 px: 326 MB.
+    steps, fewer before), its direction, its last gradient and the lowest-loss image (which the default's rescue and
+    --fast's hand-back go back to), so ``2 * history_size + 4`` copies; Adam's two moments, 3 copies; one more with
+    ``average`` (the iterate average). 128x85 px with the default history of 100: 26.7 MB; 448x299 px: 328 MB.
     """
-    copies = 2 * history_size + 3 if optimizer == "lbfgs" else 3
+    copies = 2 * history_size + 4 if optimizer == "lbfgs" else 3
     pairs = history_size if optimizer == "lbfgs" else 0
     return 12 * width * height * (copies + bool(average)) + CHECKPOINT_PAIR_OVERHEAD * pairs + CHECKPOINT_OVERHEAD
 

@@ -125,6 +125,7 @@ class Run:
         self._reason = "cancelled"
         self._device: torch.device | None = None
         self._preprocess: str | None = None  # the preprocessing the loaded network expects, once known
+        self._stats: RunStats | None = None  # the running one, once execute began (the record names its rescues)
 
     def cancel(self, reason: str = "cancelled") -> None:
         """Stop the run at the end of the evaluation under way; ``execute`` returns its image then.
@@ -161,16 +162,19 @@ class Run:
     def record(self, evaluations: int, stopped: str, losses: dict[str, float], seconds: float,
                kept: int | None = None) -> dict[str, Any]:
         """The provenance record of an image of this run (``provenance.make_record``); ``kept``: the evaluation
-        whose image the run handed back, where not its last (``RunResult.kept``)."""
+        whose image the run handed back, where not its last (``RunResult.kept``); with the evaluations after which a
+        failed LBFGS step was rescued (``RunStats.rescued_at``), where any was."""
         device = self._device or resolve_device(self.config.device)
         config = self.config  # the record names the preprocessing the weights told (replay passes it back)
         if config.preprocess is None and self._preprocess is not None:
             config = dataclasses.replace(config, preprocess=self._preprocess)
         return provenance.make_record(config, content=self.content, styles=self.styles,
                                       weights=config.weights, device=str(device), evaluations=evaluations,
-                                      losses=losses, seconds=seconds, stopped=stopped, kept=kept)
+                                      losses=losses, seconds=seconds, stopped=stopped, kept=kept,
+                                      rescued_at=self._stats.rescued_at if self._stats is not None else ())
 
     def _execute(self, on_event: EventCallback | None, stats: RunStats) -> RunResult:
+        self._stats = stats
         plan = self._plan()
         config, device, keeper, saved, final = plan.config, plan.device, plan.keeper, plan.saved, plan.final
         clock = _Clock(saved.seconds if saved else 0.0)

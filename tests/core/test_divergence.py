@@ -5,19 +5,26 @@ jumps and stays up (far above ``JUMP``, and above anything LBFGS can bring it do
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
 import torch
 
 from style_transfer.losses.tutorial import StyleLoss
-from style_transfer.fast.basis import ARM_BELOW, FOURIER, JUMP, RESTARTS_IN_A_ROW
+from style_transfer.core.guard import JUMP, RESTARTS_IN_A_ROW
+from style_transfer.fast.basis import ARM_BELOW, FOURIER
+from style_transfer.core.image import PERSISTS, PIXELS, RESCUED
+from style_transfer.core.lbfgs import LBFGS, StackedLBFGS
 from style_transfer.core.run_stats import RunStats
+from style_transfer.core.steps import LBFGS_MAX_ITER
 from style_transfer.core.style_model import get_style_model_and_losses
-from style_transfer.core.transfer import TransferSettings, optimize
+from style_transfer.core.transfer import TransferSettings, get_input_optimizer, optimize
+from style_transfer.io.metadata import read_record
 from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD
 
 from ..helpers import invoke_stylize
+from ..rounding import moved_inputs
 
 BLOW_UP = 1e6
 STEPS = 59  # three LBFGS steps of 20
@@ -134,11 +141,12 @@ def test_before_the_pixels_loss_has_fallen_a_jump_is_left_to_lbfgs(cnn, content_
     assert losses[spike] not in pixels  # no restart (the code before this rule went back to the step's best)
 
 
-def test_the_default_warns_when_its_loss_ends_above_its_start(tmp_path: Path, monkeypatch) -> None:
-    """The tutorial's path keeps its last image (not the best), and the command says in one line that the picture is
-    probably noise, naming what to try; the same run without the blow-up says nothing of the kind."""
+def test_the_tutorials_loop_warns_when_its_loss_ends_above_its_start(tmp_path: Path, monkeypatch) -> None:
+    """The tutorial's loop as written (--unguarded) keeps its last image (not the best), and the command says in one
+    line that the picture is probably noise, naming what to try; the same run without the blow-up says nothing of the
+    kind."""
     args = ["images/chelsea.png", "images/ihc.png", "-o", str(tmp_path / "out.png"), "--weights", "random",
-            "--size", "32", "--steps", "20", "--style-weight", "1e9", "--content-weight", "1e3"]
+            "--size", "32", "--steps", "20", "--style-weight", "1e9", "--content-weight", "1e3", "--unguarded"]
     plain = invoke_stylize(args)
     assert "warning:" not in plain.stderr
     original = StyleLoss.forward
@@ -155,3 +163,105 @@ def test_the_default_warns_when_its_loss_ends_above_its_start(tmp_path: Path, mo
     warning = [line for line in diverged.stderr.splitlines() if line.startswith("warning:")]
     assert len(warning) == 1 and "probably noise" in warning[0] and "--fast" in warning[0]
     assert "--style-weight" in warning[0]
+    # The default, with the same jump: rescued after its first step, it hands back its lowest image, without a
+    # warning, and the picture's record says when the rescue acted and which evaluation it kept.
+    rescued = invoke_stylize(args[:3] + [str(tmp_path / "rescued.png")] + args[4:-1])
+    assert "warning:" not in rescued.stderr
+    record = read_record(tmp_path / "rescued.png")
+    assert record["rescued_at"] == [20] and record["kept_evaluation"] <= 2
+
+
+# --- the default's rescue (core/image.py, RescuedPixelImage) ---
+
+def pixel_run(cnn, content, style, basis, after: int | None = None,
+              until: int | None = None) -> tuple[torch.Tensor, RunStats, list[float]]:
+    """The default's loop (``basis``: ``RESCUED``, or ``PIXELS`` for the tutorial's as written) at the suite's scaled
+    weights, with the first style loss blown up from its ``after``-th forward (to its ``until``-th) where given."""
+    model, style_losses, content_losses = get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD, style, content)
+    if after is not None:
+        blown_up(style_losses[0], after, until)
+    losses: list[float] = []
+    stats = RunStats()
+    settings = TransferSettings(progress=lambda info: losses.append(info.loss), basis=basis)
+    out = optimize(model, style_losses, content_losses, content.clone(), STEPS, 1e9, 1e3, settings, stats=stats)
+    return out, stats, losses
+
+
+def steps_failed(losses: list[float]) -> bool:
+    """Whether a step of the tutorial's loop failed, worked out from its losses alone: at the end of an LBFGS step
+    (every LBFGS_MAX_ITER evaluations) the loss had stayed above JUMP times the lowest before it for PERSISTS
+    evaluations in a row."""
+    lowest, above = float("inf"), 0
+    for n, loss in enumerate(losses, 1):
+        above = above + 1 if loss > JUMP * lowest else 0
+        lowest = min(lowest, loss)
+        if n % LBFGS_MAX_ITER == 0 and above >= PERSISTS:
+            return True
+    return False
+
+
+def test_where_no_step_fails_the_default_is_the_tutorials_loop_bit_for_bit(cnn, content_32, style_32) -> None:
+    """The rescue only watches a run whose steps come back from their jumps (random weights jump about 6x within a
+    step and come back in 3 evaluations): the same losses and the same image, to the bit, as the loop as written; on
+    the inputs and on three moves of them by one rounding step."""
+    for content, style in [(content_32, style_32), *moved_inputs(content_32, style_32)]:
+        theirs, _, their_losses = pixel_run(cnn, content, style, PIXELS)
+        ours, stats, losses = pixel_run(cnn, content, style, RESCUED)
+        if steps_failed(their_losses):  # another CPU's rounding could make one fail: then it must be rescued
+            assert stats.rescued_at
+            continue
+        assert stats.rescued_at == [] and stats.handed_back is None
+        assert losses == their_losses and torch.equal(ours, theirs)
+
+
+def test_a_failed_step_is_rescued_from_the_lowest_image(cnn, content_32, style_32) -> None:
+    """A loss made to jump 1e6x from the 3rd evaluation to the end of the first LBFGS step (the 20th): that step
+    failed, so the run goes back to its lowest image (the 21st evaluation is that image: the same loss to the bit) and
+    goes on guarded, to a picture whose loss is a small part of the photo's. The control, the loop as written with the
+    same jump, takes no rescue and goes on from LBFGS's own point."""
+    out, stats, losses = pixel_run(cnn, content_32, style_32, RESCUED, after=3, until=21)
+    assert stats.rescued_at == [20]
+    assert min(losses[2:20]) > JUMP * min(losses[:2])  # the jump was made and stayed up for the step
+    assert losses[20] == min(losses[:2])  # back at the lowest image
+    assert clean_loss(cnn, content_32, style_32, out) < 0.1 * clean_loss(cnn, content_32, style_32, content_32)
+    _, control, control_losses = pixel_run(cnn, content_32, style_32, PIXELS, after=3, until=21)
+    assert control.rescued_at == [] and control_losses[20] != min(control_losses[:2])
+
+
+def test_a_run_that_fails_to_the_end_hands_back_its_lowest_image(cnn, content_32, style_32) -> None:
+    """The jump stays on to the end: rescued after the first step, the guarded steps never come below the lowest loss
+    seen again, and the run hands back the lowest image it evaluated (the 2nd), not the last update, which the loop as
+    written hands back (the control)."""
+    out, stats, losses = pixel_run(cnn, content_32, style_32, RESCUED, after=3)
+    assert stats.rescued_at == [20] and stats.handed_back == 2
+    assert math.isclose(clean_loss(cnn, content_32, style_32, out), losses[1], rel_tol=1e-5)  # the 2nd's image
+    theirs, control, their_losses = pixel_run(cnn, content_32, style_32, PIXELS, after=3)
+    assert control.handed_back is None and their_losses[-1] > JUMP * losses[1]
+    assert not math.isclose(clean_loss(cnn, content_32, style_32, theirs), losses[1], rel_tol=1e-3)
+
+
+def test_a_rescue_travels_in_the_optimisers_state(content_32) -> None:
+    """A checkpoint's optimiser state resumes a rescued run as rescued: the stacked LBFGS, the jump guard, its damping,
+    and the run's lowest loss, image and evaluation."""
+    image = content_32.clone().requires_grad_(True)
+    stats = RunStats()
+
+    def new_optimizer(variable, rate, two_loop=None):
+        return get_input_optimizer(variable, lr=1.0 if rate is None else rate, two_loop=two_loop or "torch")
+
+    rescued = RESCUED.image(image, new_optimizer, None, lr=1.0, optimizer_name="lbfgs", planned=40, stats=stats)
+    assert isinstance(rescued.optimizer, LBFGS) and not isinstance(rescued.optimizer, StackedLBFGS)
+    rescued.start_step(0)
+    rescued.after_evaluation(10.0)
+    for _ in range(PERSISTS):
+        rescued.after_evaluation(100.0)
+    assert rescued.run_step(lambda: None) and stats.rescued_at == [1 + PERSISTS]
+    assert isinstance(rescued.optimizer, StackedLBFGS)
+    rescued.optimizer.param_groups[0]["lr"] = 0.25
+    rescued.end_step(1 + PERSISTS)
+    state = rescued.optimizer.state_dict()
+    again_stats = RunStats()
+    again = RESCUED.image(image, new_optimizer, state, lr=1.0, optimizer_name="lbfgs", planned=40, stats=again_stats)
+    assert isinstance(again.optimizer, StackedLBFGS) and again_stats.rescued_at == [1 + PERSISTS]
+    assert again.guard is not None and again.guard.damping == 0.25
+    assert (again.lowest_loss, again.lowest_evaluation) == (10.0, 1) and torch.equal(again.lowest, content_32)

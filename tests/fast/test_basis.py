@@ -10,10 +10,11 @@ import pytest
 import torch
 
 from style_transfer import StyleConfig
-from style_transfer.core.image import PIXELS
-from style_transfer.fast.basis import (ARM_BELOW, DAMPING, FOURIER, FOURIER_EXPONENT, JUMP, KEEP_WITHIN,
-                                       LATE_EXPONENT, LATE_SHARE, RESTARTS_IN_A_ROW, BasisImage, FourierBasis,
-                                       FourierImage, Jumped, PixelGuard, basis_named, basis_of, inward)
+from style_transfer.core.image import PIXELS, RESCUED
+from style_transfer.core.guard import DAMPING, JUMP, RESTARTS_IN_A_ROW, Jumped
+from style_transfer.fast.basis import (ARM_BELOW, FOURIER, FOURIER_EXPONENT, KEEP_WITHIN, LATE_EXPONENT, LATE_SHARE,
+                                       BasisImage, FourierBasis, FourierImage, PixelGuard, basis_named, basis_of,
+                                       inward)
 from style_transfer.core.run_stats import RunStats
 from style_transfer.core.style_model import get_style_model_and_losses
 from style_transfer.core.lbfgs import StackedLBFGS
@@ -156,8 +157,10 @@ def test_the_bases_by_name_and_what_fast_moves() -> None:
     assert (PIXELS.keep_within, FOURIER.keep_within) == (None, KEEP_WITHIN)  # the tutorial hands back its last update
     with pytest.raises(ValueError, match="parametrization must be one of pixels, fourier"):
         basis_named("wavelets")
-    assert basis_of(StyleConfig()) is PIXELS and basis_of(StyleConfig(fast=True)) is FOURIER
-    assert basis_of(StyleConfig(fast=True, parametrization="pixels")) is PIXELS
+    # the default's pixels are rescued where a step fails (core/image.py); --unguarded is the tutorial's loop as written
+    assert basis_of(StyleConfig()) is RESCUED and basis_of(StyleConfig(fast=True)) is FOURIER
+    assert basis_of(StyleConfig(unguarded=True)) is PIXELS and basis_of(StyleConfig(fast=True, unguarded=True)) is FOURIER
+    assert basis_of(StyleConfig(fast=True, parametrization="pixels")) is RESCUED
     assert parametrization_of(StyleConfig()) == "pixels"  # the tutorial's path
     assert parametrization_of(StyleConfig(fast=True)) == "fourier"
     assert parametrization_of(StyleConfig(fast=True, parametrization="pixels")) == "pixels"
@@ -283,7 +286,7 @@ def test_an_lbfgs_run_in_the_basis_goes_flat_once_halfway(cnn, content_32, style
 
     monkeypatch.setattr(BasisImage, "rebase", spy)
     # Random weights jump at every restart: the basis must not be given up for the pixels before halfway here.
-    monkeypatch.setattr("style_transfer.fast.basis.RESTARTS_IN_A_ROW", 10 ** 6)
+    monkeypatch.setattr("style_transfer.core.guard.RESTARTS_IN_A_ROW", 10 ** 6)
     for name in ("lbfgs", "adam"):
         seen.clear()
         evaluations: list[int] = [0]

@@ -133,7 +133,7 @@ def test_resume_after_the_fourier_basis_went_flat(images, tmp_path: Path, monkey
     resumes in the flat basis, bit for bit (the best image so far too, which the run may hand back); told the old scale
     instead (a checkpoint without the key), it differs."""
     # Random weights make LBFGS jump at every restart, which would give the basis up for the pixels: no jump guard here.
-    monkeypatch.setattr("style_transfer.fast.basis.JUMP", float("inf"))
+    monkeypatch.setattr("style_transfer.core.guard.JUMP", float("inf"))
     settings = config(parametrization="fourier")
     trace: list[float] = []
     whole = Run(*images, settings).execute(lambda e: trace.append(e.loss))
