@@ -148,7 +148,7 @@ def main(contents: tuple[str, ...], styles: tuple[str, ...], output_dir: str | N
     try:
         with stops:
             try:  # weights that cannot be had fail the batch here, once, before any item or report
-                items = _settle_weights(items)
+                items = _settle_weights(items, quiet)
                 runner.prepare(items)
             except StyleTransferError:
                 _remove_if_empty(output_dir, made_folder)
@@ -310,9 +310,9 @@ class _Stops:
             self.engine.cancel()
 
 
-def _settle_weights(items: list[Any]) -> list[Any]:
+def _settle_weights(items: list[Any], quiet: bool) -> list[Any]:
     """The items with the weights their runs will load: torchvision's VGG19 where it can be had, else the original
-    VGG19 where installed (``networks.download``; said once on stderr, even with --quiet: it changes the pictures)."""
+    VGG19 where installed (``networks.download``; said once on stderr, not with --quiet: each record names them)."""
     import dataclasses
 
     from ..networks.download import original_config, resolve_weights
@@ -323,7 +323,7 @@ def _settle_weights(items: list[Any]) -> list[Any]:
         config = item.config
         if config.weights == "imagenet" and config.model == "vgg19":
             config = original_config(config) if fell_back else resolve_weights(
-                config, on_notice=note)
+                config, on_notice=None if quiet else note)
             fell_back = config is not item.config
         settled.append(dataclasses.replace(item, config=config))
     return settled
