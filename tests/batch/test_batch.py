@@ -221,6 +221,7 @@ def test_a_stopped_batch_counts_only_the_items_that_finished(inputs: dict[str, P
     never started named as not-run; it used to count them too and end at 8/8 (100%). No item runs: the worker hands
     back a made file at once, and the first Ctrl-C is the command's own handler, called (no signal)."""
     import io
+    import signal
 
     from style_transfer.batch import cli, local
     from style_transfer.batch.worker import Made
@@ -240,7 +241,7 @@ def test_a_stopped_batch_counts_only_the_items_that_finished(inputs: dict[str, P
         for n, pair in enumerate(run(self, items, on_progress), 1):
             yield pair
             if n == 6:
-                stops[0]._handle(2, None)
+                stops[0]._handle(signal.SIGINT, None)
 
     monkeypatch.setattr(local.LocalEngine, "run", ctrl_c_after_six)
     contents = [inputs[name] for name in ("cat", "coffee", "ihc", "brick")]
