@@ -115,3 +115,20 @@ def test_every_picture_shown_is_made_by_make_pictures() -> None:
     assert not shown - made, f"shown but made by no job of docs/make_pictures.py: {sorted(shown - made)}"
     orphans = {path for path in made - shown if PICTURE.search(path.name)}
     assert not orphans, f"made but shown on no page: {sorted(orphans)}"
+
+
+def test_the_api_page_names_every_field_of_run_options_and_run_result() -> None:
+    """docs/api.md showed neither ``RunOptions(resume=...)`` nor where ``RunResult`` imports from or what it holds:
+    each field of both is named there, and the import it shows works."""
+    import dataclasses
+
+    import style_transfer
+
+    page = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    for name in (field.name for field in dataclasses.fields(style_transfer.RunOptions)):
+        assert f"`{name}=" in page, name
+    assert "RunOptions(resume=" in page
+    for name in (field.name for field in dataclasses.fields(style_transfer.RunResult)):
+        assert f"| `{name}` |" in page, name
+    assert "from style_transfer import RunResult" in page
+    assert "RunResult" in style_transfer.__all__

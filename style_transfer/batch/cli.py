@@ -22,6 +22,8 @@ from ..cli.options import (OneLineCommand, ProgressLines, UsageFault, check_inpu
 from .items import OUTPUT_EXTENSIONS, check_outputs, cross_items, expand_contents, read_manifest
 
 EXIT_FAILED, EXIT_INTERRUPTED = 1, 130
+# Outcome statuses (report.STATUSES): the bar counts the finished; a stop leaves the others short of their end.
+FINISHED, UNFINISHED = ("done", "skipped", "failed"), ("interrupted", "not-run")
 
 
 SECTIONS = {**{name: "Batch" for name in ("styles", "output_dir", "manifest", "ext", "force", "report_path")},
@@ -146,7 +148,7 @@ def main(contents: tuple[str, ...], styles: tuple[str, ...], output_dir: str | N
     try:
         with stops:
             try:  # weights that cannot be had fail the batch here, once, before any item or report
-                items = _settle_weights(items)
+                items = _settle_weights(items, quiet)
                 runner.prepare(items)
             except StyleTransferError:
                 _remove_if_empty(output_dir, made_folder)
@@ -204,9 +206,9 @@ def _remove_if_empty(folder: str, made: bool) -> None:
 
 
 class _ItemsBar:
-    """The items bar: items ended of all; after them, the items under way (each one's evaluations and the time left
-    at its pace, issue 33.2: the first item no longer shows 0/3 and nothing for minutes), then the counts. Where
-    stderr is no terminal, the same as plain lines now and then (``ProgressLines``)."""
+    """The items bar: items finished (done, skipped or failed) of all; after them, the items under way (each one's
+    evaluations and the time left at its pace), then the counts. Where stderr is no terminal, the same as plain lines
+    now and then (``ProgressLines``)."""
 
     REFRESH_S = 0.5  # the items under way are redrawn at most this often (and at each item's first news)
 
@@ -220,6 +222,7 @@ class _ItemsBar:
                             bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} items [{elapsed}<{remaining}{postfix}]")
         self.under_way: dict[str, Any] = {}  # output -> its latest worker.ItemProgress
         self.done: set[str] = set()  # outputs of the items ended: late news of them is dropped
+        self.finished = 0  # the count the bar shows
         self.counts = ""
         self._drawn_at = float("-inf")
 
@@ -230,7 +233,7 @@ class _ItemsBar:
         new = told.output not in self.under_way
         self.under_way[told.output] = told
         if self.lines is not None:
-            self.lines.update(len(self.done), self._text())
+            self.lines.update(self.finished, self._text())
             return
         now = time.monotonic()
         if new or now - self._drawn_at >= self.REFRESH_S:
@@ -241,11 +244,15 @@ class _ItemsBar:
         self.done.add(outcome.item.output)
         self.under_way.pop(outcome.item.output, None)
         self.counts = _counts_text(outcomes)
+        # An item a stop left unstarted or cut short ends too, but is not counted: a stopped batch's bar ends short.
+        finished = outcome.status in FINISHED
+        self.finished += finished
         if self.lines is not None:
-            self.lines.update(len(self.done), self._text())
+            self.lines.update(self.finished, self._text())
             return
-        self._postfix(refresh=False)  # before the count: the redraw shows the counts with it
-        self.bar.update(1)
+        self._postfix(refresh=not finished)  # before the count: the redraw shows the counts with it
+        if finished:
+            self.bar.update(1)
 
     def write(self, line: str) -> None:
         if self.lines is not None:
@@ -270,9 +277,9 @@ class _ItemsBar:
 
 
 def _counts_text(outcomes: list[Any]) -> str:
-    failed = sum(o.status == "failed" for o in outcomes)
-    skipped = sum(o.status == "skipped" for o in outcomes)
-    return ", ".join(t for t in (f"{skipped} skipped" if skipped else "", f"{failed} failed" if failed else "") if t)
+    """The counts of the items that ended other than done (``3 skipped, 1 failed, 2 not-run``), those there are."""
+    found = {status: sum(o.status == status for o in outcomes) for status in ("skipped", "failed", *UNFINISHED)}
+    return ", ".join(f"{n} {status}" for status, n in found.items() if n)
 
 
 class _Stops:
@@ -303,9 +310,9 @@ class _Stops:
             self.engine.cancel()
 
 
-def _settle_weights(items: list[Any]) -> list[Any]:
+def _settle_weights(items: list[Any], quiet: bool) -> list[Any]:
     """The items with the weights their runs will load: torchvision's VGG19 where it can be had, else the original
-    VGG19 where installed (``networks.download``; said once on stderr, even with --quiet: it changes the pictures)."""
+    VGG19 where installed (``networks.download``; said once on stderr, not with --quiet: each record names them)."""
     import dataclasses
 
     from ..networks.download import original_config, resolve_weights
@@ -316,7 +323,7 @@ def _settle_weights(items: list[Any]) -> list[Any]:
         config = item.config
         if config.weights == "imagenet" and config.model == "vgg19":
             config = original_config(config) if fell_back else resolve_weights(
-                config, on_notice=note)
+                config, on_notice=None if quiet else note)
             fell_back = config is not item.config
         settled.append(dataclasses.replace(item, config=config))
     return settled

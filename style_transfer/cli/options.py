@@ -35,7 +35,7 @@ class UsageFault(click.ClickException):
 
 def note(message: str) -> None:
     """A ``note:`` line on stderr, a library message's settings as flags (``as_options``): what a user should read
-    that is not an error (the weights a run took in place of the default's), shown even with --quiet."""
+    that is not an error (the weights a run took in place of the default's; the caller decides about --quiet)."""
     click.echo(f"note: {as_options(message)}", err=True)
 
 

@@ -147,7 +147,7 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
         if resume is not None:
             config = dataclasses.replace(_resume_config(resume, config), **masks)
         if print_config:  # the weights that will run: offline, the original VGG19's settings (and a note)
-            show_config(planned_weights(config, on_notice=note))
+            show_config(planned_weights(config, on_notice=None if quiet else note))
             return
         if content is None or not styles:
             raise UsageFault(f"Missing argument '{'CONTENT' if content is None else 'STYLE...'}'")

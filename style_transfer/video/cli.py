@@ -129,8 +129,8 @@ def main(source: str, styles: tuple[str, ...], output: str, temporal_weight: flo
         from .runner import VideoRun, VideoSettings
         from ..networks.download import resolve_weights
 
-        # torchvision's VGG19 offline: the original VGG19 where installed (said even with --quiet)
-        config = resolve_weights(config, on_notice=note)
+        # torchvision's VGG19 offline: the original VGG19 where installed (not said with --quiet: the record names it)
+        config = resolve_weights(config, on_notice=None if quiet else note)
 
         video = VideoRun(source, list(styles), config,
                          VideoSettings(temporal_weight=temporal_weight, first_frame_steps=first_frame_steps,

@@ -214,6 +214,46 @@ def test_the_items_bar_shows_the_item_under_way(inputs: dict[str, Path], tmp_pat
     assert all(b.elapsed >= a.elapsed for a, b in zip(told, told[1:])) and told[-1].elapsed > 0
 
 
+@pytest.mark.parametrize("terminal", [True, False], ids=["bar", "lines"])
+def test_a_stopped_batch_counts_only_the_items_that_finished(inputs: dict[str, Path], tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch, terminal: bool) -> None:
+    """Ctrl-C after six of eight items: the bar (or, where stderr is no terminal, its lines) ends at 6/8, the two
+    never started named as not-run; it used to count them too and end at 8/8 (100%). No item runs: the worker hands
+    back a made file at once, and the first Ctrl-C is the command's own handler, called (no signal)."""
+    import io
+    import signal
+
+    from style_transfer.batch import cli, local
+    from style_transfer.batch.worker import Made
+    from style_transfer.cli.options import ProgressLines
+
+    monkeypatch.setattr(ProgressLines, "wanted", staticmethod(lambda: not terminal))
+    made = io.BytesIO()
+    Image.new("RGB", (4, 4)).save(made, format="PNG")
+    monkeypatch.setattr(Worker, "prepare", lambda self, spec: None)
+    monkeypatch.setattr(Worker, "make", lambda self, item, on_event=None: Made("done", made.getvalue()))
+    stops: list[cli._Stops] = []
+    enter = cli._Stops.__enter__
+    monkeypatch.setattr(cli._Stops, "__enter__", lambda self: stops.append(self) or enter(self))
+    run = local.LocalEngine.run
+
+    def ctrl_c_after_six(self: local.LocalEngine, items: list[Item], on_progress: object = None) -> object:
+        for n, pair in enumerate(run(self, items, on_progress), 1):
+            yield pair
+            if n == 6:
+                stops[0]._handle(signal.SIGINT, None)
+
+    monkeypatch.setattr(local.LocalEngine, "run", ctrl_c_after_six)
+    contents = [inputs[name] for name in ("cat", "coffee", "ihc", "brick")]
+    result = invoke([*contents, "--style", inputs["ihc"], "--style", inputs["brick"], "-o", tmp_path / "out", *TINY],
+                    130)
+    shown = result.stderr.replace("\r", "\n")
+    assert "8/8" not in shown and "7/8" not in shown, shown
+    last = [line for line in shown.splitlines() if "/8 items" in line][-1]
+    assert ("6/8 items" in last and "2 not-run" in last and "75%" in last), shown
+    assert "6 done, 0 failed, 2 not-run; report: " in shown
+
+
 @pytest.mark.slow
 def test_a_pipe_gets_a_few_plain_lines(inputs: dict[str, Path], tmp_path: Path) -> None:
     """Issue 47.4: where stderr is no terminal (a pipe here) each item's evaluations reach no bar that redraws: a line
