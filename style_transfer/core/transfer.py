@@ -52,6 +52,14 @@ class StepInfo:
     def loss(self) -> float:
         return self.style_loss + self.content_loss + self.tv_loss
 
+    @property
+    def time_left(self) -> float | None:
+        """Seconds the run's planned evaluations still take at its rate so far (None: no time measured yet, as in the
+        tutorial's loop, which leaves ``elapsed`` at 0)."""
+        if self.step <= 0 or self.elapsed <= 0:
+            return None
+        return self.elapsed / self.step * max(0, self.total - self.step)
+
 
 ProgressCallback = Callable[[StepInfo], None]
 

@@ -346,7 +346,7 @@ class JobQueue:
                 job.previews += 1
             losses = {"style": info.style_loss, "content": info.content_loss, "tv": info.tv_loss, "loss": info.loss}
             last.update(losses=losses, elapsed=info.elapsed)
-            eta = info.elapsed / info.step * max(0, info.total - info.step) if info.step else None
+            eta = info.time_left
             job.emit({"type": "step", "step": info.step, "total": info.total, **_finite(losses),
                       "elapsed": round(info.elapsed, 3), "eta": None if eta is None else round(eta, 1),
                       "size": list(info.size), "scale": info.scale, "scales": info.scales,

@@ -265,3 +265,16 @@ def test_stages_are_told_before_the_first_evaluation(images) -> None:
     assert told == ["making VGG19 with seeded random weights", "building the model at 32x21 (size 1 of 2)",
                     "evaluation 1",
                     "building the model at 32x21 (size 1 of 2)", "evaluation 1"]
+
+
+def test_each_event_tells_the_time_left_at_the_rate_so_far(images) -> None:
+    """StepInfo.time_left: the seconds per evaluation so far times the planned evaluations still to run (by hand
+    below); None where no time was measured (the tutorial's loop leaves elapsed at 0); 0 at the last evaluation."""
+    from style_transfer.core.transfer import StepInfo
+
+    assert StepInfo(5, 20, 1.0, 1.0, elapsed=10.0).time_left == pytest.approx(30.0)
+    assert StepInfo(5, 20, 1.0, 1.0).time_left is None and StepInfo(25, 20, 1.0, 1.0, elapsed=1.0).time_left == 0
+    events: list = []
+    Run(*images, config()).execute(events.append)
+    assert all(e.time_left == pytest.approx(e.elapsed / e.step * (e.total - e.step)) for e in events)
+    assert events[0].time_left > 0 and events[-1].time_left == 0
