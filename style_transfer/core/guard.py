@@ -77,6 +77,24 @@ class JumpGuard:
         """An LBFGS step ended without a jump: the restarts in a row start again from 0."""
         self.in_a_row = 0
 
+    def resume(self, optimizer: torch.optim.Optimizer, lr: float) -> None:
+        """Continue the damping and the restarts in a row as a checkpoint's ``optimizer`` state left them (``lr``:
+        the run's own learning rate)."""
+        self.damping = optimizer.param_groups[0]["lr"] / lr
+        self.in_a_row = optimizer.param_groups[0].get("restarts_in_a_row", 0)
+
+    def ended_clean(self, optimizer: torch.optim.Optimizer, lr: float) -> None:
+        """An LBFGS step of ``optimizer`` ended without a jump: the restarts in a row start again from 0 and the
+        damping eases off (``ease``; ``lr`` the run's own), in its state, where a checkpoint keeps them."""
+        self.clean_step()
+        optimizer.param_groups[0]["restarts_in_a_row"] = 0
+        if self.damping < 1:
+            optimizer.param_groups[0]["lr"] = self.ease(lr)
+
+    def restarted(self, optimizer: torch.optim.Optimizer) -> None:
+        """The fresh ``optimizer`` after a restart keeps the restarts in a row in its state (a checkpoint's)."""
+        optimizer.param_groups[0]["restarts_in_a_row"] = self.in_a_row
+
     def restart(self) -> None:
         """Put back the step's lowest-loss variable (after ``Jumped``)."""
         assert self.best is not None  # a jump is measured against a loss seen, whose variable was kept

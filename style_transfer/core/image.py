@@ -123,8 +123,7 @@ class RescuedPixelImage(PixelImage):
         if state is not None:
             self.optimizer.load_state_dict(state)
             if self.guard is not None:  # the damped learning rate and restarts continue as the checkpoint left them
-                self.guard.damping = self.optimizer.param_groups[0]["lr"] / base_lr
-                self.guard.in_a_row = self.optimizer.param_groups[0].get("restarts_in_a_row", 0)
+                self.guard.resume(self.optimizer, base_lr)
 
     def start_step(self, evaluations: int) -> None:
         self.evaluations = evaluations
@@ -160,12 +159,9 @@ class RescuedPixelImage(PixelImage):
         except Jumped:  # the step's best, a fresh LBFGS from there, damped
             guard.restart()
             self.optimizer = self.new_optimizer(self.image, guard.damped(self.base_lr), "stacked")
-            self.optimizer.param_groups[0]["restarts_in_a_row"] = guard.in_a_row  # kept by a state_dict
+            guard.restarted(self.optimizer)
             return True
-        guard.clean_step()  # a step without a jump: the damping eases off
-        self.optimizer.param_groups[0]["restarts_in_a_row"] = 0
-        if guard.damping < 1:
-            self.optimizer.param_groups[0]["lr"] = guard.ease(self.base_lr)
+        guard.ended_clean(self.optimizer, self.base_lr)
         return False
 
     def end_step(self, evaluations: int) -> None:

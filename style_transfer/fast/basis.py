@@ -202,9 +202,7 @@ class FourierImage(ImageBasis):
         self.optimizer = new_optimizer(self.variable, None)
         if state is not None:
             self.optimizer.load_state_dict(state)
-            # the damped learning rate and restarts continue as the checkpoint left them
-            self.guard.damping = self.optimizer.param_groups[0]["lr"] / base_lr
-            self.guard.in_a_row = self.optimizer.param_groups[0].get("restarts_in_a_row", 0)
+            self.guard.resume(self.optimizer, base_lr)  # the damping and restarts as the checkpoint left them
 
     def start_step(self, evaluations: int) -> None:
         self.guard.begin_step()
@@ -238,12 +236,9 @@ class FourierImage(ImageBasis):
                 self._fresh_optimizer(None)
             else:  # on the pixels no limit: each jump damps further, down to steps too small to jump
                 self._fresh_optimizer(guard.damped(self.base_lr))
-                self.optimizer.param_groups[0]["restarts_in_a_row"] = guard.in_a_row  # kept by a state_dict
+                guard.restarted(self.optimizer)
             return True
-        guard.clean_step()  # a step without a jump: the damping eases off
-        self.optimizer.param_groups[0]["restarts_in_a_row"] = 0
-        if guard.damping < 1:
-            self.optimizer.param_groups[0]["lr"] = guard.ease(self.base_lr)
+        guard.ended_clean(self.optimizer, self.base_lr)
         return False
 
     def _fresh_optimizer(self, lr: float | None) -> None:
