@@ -124,7 +124,7 @@ def run_batch(items: Sequence[Item], engine: Engine, *, force: bool = False,
 
 
 def _reported(outcome: Outcome, report: Report | None) -> Outcome:
-    # A file at the output of an item not made now is not its result: an earlier run's (issue 33.9).
+    # A file at the output of an item not made now is not its result: an earlier run's.
     outcome.stale = outcome.status not in ("done", "skipped") and os.path.lexists(outcome.item.output)
     if report is not None:
         report.add(outcome)

@@ -39,7 +39,7 @@ class Made:
 
 @dataclass(frozen=True)
 class ItemProgress:
-    """An item under way, after one of its evaluations: what a batch's display shows of it (issue 33.2)."""
+    """An item under way, after one of its evaluations: what a batch's display shows of it."""
 
     output: str  # the item's output path, which names it in its batch (engine.run_batch refuses two alike)
     step: int  # evaluations done (StepInfo.step)

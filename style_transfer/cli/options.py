@@ -41,7 +41,7 @@ def note(message: str) -> None:
 
 class ProgressLines:
     """Progress where stderr is no terminal (a log file, CI, a pipe), in place of a tqdm bar, whose every redraw
-    stays there (some 25 kB on one line for 240 evaluations, issue 47.4). A plain line when the count has moved
+    stays there (some 25 kB on one line for 240 evaluations). A plain line when the count has moved
     by a tenth of the total, or 10 s have passed, since the last line; and, on ``close``, the last news if it was
     not written. So at most 11 lines, and one more per 10 s: ``12/40 evaluations (30%)  style 3.1  1.2 s``.
     """

@@ -46,7 +46,7 @@ def bytes_text(count: int) -> str:
 
 
 def _checkpoint_help() -> str:
-    """--checkpoint's help: when it is written, and how large it grows (``plans.checkpoint_bytes``, issue 33.8)."""
+    """--checkpoint's help: when it is written, and how large it grows (``plans.checkpoint_bytes``)."""
     small, large = (bytes_text(checkpoint_bytes(w, h, 100)) for w, h in ((128, 85), (448, 299)))
     return ("Save the run's state to this file on Ctrl-C, SIGTERM or a NaN loss (and every --checkpoint-every "
             "evaluations), to continue with --resume. It is large: float32 copies of the image, 2 x --history-size "
@@ -166,7 +166,7 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
         raise UsageFault(str(exc)) from None
     _check_inputs(content, styles, config, debug)  # before torch is imported: a bad image answers at once
     if not told and preprocess_assumed(config.weights):
-        # a state dict cannot tell whether it holds torchvision's or Caffe's weights (issue 33.13): say which is taken
+        # a state dict cannot tell whether it holds torchvision's or Caffe's weights: say which is taken
         note(f"{shown(config.weights)} does not tell which preprocessing its weights expect; torchvision's assumed "
              f"(RGB, ImageNet's mean and std); for Caffe weights pass --preprocess caffe or caffe256")
     if replay is not None:
@@ -229,7 +229,7 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
 
 
 def _why_evaluations(result: Any, config: StyleConfig) -> str:
-    """Why a finished run's count is not --steps (issue 47.7), as the summary's words after it; "" where it is."""
+    """Why a finished run's count is not --steps, as the summary's words after it; "" where it is."""
     if result.stopped != "done" or result.evaluations == config.steps or config.optimizer != "lbfgs":
         return ""
     why = f": whole LBFGS steps of {LBFGS_MAX_ITER} past "
@@ -239,7 +239,7 @@ def _why_evaluations(result: Any, config: StyleConfig) -> str:
 
 
 def _smaller_than_the_photo(content: str, result: Any) -> str:
-    """A line for a picture made smaller than its photo (issue 47.7: a 3000 px photo came back at 448 px unsaid)."""
+    """A line for a picture made smaller than its photo (a 3000 px photo came back at 448 px unsaid)."""
     try:
         width, height = header_size(content, upright=True)
     except (StyleTransferError, OSError):

@@ -87,7 +87,7 @@ class Watch:
 
     def on_stage(self, message: str) -> None:
         """What the run starts before its first evaluation (loading the weights, building the model): one line
-        each, so the seconds before the bar are not silent (issue 33.6); not with --quiet."""
+        each, so the seconds before the bar are not silent; not with --quiet."""
         if self.quiet:
             return
         self._close_download()
@@ -133,7 +133,7 @@ class Watch:
         if info.step > bar.total:
             bar.total = info.step  # rare: an LBFGS step that ended early put one more step in the plan
         # The postfix first, then the count: each redraw shows the losses of the evaluation it counts (set after
-        # the update, a redraw showed the one before: the bar's last line and the record disagreed, issue 33.7).
+        # the update, a redraw showed the one before: the bar's last line and the record disagreed).
         bar.set_postfix(losses, refresh=False)
         bar.update(info.step - bar.n)
 

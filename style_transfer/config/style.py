@@ -240,11 +240,11 @@ class StyleConfig:
     unguarded: bool = setting(
         False, "flag", "Advanced",
         short="The tutorial's loop as written: no rescue of a step that ends in a jump.",
-        help=("The tutorial's LBFGS loop as written. By default, where an LBFGS step ends with the loss more than 3x "
-              'the lowest seen (a strong style can make its first steps throw every pixel out of [0, 1], painting the '
-              "photo away), the run goes back to its lowest-loss image and goes on with LBFGS's first steps kept in "
-              'scale and a jump guard (the record\'s rescued_at says when); a run without such a step is the '
-              "tutorial's, number for number. This turns the rescue off."))
+        help=("The tutorial's LBFGS loop as written. By default, where an LBFGS step ends with the loss above 3x the "
+              'lowest seen for its last 5 evaluations (a strong style can make its first steps throw every pixel out of '
+              "[0, 1], painting the photo away), the run goes back to its lowest-loss image and goes on with LBFGS's "
+              "first steps kept in scale and a jump guard (the record's rescued_at says when); a run without such a "
+              "step is the tutorial's, number for number. This turns the rescue off."))
     # a share of steps at FAST_SCALES size(s) plus the device's levers (fast/fast.py; docs/speed.md)
     fast: bool = setting(
         False, "flag", "Speed",

@@ -71,13 +71,13 @@ def get_style_model_and_losses(
     the same style images, network and settings; filled in when empty, used (the style images'
     forward passes skipped) when it holds every style layer. The caller owns what it keys it by.
     ``normalization``: the module put first in place of ``Normalization(mean, std)`` (then not used), such as
-    ``models.CaffeNormalization`` for Caffe-converted weights (``models.Network.normalization()``).
+    ``networks.vgg.CaffeNormalization`` for Caffe-converted weights (``networks.vgg.Network.normalization()``).
     ``guides`` (docs/usage.md, ``losses/masks.py``): masks over the content at its size, followed through the layers;
     with style masks each style layer gets a guided loss (``GuidedStyleLoss``, or for the other statistics
     ``statistics.GuidedWassersteinLoss`` / ``GuidedSlicedLoss``; no shared ``style_targets``), with a content
     mask each content layer a ``MaskedContentLoss``. ``guides.style_alphas`` (each style image's transparency at its
     size, ``io.images.load_style``) follow the style images' features and weigh their positions in the targets
-    (``loss_terms.style_gram``, ``statistics``' ``alphas``): transparent pixels are left out of the style.
+    (``losses.terms.style_gram``, ``statistics``' ``alphas``): transparent pixels are left out of the style.
     ``style_loss``: ``gram`` (the tutorial's), or ``wasserstein`` / ``sliced`` (``losses/statistics.py``; their
     targets blend as that module says; ``loss_form`` is the Gram's and the content's); ``seed`` seeds the sliced
     loss's directions.

@@ -568,7 +568,7 @@ def make_statistics_loss(kind: str, target_features: Sequence[torch.Tensor], ble
                          *, weight: float = 1.0, seed: int = 0, layer: int = 0,
                          masks: Sequence[torch.Tensor] | None = None,
                          alphas: Sequence[torch.Tensor | None] | None = None) -> StyleLoss:
-    """The style loss module of ``kind`` (``wasserstein`` or ``sliced``; ``gram`` is ``loss_terms.make_style_loss``).
+    """The style loss module of ``kind`` (``wasserstein`` or ``sliced``; ``gram`` is ``losses.terms.make_style_loss``).
 
     ``masks``: one per style at this layer's resolution (``masks.Guides``): the guided loss (``GuidedWassersteinLoss``,
     ``GuidedSlicedLoss``), each style on its own region; None: the styles' blend everywhere. ``alphas``: each style

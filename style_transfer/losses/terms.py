@@ -1,6 +1,6 @@
 """Loss terms beyond the tutorial's: weighted, blended and paper-form style/content losses, and TV.
 
-The tutorial's own ``ContentLoss`` and ``StyleLoss`` (``losses.py``) stay the default; these
+The tutorial's own ``ContentLoss`` and ``StyleLoss`` (``losses.tutorial``) stay the default; these
 modules are used only when a setting asks for them, so the default path is unchanged.
 """
 

@@ -89,7 +89,7 @@ class Run:
         init: a ``(1, 3, H, W)`` start image in [0, 1] in place of ``config.init`` (stretched to the working
             size; video/ passes the previous frame's warped result). image_losses: loss modules on the image
             (``run_style_transfer``). cnn: the network already loaded with ``config.model`` and ``networks.weights``
-            (a ``models.Network``; a bare ``features`` block is taken to expect ``config.preprocess`` or
+            (a ``networks.vgg.Network``; a bare ``features`` block is taken to expect ``config.preprocess`` or
             torchvision's), reused across runs (video/ and batch/ load it once; never changed).
         style_targets: a cache of Gram targets shared by runs (batch), keyed by ``style_targets_key``;
             a run reuses the targets found there and adds those it computes. None: no cache.
@@ -420,7 +420,7 @@ def check_fits(content: ImageSource | tuple[int, int], style: ImageSource | Sequ
 
     Args:
         content: an image source, or its (width, height) (a video's frames).
-        available: bytes free for the run; None: ``guards.available_bytes`` of ``config.device`` (where it
+        available: bytes free for the run; None: ``tiling.memory.available_bytes`` of ``config.device`` (where it
             cannot be known, nothing is refused).
 
     Returns:
@@ -461,7 +461,7 @@ class _Stopped(KeyboardInterrupt):
     """Raised from the progress callback to end the loop between evaluations (``Run.cancel``).
 
     A KeyboardInterrupt, so that the loop's own handling turns it into ``Interrupted`` carrying the
-    image of the last evaluation (``guards.keeps_image_on_interrupt``)."""
+    image of the last evaluation (``core.run_stats.keeps_image_on_interrupt``)."""
 
 
 class _Clock:
