@@ -3,6 +3,7 @@
     python -m benchmarks robustness --network vgg19 --size 300 --size 400 --json benchmarks/results/robustness/X.json
     python -m benchmarks robustness --photos chelsea --styles starry_night --size 384   # one pair
     python -m benchmarks robustness --rotate --size 260 --size 300 --fast-from R.jsonl --rows X.jsonl  # the default again
+    ... --failing-in OLD.jsonl   # only the pairs whose default missed its bar in OLD (against --fast-from's rows)
 
 Styles include ``disc``, mostly flat (the stain as a disc on white); sizes should not be multiples of 64. A row: the
 first evaluation's loss, the picture's loss in each mode's own arithmetic (--fast's bf16 reads up to 2.3 % low),
@@ -22,6 +23,9 @@ import numpy as np
 
 IMAGES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "images")
 PHOTOS = ("chelsea.png", "coffee.png", "astronaut.png", "rocket.jpg")
+# The default's bar against --fast on the same pair: its content loss at most this many times --fast's, its loss at most
+# LOSS_BAR times, and never above its first loss.
+CONTENT_BAR, LOSS_BAR = 1.3, 1.5
 STYLES = ("ihc.png", "hubble_deep_field.jpg", "starry_night.jpg", "night_cafe.jpg", "cafe_terrace.jpg", "brick.png",
           "gravel.png", "grass.png", "disc")
 
@@ -39,6 +43,12 @@ def disc_on_white(size: int = 512) -> object:
     return Image.fromarray(out)
 
 
+def missed_bar(default: dict, fast: dict) -> bool:
+    """Whether the default's row missed its bar against --fast's row of the same pair."""
+    return (default["content"] > CONTENT_BAR * fast["content"] or default["loss"] > LOSS_BAR * fast["loss"]
+            or default["loss"] > default["first"])
+
+
 def pick(names: tuple[str, ...], chosen: list[str] | None) -> list[str]:
     if not chosen:
         return list(names)
@@ -52,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--photos", nargs="*", help="base names; default all")
     parser.add_argument("--styles", nargs="*", help="base names (disc for the flat style); default all")
     parser.add_argument("--fast-only", action="store_true", help="no default runs (divergence against the start only)")
+    parser.add_argument("--failing-in", default=None,
+                        help="a rows file with the default's rows: run only the pairs whose default missed its bar there")
     parser.add_argument("--fast-from", default=None,
                         help="a rows file of the same grid: its --fast rows stand in for running --fast again")
     parser.add_argument("--rotate", action="store_true",
@@ -83,6 +95,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.fast_from:
         with open(args.fast_from) as handle:
             earlier = {(r["size"], r["photo"], r["style"]): r for r in map(json.loads, handle) if r.get("fast")}
+    if args.failing_in:
+        with open(args.failing_in) as handle:
+            old = {(r["size"], r["photo"], r["style"]): r for r in map(json.loads, handle) if r.get("default")}
+        grid = [key for key in grid
+                if key in old and missed_bar(old[key]["default"], (earlier.get(key) or old[key])["fast"])]
     for size, photo, style_name in grid:
         if (size, photo, style_name) in done:
             continue
@@ -119,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     ratios = [r["loss_ratio"] for r in rows if "loss_ratio" in r]
     summary = {"runs": len(rows), "fast_diverged": sum(r["fast"]["diverged"] for r in rows),
                "default_diverged": sum(r["default"]["diverged"] for r in rows if "default" in r),
+               "default_missed_bar": sum(missed_bar(r["default"], r["fast"]) for r in rows if "default" in r),
                "median_loss_ratio": statistics.median(ratios) if ratios else None,
                "worst_loss_ratio": max(ratios) if ratios else None}
     print(json.dumps(summary))
