@@ -43,7 +43,8 @@ class ProgressLines:
     """Progress where stderr is no terminal (a log file, CI, a pipe), in place of a tqdm bar, whose every redraw
     stays there (some 25 kB on one line for 240 evaluations). A plain line when the count has moved
     by a tenth of the total, or 10 s have passed, since the last line; and, on ``close``, the last news if it was
-    not written. So at most 11 lines, and one more per 10 s: ``12/40 evaluations (30%)  style 3.1  1.2 s``.
+    not written. So at most 11 lines, and one more per 10 s: ``12/40 evaluations (30%)  style 3.1  1.2 s, 2.8 s
+    left`` (the time left at the rate so far, as the bar shows it).
     """
 
     SHARE = 0.1  # of the total, between two lines
@@ -86,8 +87,10 @@ class ProgressLines:
 
     def _line(self, now: float) -> None:
         done, detail = self.news
+        elapsed = now - self.start
+        left = f", {elapsed / done * (self.total - done):.1f} s left" if 0 < done < self.total and elapsed > 0 else ""
         self.write(f"{done}/{self.total} {self.unit} ({100 * done // max(self.total, 1)}%)"
-                   + (f"  {detail}" if detail else "") + f"  {now - self.start:.1f} s")
+                   + (f"  {detail}" if detail else "") + f"  {elapsed:.1f} s{left}")
         self.written, self.written_at, self.pending = done, now, False
 
 

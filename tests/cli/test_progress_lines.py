@@ -44,7 +44,7 @@ def test_a_line_each_tenth_of_the_total() -> None:
         lines.update(step, f"style {step}")
     lines.close()
     assert counts(written) == [4, 8, 12, 16, 20, 24, 28, 32, 36, 40]  # the last was due: close adds none
-    assert written[0] == "4/40 evaluations (10%)  style 4  0.0 s"
+    assert written[0] == "4/40 evaluations (10%)  style 4  0.0 s, 0.4 s left"  # 0.04 s for 4: 0.36 s for 36
     assert written[-1] == "40/40 evaluations (100%)  style 40  0.4 s"
 
 
@@ -63,11 +63,11 @@ def test_a_line_each_10_s_when_the_count_moves_slowly() -> None:
         clock.now += 3
         lines.update(step)
     assert counts(written) == [4, 8, 12, 16, 20]  # at 12, 24, 36, 48 and 60 s
-    assert written[0] == "4/1000 evaluations (0%)  12.0 s"
+    assert written[0] == "4/1000 evaluations (0%)  12.0 s, 2988.0 s left"  # 3 s each for 996 more
     lines.update(21, "under way")  # news with no new count (an item's evaluations in a batch) is news too
     clock.now += 10
     lines.update(21, "still under way")
-    assert written[-1] == "21/1000 evaluations (2%)  still under way  73.0 s"
+    assert written[-1] == "21/1000 evaluations (2%)  still under way  73.0 s, 3403.2 s left"  # 73 / 21 x 979
 
 
 def test_the_last_news_is_the_last_line() -> None:
@@ -76,7 +76,7 @@ def test_the_last_news_is_the_last_line() -> None:
         lines.update(step, f"style {step}")
     clock.now += 1
     lines.close()  # a run stopped at 5: its last line says so
-    assert written == ["4/40 evaluations (10%)  style 4  0.0 s", "5/40 evaluations (12%)  style 5  1.0 s"]
+    assert written == ["4/40 evaluations (10%)  style 4  0.0 s", "5/40 evaluations (12%)  style 5  1.0 s, 7.0 s left"]
     lines.close()
     assert len(written) == 2  # closed twice (the command's error paths do), written once
 
