@@ -62,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--photos", nargs="*", help="base names; default all")
     parser.add_argument("--styles", nargs="*", help="base names (disc for the flat style); default all")
     parser.add_argument("--fast-only", action="store_true", help="no default runs (divergence against the start only)")
+    parser.add_argument("--reverse", action="store_true",
+                        help="the grid from its end (a second process on the same --rows meets the first halfway)")
     parser.add_argument("--failing-in", default=None,
                         help="a rows file with the default's rows: run only the pairs whose default missed its bar there")
     parser.add_argument("--fast-from", default=None,
@@ -85,11 +87,13 @@ def main(argv: list[str] | None = None) -> int:
         grid = [(sizes[i % len(sizes)], photo, style) for i, (photo, style) in enumerate(pairs)]
     else:
         grid = [(size, photo, style) for size in sizes for photo, style in pairs]
-    rows = []
-    if args.rows and os.path.exists(args.rows):
+    def rows_done() -> list[dict]:  # read again before each pair: another process may be filling the same file
+        if not (args.rows and os.path.exists(args.rows)):
+            return []
         with open(args.rows) as handle:
-            rows = [json.loads(line) for line in handle if line.strip()]
-    done = {(r["size"], r["photo"], r["style"]) for r in rows}
+            return [json.loads(line) for line in handle if line.strip()]
+
+    rows = rows_done()
     code = reports.commit()
     earlier = {}
     if args.fast_from:
@@ -100,8 +104,8 @@ def main(argv: list[str] | None = None) -> int:
             old = {(r["size"], r["photo"], r["style"]): r for r in map(json.loads, handle) if r.get("default")}
         grid = [key for key in grid
                 if key in old and missed_bar(old[key]["default"], (earlier.get(key) or old[key])["fast"])]
-    for size, photo, style_name in grid:
-        if (size, photo, style_name) in done:
+    for size, photo, style_name in reversed(grid) if args.reverse else grid:
+        if (size, photo, style_name) in {(r["size"], r["photo"], r["style"]) for r in rows_done()}:
             continue
         style = disc_on_white() if style_name == "disc" else os.path.join(IMAGES, style_name)
         row: dict = {"photo": photo, "style": style_name, "size": size, "commit": code}  # rows outlive sessions

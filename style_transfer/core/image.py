@@ -110,15 +110,16 @@ class RescuedPixelImage(PixelImage):
         group = state["param_groups"][0] if state is not None and state.get("param_groups") else {}
         self.image = self.variable = image
         self.new_optimizer, self.base_lr, self.stats = new_optimizer, base_lr, stats
-        stats.rescued_at = list(group.get("rescued_at", ()))
+        # This size's rescues (a coarse-to-fine run makes one of these per size); the run's are in stats
+        self.rescued_at: list[int] = list(group.get("rescued_at", ()))
+        stats.rescued_at.extend(n for n in self.rescued_at if n not in stats.rescued_at)
         self.first_loss: float | None = group.get("first_loss")
         self.lowest_loss: float = group.get("lowest_loss", float("inf"))
         self.lowest: torch.Tensor | None = group.get("lowest_image")
         self.lowest_evaluation: int = group.get("lowest_evaluation", 0)
         self.above: int = group.get("above", 0)  # evaluations in a row above JUMP times the lowest before them
         self.last_loss = float("inf")
-        self.evaluations = 0
-        self.guard = JumpGuard(image) if stats.rescued_at else None
+        self.guard = JumpGuard(image) if self.rescued_at else None
         self.optimizer = new_optimizer(image, None, "stacked" if self.guard is not None else None)
         if state is not None:
             self.optimizer.load_state_dict(state)
@@ -126,18 +127,18 @@ class RescuedPixelImage(PixelImage):
                 self.guard.resume(self.optimizer, base_lr)
 
     def start_step(self, evaluations: int) -> None:
-        self.evaluations = evaluations
         if self.guard is not None:
             self.guard.begin_step()
 
     def after_evaluation(self, loss: float) -> None:
-        self.evaluations += 1
         self.last_loss = loss
         if self.first_loss is None:
             self.first_loss = loss
         self.above = self.above + 1 if loss > JUMP * self.lowest_loss else 0
         if loss < self.lowest_loss:  # the image as evaluated: LBFGS moves it only after the closure returns
-            self.lowest_loss, self.lowest, self.lowest_evaluation = loss, self.image.detach().clone(), self.evaluations
+            # counted as the run counts (RunStats.evaluations: over every size, a resumed run's before it)
+            self.lowest_loss, self.lowest = loss, self.image.detach().clone()
+            self.lowest_evaluation = self.stats.evaluations
         if self.guard is not None:
             self.guard.observe(loss)  # a loss that jumped ends the step (Jumped): back to the step's best
 
@@ -150,8 +151,9 @@ class RescuedPixelImage(PixelImage):
             assert self.lowest is not None  # the losses above were measured against a lower one seen
             with torch.no_grad():
                 self.image.copy_(self.lowest)
-            self.stats.rescued_at.append(self.evaluations)
-            self.guard = JumpGuard(self.image)
+            self.rescued_at.append(self.stats.evaluations)
+            self.stats.rescued_at.append(self.stats.evaluations)
+            self.guard, self.above = JumpGuard(self.image), 0
             self.optimizer = self.new_optimizer(self.image, self.base_lr, "stacked")
             return True
         try:
@@ -166,13 +168,13 @@ class RescuedPixelImage(PixelImage):
 
     def end_step(self, evaluations: int) -> None:
         self.optimizer.param_groups[0].update(  # kept by a checkpoint's state_dict
-            rescued_at=list(self.stats.rescued_at), first_loss=self.first_loss, lowest_loss=self.lowest_loss,
+            rescued_at=list(self.rescued_at), first_loss=self.first_loss, lowest_loss=self.lowest_loss,
             lowest_image=self.lowest, lowest_evaluation=self.lowest_evaluation, above=self.above)
 
     def hand_back(self, image: torch.Tensor) -> None:
         if self.lowest is None or self.first_loss is None:
             return
-        rescued = bool(self.stats.rescued_at) and self.last_loss > (1 + KEEP_WITHIN) * self.lowest_loss
+        rescued = bool(self.rescued_at) and self.last_loss > (1 + KEEP_WITHIN) * self.lowest_loss
         if rescued or self.last_loss > self.first_loss:
             image.copy_(self.lowest)
             self.stats.handed_back = self.lowest_evaluation

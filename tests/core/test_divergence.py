@@ -252,9 +252,9 @@ def test_a_rescue_travels_in_the_optimisers_state(content_32) -> None:
     rescued = RESCUED.image(image, new_optimizer, None, lr=1.0, optimizer_name="lbfgs", planned=40, stats=stats)
     assert isinstance(rescued.optimizer, LBFGS) and not isinstance(rescued.optimizer, StackedLBFGS)
     rescued.start_step(0)
-    rescued.after_evaluation(10.0)
-    for _ in range(PERSISTS):
-        rescued.after_evaluation(100.0)
+    for loss in (10.0, *[100.0] * PERSISTS):
+        stats.evaluations += 1  # as the loop counts an evaluation before its hooks
+        rescued.after_evaluation(loss)
     assert rescued.run_step(lambda: None) and stats.rescued_at == [1 + PERSISTS]
     assert isinstance(rescued.optimizer, StackedLBFGS)
     rescued.optimizer.param_groups[0]["lr"] = 0.25
