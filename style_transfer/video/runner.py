@@ -213,7 +213,7 @@ class VideoRun:
         from ..run.run import Run, check_fits
         from ..run.prepare import resolve_device, default_size
         from ..losses.temporal import TemporalLoss
-        from .temporal import frame_start
+        from .temporal import SETTLE, carried_evaluations, frame_start
 
         began = time.perf_counter()
         config, settings = self.config, self.settings
@@ -228,11 +228,15 @@ class VideoRun:
         first_steps = settings.first_frame_steps or 2 * config.steps
         cnn = None
         previous_in = previous_out = None
+        counts = None  # the evaluations each pixel has had, carried through the flow (temporal.py)
         for index, picture in enumerate(frames(self.clip)):
             content = load_image(picture, size, device)
             if index < done:  # finished by an earlier run: only what the next frame needs
+                if not settings.independent:
+                    counts = self._counted(index, counts, previous_in, content, first_steps)
+                previous_in = content
                 if index == done - 1:
-                    previous_in, previous_out = content, self._finished(index, device)
+                    previous_out = self._finished(index, device)
                 if on_frame is not None:
                     on_frame(FrameInfo(index, self.clip.count, 0.0, 0.0, True, time.perf_counter() - began))
                 continue
@@ -252,7 +256,8 @@ class VideoRun:
                 run = Run(content, self.styles, dataclasses.replace(config, steps=steps), cnn=cnn,
                           keep_best=None if settings.independent else 0.0)
             else:
-                start = frame_start(previous_out, previous_in, content)
+                start = frame_start(previous_out, previous_in, content, counts, SETTLE * first_steps)
+                counts = start.evaluations
                 flow_seconds = start.flow_seconds
                 warped, begin = start.warped, start.start
                 if config.preserve_colors == "luminance":  # the run optimises the luminance (gray) image
@@ -273,6 +278,8 @@ class VideoRun:
                 return result
             image = frame_result.image.convert("RGB")
             self._keep(index, image)
+            if not settings.independent:
+                counts = self._counted(index, counts, None, content, first_steps)
             previous_in, previous_out = content, pil_to_tensor(image).to(device)
             seconds = time.perf_counter() - started
             result.done = index + 1
@@ -284,6 +291,20 @@ class VideoRun:
             if on_frame is not None:
                 on_frame(FrameInfo(index, self.clip.count, seconds, flow_seconds, False, time.perf_counter() - began))
         return result
+
+    def _counted(self, index: int, counts: Any, previous_in: Any, content: Any, first_steps: int) -> Any:
+        """Each pixel's evaluations once frame ``index`` is done: the planned ones (not the run's count, so a resumed
+        run, which carries them through the flows of the frames it skips, gets the same). ``previous_in`` None: the
+        counts are this frame's already (``FrameStart.evaluations``)."""
+        import numpy as np
+
+        from .temporal import carried_evaluations
+
+        if index == 0 or counts is None:
+            return np.full(tuple(content.shape[-2:]), float(first_steps), np.float32)
+        if previous_in is not None:
+            counts = carried_evaluations(previous_in, content, counts)
+        return counts + float(self.config.steps)
 
     @staticmethod
     def _event(run: Any, index: int, info: Any, on_event: Callable[[int, Any], None] | None) -> None:
