@@ -18,8 +18,8 @@ import torch
 
 from . import flow
 
-# Times the first frame's evaluations a new pixel runs before the temporal loss holds it (0: held in the frame after
-# it appears). 1 left the entering strip of a panned texture less stylised than the rest; 2 did not (docs/video.md).
+# Times the first frame's evaluations a new pixel runs before the temporal loss holds it (0: held in the frame after it
+# appears). 2 brought a panned texture's entered band nearest the rest's style; 1, 3 and 4 left it further.
 SETTLE = 2.0
 
 
