@@ -33,7 +33,8 @@ CONFIG = StyleConfig(size=WIDTH, steps=STEPS, weights="random", style_weight=1e9
 
 def panned_texture(seed: int = 0) -> list[np.ndarray]:
     """Random 2x2 blocks (the same statistics everywhere, so two bands of one frame can be compared) moving left by
-    SHIFT px a frame for PAN frames, then still for HOLD frames: every entered pixel has had its evaluations by the end."""
+    SHIFT px a frame for PAN frames, then still for HOLD frames: by the end every entered pixel has had its
+    evaluations."""
     rng = np.random.default_rng(seed)
     blocks = rng.random((HEIGHT // 2, (WIDTH + SHIFT * PAN) // 2 + 1, 3)).astype(np.float32)
     field = blocks.repeat(2, 0).repeat(2, 1)
