@@ -153,7 +153,7 @@ def _run(video: Any, output: str, work_dir: str, keep_frames: bool, report: str 
 
     config = video.config
     own_process(config.threads)
-    progress = _Progress(video.clip.count, quiet)
+    progress = _Progress(video, quiet)
     previous = {n: signal.getsignal(n) for n in (signal.SIGINT, signal.SIGTERM)}
 
     def stop(number: int, frame: FrameType | None) -> None:
@@ -216,42 +216,75 @@ def _run(video: Any, output: str, work_dir: str, keep_frames: bool, report: str 
 
 
 class _Progress:
-    """A bar over frames (with the time left) and the evaluations of the frame under way in its postfix; where
-    stderr is no terminal, the same as plain lines now and then (``ProgressLines``)."""
+    """A bar over frames and, in its postfix, the evaluations of the frame under way and the time the run has left; the
+    run's estimate in one line once its first frame has run a few evaluations; where stderr is no terminal, the same as
+    plain lines now and then (``ProgressLines``). Every time is the library's (``VideoRun.estimate``, ``time_left``)."""
 
-    def __init__(self, count: int, quiet: bool) -> None:
-        self.count, self.quiet, self.frame = count, quiet, 0
+    def __init__(self, video: Any, quiet: bool) -> None:
+        self.video, self.count, self.quiet, self.frame = video, video.clip.count, quiet, 0
         self.bar: Any = None
-        self.lines = ProgressLines(count, "frames") if not quiet and ProgressLines.wanted() else None
+        self.lines = ProgressLines(self.count, "frames") if not quiet and ProgressLines.wanted() else None
+        self.estimated = quiet
 
     def _bar(self) -> Any:
         if self.bar is None:
             from tqdm import tqdm
 
-            self.bar = tqdm(total=self.count, unit="frame", file=sys.stderr, disable=self.quiet)
+            # tqdm's own remaining time would count frames alike (the first runs twice the evaluations): ours only
+            self.bar = tqdm(total=self.count, unit="frame", file=sys.stderr, disable=self.quiet,
+                            bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]")
         return self.bar
+
+    def _say(self, line: str) -> None:
+        if self.bar is not None:
+            self.bar.write(line, file=sys.stderr)
+        else:
+            click.echo(line, err=True)
 
     def on_frame(self, info: Any) -> None:
         self.frame = info.index + 1
+        detail = "found in the work folder" if info.resumed else _left(info.time_left)
         if self.lines is not None:
-            self.lines.update(self.frame, "found in the work folder" if info.resumed else "")
+            self.lines.update(self.frame, detail)
             return
         bar = self._bar()
         bar.update(1)
-        if info.resumed:
-            bar.set_postfix_str("found in the work folder", refresh=False)
+        if detail:
+            bar.set_postfix_str(detail, refresh=False)
 
     def on_event(self, index: int, info: Any) -> None:
+        if not self.estimated:
+            estimate = self.video.estimate()
+            if estimate is not None:
+                self.estimated = True
+                self._say(f"estimate: about {_duration(estimate.seconds)} for {estimate.frames} frames on this machine "
+                          f"(a frame {_duration(estimate.frame_seconds)}, an evaluation "
+                          f"{estimate.evaluation_seconds:.2g} s)")
+        detail = f"frame {index + 1}: {info.step}/{info.total} evaluations"
+        left = _left(self.video.time_left())
+        detail += f", {left}" if left else ""
         if self.lines is not None:
-            self.lines.update(self.frame, f"frame {index + 1}: {info.step}/{info.total} evaluations")
+            self.lines.update(self.frame, detail)
             return
-        self._bar().set_postfix_str(f"frame {index + 1}: {info.step}/{info.total} evaluations", refresh=True)
+        self._bar().set_postfix_str(detail, refresh=True)
 
     def close(self) -> None:
         if self.lines is not None:
             self.lines.close()
         if self.bar is not None:
             self.bar.close()
+
+
+def _left(seconds: float | None) -> str:
+    return "" if seconds is None else f"{_duration(seconds)} left"
+
+
+def _duration(seconds: float) -> str:
+    """``45 s``, ``12 min``, ``2 h 05 min``."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 120 else f"{minutes // 60} h {minutes % 60:02d} min"
 
 
 __all__ = ["main"]

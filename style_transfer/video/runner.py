@@ -2,6 +2,7 @@
 
     video = VideoRun("clip.mp4", ["style.jpg"], StyleConfig(size=256), VideoSettings(work_dir="clip.frames"))
     result = video.execute(on_frame=..., on_event=...)   # video.cancel() from any thread or signal handler
+    video.estimate(), video.time_left()                   # the run's time on this machine (timing.py), from on_event
     write_video("out.mp4", video.stylised_frames(), video.clip)
 
 Frame 0 runs ``first_frame_steps`` evaluations from ``config.init``; frame t > 0 starts from the result of
@@ -34,6 +35,7 @@ from ..io.provenance import base_name
 from ..io.images import ImageSource
 from . import VideoError, default_temporal_weight
 from .io import Clip, folder_frames, frames, probe
+from .timing import Estimate, Stage, VideoTiming
 
 
 WORK_VERSION = 1
@@ -71,6 +73,8 @@ class FrameInfo:
     flow_seconds: float
     resumed: bool  # found finished in the work folder
     elapsed: float  # seconds since execute() started
+    time_left: float | None = None  # seconds the frames left take at this run's rate so far (timing.py); 0 after the
+    # last; None before this run has timed an evaluation (a frame found in the work folder)
 
 
 @dataclass
@@ -101,6 +105,7 @@ class VideoRun:
         self._reason = "cancelled"
         self._run: Any = None
         self._memory: dict[int, Image.Image] = {}
+        self._timing: VideoTiming | None = None
         self._made: list[str] = []  # the work folder and work.json, where this run created them
         if config.keep_alpha:
             raise ValueError("keep_alpha: video frames have no transparency")
@@ -116,6 +121,16 @@ class VideoRun:
     @property
     def cancelled(self) -> bool:
         return self._stop.is_set()
+
+    def time_left(self) -> float | None:
+        """Seconds this run has left at its rate so far on this machine (``timing.VideoTiming``): the frame under
+        way's evaluations left and each later frame's; None before its first frame has run two evaluations."""
+        return None if self._timing is None else self._timing.time_left()
+
+    def estimate(self) -> Estimate | None:
+        """The whole run's time on this machine, once its first frame has run a few evaluations (``timing``);
+        None before. Call it from ``on_event`` to say it early."""
+        return None if self._timing is None else self._timing.estimate()
 
     def frame_path(self, index: int) -> str:
         return os.path.join(self.settings.work_dir or "", f"frame_{index:06d}.png")
@@ -213,7 +228,7 @@ class VideoRun:
         from ..run.run import Run, check_fits
         from ..run.prepare import resolve_device, default_size
         from ..losses.temporal import TemporalLoss
-        from .temporal import frame_start
+        from .temporal import SETTLE, carried_evaluations, frame_start
 
         began = time.perf_counter()
         config, settings = self.config, self.settings
@@ -226,13 +241,19 @@ class VideoRun:
         size = config.size or default_size(device)
         result = VideoResult("done", done, self.clip.count)
         first_steps = settings.first_frame_steps or 2 * config.steps
+        timing = self._timing = VideoTiming([self._stages(index, size, first_steps)
+                                             for index in range(done, self.clip.count)])
         cnn = None
         previous_in = previous_out = None
+        counts = None  # the evaluations each pixel has had, carried through the flow (temporal.py)
         for index, picture in enumerate(frames(self.clip)):
             content = load_image(picture, size, device)
             if index < done:  # finished by an earlier run: only what the next frame needs
+                if not settings.independent:
+                    counts = self._counted(index, counts, previous_in, content, first_steps)
+                previous_in = content
                 if index == done - 1:
-                    previous_in, previous_out = content, self._finished(index, device)
+                    previous_out = self._finished(index, device)
                 if on_frame is not None:
                     on_frame(FrameInfo(index, self.clip.count, 0.0, 0.0, True, time.perf_counter() - began))
                 continue
@@ -243,6 +264,7 @@ class VideoRun:
                 cnn = load_network(config.model, config.weights, preprocess=config.preprocess)  # once a video
                 cnn.features.to(device)
             started = time.perf_counter()
+            timing.start_frame()
             flow_seconds = 0.0
             if index == 0 or settings.independent or previous_out is None or previous_in is None:  # set together
                 steps = config.steps if settings.independent else first_steps
@@ -252,7 +274,8 @@ class VideoRun:
                 run = Run(content, self.styles, dataclasses.replace(config, steps=steps), cnn=cnn,
                           keep_best=None if settings.independent else 0.0)
             else:
-                start = frame_start(previous_out, previous_in, content)
+                start = frame_start(previous_out, previous_in, content, counts, SETTLE * first_steps)
+                counts = start.evaluations
                 flow_seconds = start.flow_seconds
                 warped, begin = start.warped, start.start
                 if config.preserve_colors == "luminance":  # the run optimises the luminance (gray) image
@@ -267,12 +290,15 @@ class VideoRun:
             if self._stop.is_set():
                 run.cancel(self._reason)
             frame_result = run.execute(functools.partial(self._event, run, index, on_event=on_event))
+            timing.end_frame()
             self._run = None
             if frame_result.stopped in CANCEL_REASONS:
                 result.stopped = frame_result.stopped
                 return result
             image = frame_result.image.convert("RGB")
             self._keep(index, image)
+            if not settings.independent:
+                counts = self._counted(index, counts, None, content, first_steps)
             previous_in, previous_out = content, pil_to_tensor(image).to(device)
             seconds = time.perf_counter() - started
             result.done = index + 1
@@ -282,11 +308,36 @@ class VideoRun:
             result.seconds.append(seconds)
             result.flow_seconds.append(flow_seconds)
             if on_frame is not None:
-                on_frame(FrameInfo(index, self.clip.count, seconds, flow_seconds, False, time.perf_counter() - began))
+                on_frame(FrameInfo(index, self.clip.count, seconds, flow_seconds, False, time.perf_counter() - began,
+                                   timing.time_left()))
         return result
 
-    @staticmethod
-    def _event(run: Any, index: int, info: Any, on_event: Callable[[int, Any], None] | None) -> None:
+    def _counted(self, index: int, counts: Any, previous_in: Any, content: Any, first_steps: int) -> Any:
+        """Each pixel's evaluations once frame ``index`` is done: the planned ones (not the run's count, so a resumed
+        run, which carries them through the flows of the frames it skips, gets the same). ``previous_in`` None: the
+        counts are this frame's already (``FrameStart.evaluations``)."""
+        import numpy as np
+
+        from .temporal import carried_evaluations
+
+        if index == 0 or counts is None:
+            return np.full(tuple(content.shape[-2:]), float(first_steps), np.float32)
+        if previous_in is not None:
+            counts = carried_evaluations(previous_in, content, counts)
+        return counts + float(self.config.steps)
+
+    def _stages(self, index: int, size: int, first_steps: int) -> list[Stage]:
+        """Frame ``index``'s working sizes with the evaluations each runs (``run.plans``) and its megapixels."""
+        from ..run.plans import plan_run
+
+        first = index == 0 and not self.settings.independent
+        plan = plan_run(dataclasses.replace(self.config, steps=first_steps) if first else self.config, size)
+        shape = self.clip.width * self.clip.height / max(self.clip.width, self.clip.height) ** 2
+        return [(evaluations, side * side * shape / 1e6) for side, evaluations in zip(plan.sizes, plan.evaluations)]
+
+    def _event(self, run: Any, index: int, info: Any, on_event: Callable[[int, Any], None] | None) -> None:
+        if self._timing is not None:
+            self._timing.evaluated(info.size[0] * info.size[1] / 1e6)
         for loss in run.image_losses:  # the frame's first evaluation gives the temporal term its scale
             loss.calibrate(info.loss)
         if on_event is not None:

@@ -1,0 +1,116 @@
+"""How long a video run takes on this machine, from its own evaluations (``VideoRun.estimate``, ``time_left``).
+
+Each frame's plan is its working sizes (one, or coarse-to-fine's) with the evaluations each runs (``run.plans``), so
+its work is in megapixel-evaluations. The clock measures seconds per megapixel-evaluation over the evaluations after
+each frame's first, and a frame's set-up (loading, flow, the model and style targets at its first evaluation, saving)
+as what its first evaluation and its end took beyond that. The time left is the frame under way's planned work left
+and, for each frame after it, a set-up plus its planned work.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+Stage = tuple[int, float]  # the evaluations planned at one working size, and its megapixels
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The whole run's time, at its rate so far."""
+
+    seconds: float  # spent since the run began and left: the whole run
+    frames: int  # frames this run stylises (not those found finished in the work folder)
+    frame_seconds: float  # a frame after the first: its set-up and its planned evaluations
+    evaluation_seconds: float  # one evaluation at the working size
+
+
+@dataclass
+class _Frame:
+    start: float
+    first: float | None = None  # when its first evaluation ended, and that evaluation's megapixels
+    first_megapixels: float = 0.0
+    last: float | None = None  # when its latest evaluation ended
+    step: int = 0  # evaluations so far
+    end: float | None = None
+
+
+class VideoTiming:
+    """The clock of a video run: told when frames start and end and after each evaluation; asked for the time left.
+
+    Args:
+        plans: each frame this run stylises, in order: its stages (evaluations, megapixels), smallest size first.
+        clock: seconds, monotonic (``time.perf_counter``; a test's fake).
+    """
+
+    READY = 5  # evaluations of the first frame before an estimate: the first also builds the model
+
+    def __init__(self, plans: Sequence[Sequence[Stage]], clock: Callable[[], float] = time.perf_counter) -> None:
+        self.plans = [list(plan) for plan in plans]
+        self.clock = clock
+        self.began = clock()
+        self.frames: list[_Frame] = []
+        self.work = 0.0  # megapixel-evaluations timed (each frame's after its first)
+        self.seconds = 0.0  # and their seconds
+
+    def start_frame(self) -> None:
+        self.frames.append(_Frame(self.clock()))
+
+    def evaluated(self, megapixels: float) -> None:
+        """After an evaluation of the frame under way at ``megapixels`` (its working size)."""
+        now, frame = self.clock(), self.frames[-1]
+        if frame.last is None:
+            frame.first, frame.first_megapixels = now, megapixels
+        else:
+            self.work += megapixels
+            self.seconds += now - frame.last
+        frame.last, frame.step = now, frame.step + 1
+
+    def end_frame(self) -> None:
+        self.frames[-1].end = self.clock()
+
+    def rate(self) -> float | None:
+        """Seconds per megapixel-evaluation so far; None before a frame's second evaluation."""
+        return self.seconds / self.work if self.work > 0 else None
+
+    def setup(self) -> float:
+        """A frame's seconds besides its evaluations: the mean over the frames timed (0 before a rate)."""
+        rate = self.rate()
+        setups = [f.first - f.start - rate * f.first_megapixels + ((f.end - f.last) if f.end is not None else 0.0)
+                  for f in self.frames if rate is not None and f.first is not None and f.last is not None]
+        return max(0.0, sum(setups) / len(setups)) if setups else 0.0
+
+    def time_left(self) -> float | None:
+        """Seconds the run has left at its rate so far (0 once the last frame ended); None before two evaluations."""
+        rate = self.rate()
+        if rate is None:
+            return None
+        done = len(self.frames)
+        current = self.frames[-1] if self.frames else None
+        left = 0.0
+        if current is not None and current.end is None:
+            left += rate * work(self.plans[done - 1], skip=current.step)
+        setup = self.setup()
+        return left + sum(setup + rate * work(plan) for plan in self.plans[done:])
+
+    def estimate(self) -> Estimate | None:
+        """The whole run's time, once the first frame has run ``READY`` evaluations (or ended); None before."""
+        left = self.time_left()
+        first = self.frames[0] if self.frames else None
+        if left is None or first is None or (first.step < self.READY and first.end is None):
+            return None
+        rate = self.rate() or 0.0
+        later = self.plans[-1] if len(self.plans) > 1 else self.plans[0]
+        return Estimate(self.clock() - self.began + left, len(self.plans), self.setup() + rate * work(later),
+                        rate * later[-1][1])
+
+
+def work(plan: Sequence[Stage], skip: int = 0) -> float:
+    """A frame's planned megapixel-evaluations, less its first ``skip`` evaluations (smallest size first)."""
+    total = 0.0
+    for evaluations, megapixels in plan:
+        run = max(0, evaluations - skip)
+        skip = max(0, skip - evaluations)
+        total += run * megapixels
+    return total
