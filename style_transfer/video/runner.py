@@ -228,7 +228,7 @@ class VideoRun:
         from ..run.run import Run, check_fits
         from ..run.prepare import resolve_device, default_size
         from ..losses.temporal import TemporalLoss
-        from .temporal import SETTLE, carried_evaluations, frame_start
+        from .temporal import SETTLE, frame_start
 
         began = time.perf_counter()
         config, settings = self.config, self.settings
