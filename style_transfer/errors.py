@@ -36,6 +36,11 @@ class CheckpointError(StyleTransferError, ValueError):
     """A checkpoint that cannot be written, read, or resumed by this run (other inputs or settings)."""
 
 
+class MissingExtra(StyleTransferError, ImportError):
+    """An optional dependency is not installed (matplotlib for plots, PyAV or OpenCV for video); the message names the
+    extra to install."""
+
+
 class ResourceError(StyleTransferError, MemoryError):
     """Not enough memory for the asked size (refused beforehand, or the allocator gave up)."""
 

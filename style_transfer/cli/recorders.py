@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TextIO, Union
 from PIL import Image, features
 
 from ..io.metadata import RECORD_KEY, json_float, record_text, save_options
-from ..errors import OutputError, StyleTransferError
+from ..errors import MissingExtra, OutputError, StyleTransferError
 from ..io.files import atomic_output, check_writable, open_regular, shown
 from ..io.images import check_output, is_tensor, save_image, tensor_to_pil
 
@@ -95,10 +95,6 @@ MISSING_MATPLOTLIB = "--plot needs matplotlib: pip install 'style_transfer[plot]
 # The loss terms of a log row, as named in the file, and the StepEvent fields they come from.
 LOSS_TERMS = (("style", "style_loss"), ("content", "content_loss"), ("tv", "tv_loss"))
 _NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
-
-
-class MissingExtra(StyleTransferError, ImportError):
-    """An optional dependency is not installed; the message names the extra to install."""
 
 
 class LogError(StyleTransferError, ValueError):

@@ -10,13 +10,12 @@ from typing import Any, NoReturn
 import click
 
 from .. import __version__
-from .recorders import MissingExtra
 from .watch import EXIT_CODES, Signals, Watch, read_record
 from ..config.run_options import RunOptions
 from ..config.style import StyleConfig
 from ..networks.weights import WEIGHTS_WORDS, preprocess_assumed
 from ..fast.cpuinfo import cpu_flags, fast_precision_on_cpu
-from ..errors import Interrupted, RunStopped, StyleTransferError
+from ..errors import Interrupted, MissingExtra, RunStopped, StyleTransferError
 from ..io.files import check_not_an_input, check_writable, shown
 from ..io.images import (INPUT_FORMATS_TEXT, MAX_PIXELS, MIN_INPUT_SIDE, check_output, header_size, open_image,
                          save_image)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from ..errors import StyleTransferError
+from ..errors import MissingExtra, StyleTransferError
 
 EXTRA = "pip install 'style_transfer[video]'"
 
@@ -31,10 +31,6 @@ def default_temporal_weight(preprocess: str | None = None) -> float:
 
 class VideoError(StyleTransferError, ValueError):
     """A video that cannot be read or written (not a video, no video stream, no frames, a size that changes)."""
-
-
-class MissingExtra(StyleTransferError, ImportError):
-    """PyAV or OpenCV is not installed; the message names the extra."""
 
 
 def require(module: str) -> ModuleType:

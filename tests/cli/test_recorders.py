@@ -17,9 +17,9 @@ from PIL import Image
 
 from style_transfer.cli import recorders
 from style_transfer.core import transfer
-from style_transfer.errors import OutputError, StyleTransferError
+from style_transfer.errors import MissingExtra, OutputError, StyleTransferError
 from style_transfer.io.metadata import read_record
-from style_transfer.cli.recorders import (Animation, FrameSaver, LogError, LossLog, MissingExtra, check_animation_path,
+from style_transfer.cli.recorders import (Animation, FrameSaver, LogError, LossLog, check_animation_path,
                                           check_plot_available, check_plot_path, loss_figure, loss_row, numbered_path,
                                           plot_losses, preview_interval, read_log, size_changes)
 

@@ -15,7 +15,8 @@ from PIL import Image
 
 av = pytest.importorskip("av", reason="the video extra is not installed")
 
-from style_transfer.video import MissingExtra, VideoError, require  # noqa: E402
+from style_transfer.errors import MissingExtra  # noqa: E402
+from style_transfer.video import VideoError, require  # noqa: E402
 from style_transfer.video.io import frames, probe, write_video  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
