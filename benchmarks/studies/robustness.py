@@ -2,7 +2,7 @@
 
     python -m benchmarks robustness --network vgg19 --size 300 --size 400 --json benchmarks/results/robustness/X.json
     python -m benchmarks robustness --photos chelsea --styles starry_night --size 384   # one pair
-    python -m benchmarks robustness --rotate --size 260 --size 300 --fast-from R.jsonl --rows X.jsonl  # the default again
+    python -m benchmarks robustness --rotate --size 260 --size 300 --fast-from R.jsonl --rows X.jsonl  # default again
     ... --failing-in OLD.jsonl   # only the pairs whose default missed its bar in OLD (against --fast-from's rows)
 
 Styles include ``disc``, mostly flat (the stain as a disc on white); sizes should not be multiples of 64. A row: the
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reverse", action="store_true",
                         help="the grid from its end (a second process on the same --rows meets the first halfway)")
     parser.add_argument("--failing-in", default=None,
-                        help="a rows file with the default's rows: run only the pairs whose default missed its bar there")
+                        help="a rows file with the default's rows: only the pairs whose default missed its bar there")
     parser.add_argument("--fast-from", default=None,
                         help="a rows file of the same grid: its --fast rows stand in for running --fast again")
     parser.add_argument("--rotate", action="store_true",

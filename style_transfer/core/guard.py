@@ -12,7 +12,7 @@ import torch
 # lowest image with a fresh LBFGS (``JumpGuard.observe``): without it LBFGS's first steps in --fast's basis can jump the
 # loss by orders of magnitude (benchmarks/NOTEBOOK.md, 2026-12-02 "Time to quality").
 JUMP = 3.0
-DAMPING = 4.0  # each jump divides LBFGS's learning rate by this; each LBFGS step without one multiplies it by 2, up to 1
+DAMPING = 4.0  # each jump divides LBFGS's learning rate by this; each step without one multiplies it by 2, up to 1
 # Restarts in a row (no step without a jump between them) after which damping has not helped (``exhausted``): --fast
 # then gives its basis up for the pixels (``fast.basis.FourierImage.run_step``): a step run unguarded instead could end
 # in noise (benchmarks/NOTEBOOK.md, 2026-12-04 "--fast never hands back noise").
@@ -20,7 +20,8 @@ RESTARTS_IN_A_ROW = 3
 
 
 class Jumped(Exception):
-    """Raised from the closure when the loss jumped (``JUMP``): the image's basis restarts LBFGS from the step's best."""
+    """Raised from the closure when the loss jumped (``JUMP``): the image's basis restarts LBFGS from the step's
+    best."""
 
 
 class JumpGuard:

@@ -116,7 +116,7 @@ def optimize(model: nn.Module, style_losses: Sequence[StyleLoss], content_losses
     model.eval()
     model.requires_grad_(False)
     planned = planned_evaluations(num_steps, s.optimizer_name)
-    image = _image_basis(s, input_img, planned, stats)  # departure: the optimiser may move another basis (core/image.py)
+    image = _image_basis(s, input_img, planned, stats)  # departure: the optimiser may move another basis (image.py)
     hooks = [image, *hooks, *(module for module in style_losses if isinstance(module, StepHooks))]
     keep_best = s.basis.keep_within if s.keep_best is None else s.keep_best
     _keep_best(stats, keep_best, image.optimizer, input_img.device)

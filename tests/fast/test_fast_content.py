@@ -49,7 +49,8 @@ def test_fast_keeps_the_content_of_the_default(vgg16_onnx: Path, vgg16) -> None:
         model(content)
     start_style = weight * float(sum(s.loss for s in style_losses))
     default, fast = scored(StyleConfig(**base)), scored(StyleConfig(**base, fast=True))
-    default_controls = [scored(StyleConfig(**base, channels_last=True)), scored(StyleConfig(**base), one_step_up(content))]
+    default_controls = [scored(StyleConfig(**base, channels_last=True)),
+                        scored(StyleConfig(**base), one_step_up(content))]
     fast_controls = [scored(StyleConfig(**base, fast=True), one_step_up(content))]
     spread = (max(abs(c[1] / default[1] - 1) for c in default_controls)
               + max(abs(c[1] / fast[1] - 1) for c in fast_controls))
