@@ -101,8 +101,9 @@ class RescuedPixelImage(PixelImage):
     and a jump within a step sends it back to that step's best at a quarter of the learning rate (``JumpGuard``).
 
     It hands back its lowest-loss image where the run was rescued and its last evaluation is more than ``KEEP_WITHIN``
-    above it, or where the last evaluation ended above the first (otherwise LBFGS's last update, the tutorial's). Its
-    losses and the rescue travel in the optimiser's ``param_groups``, so a checkpoint resumes them.
+    above it, or where the last evaluation ended above the first (otherwise LBFGS's last update, the tutorial's). The
+    lowest-loss image is the one ``stats`` keeps (``RunStats.keep_best``: the copy it makes of each evaluated image).
+    Its losses and the rescue travel in the optimiser's ``param_groups``, so a checkpoint resumes them.
     """
 
     def __init__(self, image: torch.Tensor, new_optimizer: NewOptimizer, state: dict[str, Any] | None, *,
@@ -113,10 +114,11 @@ class RescuedPixelImage(PixelImage):
         # This size's rescues (a coarse-to-fine run makes one of these per size); the run's are in stats
         self.rescued_at: list[int] = list(group.get("rescued_at", ()))
         stats.rescued_at.extend(n for n in self.rescued_at if n not in stats.rescued_at)
+        if group.get("best_image") is not None:  # the lowest-loss image so far, as the checkpoint kept it
+            stats.keep_best_from(group["best_loss"], group["best_evaluation"], group["best_image"].to(image.device))
+        else:
+            stats.keep_best()
         self.first_loss: float | None = group.get("first_loss")
-        self.lowest_loss: float = group.get("lowest_loss", float("inf"))
-        self.lowest: torch.Tensor | None = group.get("lowest_image")
-        self.lowest_evaluation: int = group.get("lowest_evaluation", 0)
         self.above: int = group.get("above", 0)  # evaluations in a row above JUMP times the lowest before them
         self.last_loss = float("inf")
         self.guard = JumpGuard(image) if self.rescued_at else None
@@ -134,11 +136,8 @@ class RescuedPixelImage(PixelImage):
         self.last_loss = loss
         if self.first_loss is None:
             self.first_loss = loss
-        self.above = self.above + 1 if loss > JUMP * self.lowest_loss else 0
-        if loss < self.lowest_loss:  # the image as evaluated: LBFGS moves it only after the closure returns
-            # counted as the run counts (RunStats.evaluations: over every size, a resumed run's before it)
-            self.lowest_loss, self.lowest = loss, self.image.detach().clone()
-            self.lowest_evaluation = self.stats.evaluations
+        # stats counted this loss before the hooks: a lower one is its best now, and no loss is above 3x itself
+        self.above = self.above + 1 if loss > JUMP * self.stats.best_loss else 0
         if self.guard is not None:
             self.guard.observe(loss)  # a loss that jumped ends the step (Jumped): back to the step's best
 
@@ -148,9 +147,10 @@ class RescuedPixelImage(PixelImage):
             step()
             if self.above < PERSISTS:
                 return False
-            assert self.lowest is not None  # the losses above were measured against a lower one seen
+            lowest = self.stats.best_image()
+            assert lowest is not None  # the losses above were measured against a lower one seen
             with torch.no_grad():
-                self.image.copy_(self.lowest)
+                self.image.copy_(lowest)
             self.rescued_at.append(self.stats.evaluations)
             self.stats.rescued_at.append(self.stats.evaluations)
             self.guard, self.above = JumpGuard(self.image), 0
@@ -167,17 +167,19 @@ class RescuedPixelImage(PixelImage):
         return False
 
     def end_step(self, evaluations: int) -> None:
+        stats = self.stats
         self.optimizer.param_groups[0].update(  # kept by a checkpoint's state_dict
-            rescued_at=list(self.rescued_at), first_loss=self.first_loss, lowest_loss=self.lowest_loss,
-            lowest_image=self.lowest, lowest_evaluation=self.lowest_evaluation, above=self.above)
+            rescued_at=list(self.rescued_at), first_loss=self.first_loss, above=self.above,
+            best_image=stats.best_image(), best_loss=stats.best_loss, best_evaluation=stats.best_evaluation)
 
     def hand_back(self, image: torch.Tensor) -> None:
-        if self.lowest is None or self.first_loss is None:
+        lowest, stats = self.stats.best_image(), self.stats
+        if lowest is None or self.first_loss is None:
             return
-        rescued = bool(self.rescued_at) and self.last_loss > (1 + KEEP_WITHIN) * self.lowest_loss
+        rescued = bool(self.rescued_at) and self.last_loss > (1 + KEEP_WITHIN) * stats.best_loss
         if rescued or self.last_loss > self.first_loss:
-            image.copy_(self.lowest)
-            self.stats.handed_back = self.lowest_evaluation
+            image.copy_(lowest)
+            stats.handed_back = stats.best_evaluation
 
 
 @dataclass(frozen=True)

@@ -253,7 +253,7 @@ def test_a_rescue_travels_in_the_optimisers_state(content_32) -> None:
     assert isinstance(rescued.optimizer, LBFGS) and not isinstance(rescued.optimizer, StackedLBFGS)
     rescued.start_step(0)
     for loss in (10.0, *[100.0] * PERSISTS):
-        stats.evaluations += 1  # as the loop counts an evaluation before its hooks
+        stats.check_finite(torch.tensor(loss), image)  # as the loop counts an evaluation before its hooks
         rescued.after_evaluation(loss)
     assert rescued.run_step(lambda: None) and stats.rescued_at == [1 + PERSISTS]
     assert isinstance(rescued.optimizer, StackedLBFGS)
@@ -264,4 +264,5 @@ def test_a_rescue_travels_in_the_optimisers_state(content_32) -> None:
     again = RESCUED.image(image, new_optimizer, state, lr=1.0, optimizer_name="lbfgs", planned=40, stats=again_stats)
     assert isinstance(again.optimizer, StackedLBFGS) and again_stats.rescued_at == [1 + PERSISTS]
     assert again.guard is not None and again.guard.damping == 0.25
-    assert (again.lowest_loss, again.lowest_evaluation) == (10.0, 1) and torch.equal(again.lowest, content_32)
+    assert (again_stats.best_loss, again_stats.best_evaluation) == (10.0, 1)
+    assert torch.equal(again_stats.best_image(), content_32)
