@@ -176,7 +176,7 @@ def test_print_config_shows_resolved_settings(imagenet_cached: Path) -> None:
     assert lines["content_layers"] == "conv4_2"  # from the preset
     assert lines["style_layer_weights"] == "0.2,0.2,0.2,0.2,0.2"
     assert lines["loss_form"] == "paper"
-    # every field, the LBFGS a run gets (config.algorithm.two_loop_of: torch's here) and the plan
+    # every field, the LBFGS a run gets (fast.speed.resolve_speed: torch's here) and the plan
     assert set(lines) == {f.name for f in dataclasses.fields(StyleConfig)} | {"two_loop", "sizes", "evaluations"}
     assert lines["two_loop"] == "torch"
     default = CliRunner().invoke(main, ["--print-config"])

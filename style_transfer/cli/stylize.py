@@ -14,7 +14,7 @@ from .watch import EXIT_CODES, Signals, Watch, read_record
 from ..config.run_options import RunOptions
 from ..config.style import StyleConfig
 from ..networks.weights import WEIGHTS_WORDS, preprocess_assumed
-from ..fast.cpuinfo import cpu_flags, fast_precision_on_cpu
+from ..fast.cpuinfo import Bf16, cpu_bf16, cpu_flags
 from ..errors import Interrupted, MissingExtra, RunStopped, StyleTransferError
 from ..io.files import check_not_an_input, check_writable, shown
 from ..io.images import (INPUT_FORMATS_TEXT, MAX_PIXELS, MIN_INPUT_SIDE, check_output, header_size, open_image,
@@ -22,9 +22,8 @@ from ..io.images import (INPUT_FORMATS_TEXT, MAX_PIXELS, MIN_INPUT_SIDE, check_o
 from .options import (MASK_FIELDS, OneLineCommand, RECORDED_FIELDS, SETTINGS_FIELDS, UsageFault, check_input_paths,
                       config_from_options, note, one_line_error, own_process, setting_inputs,
                       settings_options, show_traceback, unexpected_error)
-from ..config.algorithm import FAST_HISTORY_SIZE
-from ..fast.levers import fast_levers
-from ..run.plans import FAST_STEPS_SHARE, checkpoint_bytes, default_size_of, plan_run
+from ..fast.speed import FAST_HISTORY_SIZE, Speed, resolve_speed
+from ..run.plans import checkpoint_bytes, default_size_of, plan_run
 from ..core.steps import LBFGS_MAX_ITER
 from ..networks.download import planned_weights
 from ..io.provenance import check_replay_inputs, replay_config
@@ -57,13 +56,18 @@ def _checkpoint_help() -> str:
 
 def show_config(config: StyleConfig) -> None:
     """The resolved settings, one ``name: value`` per line, on stdout: the preset filled in, the speed
-    settings --fast turns on, and the plan (``plans.plan_run``: the sizes and the evaluations that run)."""
-    resolved: dict[str, Any] = {**vars(config), **fast_levers(config)}
-    if config.fast and config.precision == "fp32":  # speed_from_config's rule (fast.bf16_pays_off), for this machine
-        on_cpu = fast_precision_on_cpu(cpu_flags(), os.environ.get("ONEDNN_MAX_CPU_ISA"))
-        resolved["precision"] = on_cpu if config.device == "cpu" else f"{on_cpu}; bf16 on a GPU with native bf16"
+    settings --fast turns on (``fast.speed.resolve_speed``, with this CPU's flags and the oneDNN cap in force; a GPU
+    taken to have native bf16), and the plan (``plans.plan_run``: the sizes and the evaluations that run)."""
     devices = ["cpu"] if config.device == "cpu" else ["cuda"] if config.device.startswith("cuda") else ["cpu", "cuda"]
-    plans = {device: plan_run(config, config.size or default_size_of(device)) for device in devices}
+    bf16 = {"cpu": cpu_bf16(cpu_flags(), os.environ.get("ONEDNN_MAX_CPU_ISA")), "cuda": Bf16(True, "native bf16")}
+    speeds = {device: resolve_speed(config, device, bf16[device]) for device in devices}
+    speed: Speed = speeds[devices[0]]
+    resolved: dict[str, Any] = {**vars(config), "channels_last": speed.channels_last, "fused_gram": speed.fused_gram,
+                                "history_size": speed.history_size, "parametrization": speed.parametrization,
+                                "two_loop": speed.two_loop}
+    if speed.reason:  # --fast chose the precision: which, and why, on each kind of device the run may take
+        resolved["precision"] = "; ".join(f"{s.precision} {s.reason}" for s in speeds.values())
+    plans = {device: plan_run(config, config.size or default_size_of(device), speeds[device]) for device in devices}
     plan = plans[devices[-1]]
     if len(plan.sizes) > 1 and not config.scale_steps and len({p.budgets for p in plans.values()}) == 1:
         resolved["scale_steps"] = plan.budgets  # the split of --steps each size gets
@@ -232,8 +236,9 @@ def _why_evaluations(result: Any, config: StyleConfig) -> str:
     if result.stopped != "done" or result.evaluations == config.steps or config.optimizer != "lbfgs":
         return ""
     why = f": whole LBFGS steps of {LBFGS_MAX_ITER} past "
-    if config.fast:
-        return why + f"{round(FAST_STEPS_SHARE * 100)} % of --steps {config.steps} (--fast), jumps cutting some short"
+    share = resolve_speed(config).steps_share
+    if share is not None:
+        return why + f"{round(share * 100)} % of --steps {config.steps} (--fast), jumps cutting some short"
     return why + f"--steps {config.steps}"
 
 

@@ -18,9 +18,6 @@ PREPROCESSINGS = ("torchvision", "caffe", "caffe256")
 PRECISIONS = ("fp32", "bf16")
 # What the optimiser moves: the image's pixels (the tutorial's) or its scaled Fourier coefficients (fast/basis.py).
 PARAMETRIZATIONS = ("pixels", "fourier")
-# --fast's sizes when scales and min_size are not given: one (plans.FAST_STEPS_SHARE of --steps at --size). On the
-# real VGG16 at 256 px 3 sizes ended at 3.1x the default's content loss, the cat painted away (the retired fast_pairs study, benchmarks/NOTEBOOK.md).
-FAST_SCALES = 1
 MIN_SIZE = 16  # px, of size, min_size and the working sizes
 MIN_TILE = 16  # px; the layers used may need more (crops.Geometry.minimum_tile: 26 px for the tutorial's)
 

@@ -245,7 +245,7 @@ class StyleConfig:
               "[0, 1], painting the photo away), the run goes back to its lowest-loss image and goes on with LBFGS's "
               "first steps kept in scale and a jump guard (the record's rescued_at says when); a run without such a "
               "step is the tutorial's, number for number. This turns the rescue off."))
-    # a share of steps at FAST_SCALES size(s) plus the device's levers (fast/fast.py; docs/speed.md)
+    # resolved with the device into a fast.speed.Speed (docs/speed.md)
     fast: bool = setting(
         False, "flag", "Speed",
         short='Fourier basis, 80 % of the steps, faster arithmetic (bf16 where it pays).',

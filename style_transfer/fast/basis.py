@@ -23,13 +23,12 @@ from typing import Any
 
 import torch
 
-from ..config.algorithm import parametrization_of
 from ..config.choices import PARAMETRIZATIONS
-from ..config.style import StyleConfig
 from ..core.guard import JumpGuard, Jumped
 from ..core.image import PIXELS, RESCUED, Basis, ImageBasis, NewOptimizer
 from ..core.run_stats import RunStats
 from ..core.lbfgs import pairs_changed
+from .speed import Speed
 
 FOURIER_EXPONENT = 0.5  # the scale 1/f**0.5: 0.35, 0.75 and a Laplacian pyramid measured worse (benchmarks/NOTEBOOK.md)
 # An LBFGS run in the Fourier basis moves to a flat scale (exponent 0) after this share of its planned evaluations,
@@ -293,9 +292,9 @@ def basis_named(name: str) -> Basis:
     return bases[name]
 
 
-def basis_of(config: StyleConfig) -> Basis:
-    """What the optimiser moves for ``config``: ``config.parametrization``, else fourier with --fast and the pixels
-    without (``config.algorithm.parametrization_of``); the pixels rescued where a step ends in a jump
-    (``core.image.RESCUED``) unless ``config.unguarded`` asks for the tutorial's loop as written."""
-    basis = basis_named(parametrization_of(config))
-    return RESCUED if basis is PIXELS and not config.unguarded else basis
+def basis_of(speed: Speed, unguarded: bool = False) -> Basis:
+    """What the optimiser moves at ``speed`` (``speed.parametrization``: ``StyleConfig.parametrization``, else fourier
+    with --fast and the pixels without); the pixels rescued where a step ends in a jump (``core.image.RESCUED``)
+    unless ``unguarded`` (``StyleConfig.unguarded``) asks for the tutorial's loop as written."""
+    basis = basis_named(speed.parametrization)
+    return RESCUED if basis is PIXELS and not unguarded else basis

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 # The x86 flags of CPUs with bf16 instructions (AMX's matrix units, or AVX512-BF16's vector ones): oneDNN runs bf16
-# natively on them, and --fast takes bf16 there (hardware.bf16_supported, hardware.bf16_pays_off).
+# natively on them, and --fast takes bf16 there (cpu_bf16, hardware.device_bf16).
 BF16_FLAGS = frozenset({"amx_bf16", "avx512_bf16"})
 
 
@@ -28,15 +30,24 @@ def onednn_cap_allows_bf16(cap: str | None) -> bool:
     return "BF16" in cap or "AMX" in cap or cap.startswith("AVX10")  # AVX10 and AVX512_CORE_FP16 include bf16
 
 
-def fast_precision_on_cpu(flags: set[str] | None, cap: str | None = None) -> str:
-    """What ``--fast`` runs on this CPU, for ``--print-config``: bf16 with bf16 instructions (AMX or AVX512-BF16)
-    that ``ONEDNN_MAX_CPU_ISA`` (``cap``) leaves oneDNN, else fp32 (``hardware.bf16_pays_off``)."""
-    if flags is not None and flags & BF16_FLAGS and not onednn_cap_allows_bf16(cap):
-        return f"fp32 on this CPU (ONEDNN_MAX_CPU_ISA={(cap or '').strip()} leaves oneDNN no bf16 instructions)"
+@dataclass(frozen=True)
+class Bf16:
+    """Whether a device runs bfloat16 natively (what --fast takes bf16 on: ``speed.resolve_speed``), and why, in
+    words (``AMX``, ``no bf16 instructions; ...``)."""
+
+    native: bool
+    why: str
+
+
+def cpu_bf16(flags: set[str] | None, cap: str | None = None) -> Bf16:
+    """Whether this CPU has bf16 instructions (AMX or AVX512-BF16) that ``ONEDNN_MAX_CPU_ISA`` (``cap``) leaves
+    oneDNN, from its ``flags`` (None: unreadable, not x86 Linux). ``hardware.device_bf16`` adds oneDNN's own yes."""
     if flags is None:
-        return "fp32 on this CPU (its flags cannot be read; bf16 needs AMX or AVX512-BF16)"
+        return Bf16(False, "its flags cannot be read; bf16 needs AMX or AVX512-BF16")
+    if flags & BF16_FLAGS and not onednn_cap_allows_bf16(cap):
+        return Bf16(False, f"ONEDNN_MAX_CPU_ISA={(cap or '').strip()} leaves oneDNN no bf16 instructions")
     if "amx_bf16" in flags:
-        return "bf16 on this CPU (AMX), where torch's oneDNN has bf16"
+        return Bf16(True, "AMX")
     if "avx512_bf16" in flags:
-        return "bf16 on this CPU (AVX512-BF16), where torch's oneDNN has bf16"
-    return "fp32 on this CPU (no bf16 instructions; --fast takes bf16 with AMX, AVX512-BF16 or a GPU's native bf16)"
+        return Bf16(True, "AVX512-BF16")
+    return Bf16(False, "no bf16 instructions; --fast takes bf16 with AMX, AVX512-BF16 or a GPU's native bf16")

@@ -2,14 +2,13 @@
 
 Nothing here runs on the default path: ``StyleConfig()`` computes exactly what the tutorial
 computes. Each option trades something, stated on its ``StyleConfig`` field and in docs/speed.md. The Gram
-kernels are ``fast.kernels``, what the device can do ``fast.hardware``, what --fast turns on ``fast.levers``.
+kernels are ``fast.kernels``, what the device can do ``fast.hardware``, what --fast turns on ``fast.speed``.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TypeVar, cast
 
 import torch
@@ -18,42 +17,21 @@ from torch import nn
 from ..config.style import StyleConfig
 from ..core.hooks import HookedModel
 from ..losses.tutorial import ContentLoss, StyleLoss
-from ..core.steps import LBFGS_MAX_ITER, TORCH_LBFGS_HISTORY
-from .hardware import bf16_pays_off, check_bf16
+from ..core.steps import LBFGS_MAX_ITER
+from .hardware import check_bf16, device_bf16
 from .kernels import FastContentLoss, FusedStyleLoss, _ReluGram
-from .levers import fast_levers  # what --fast turns on, worked out without torch
-
-
-@dataclass(frozen=True)
-class Speed:
-    """The speed settings of a run, resolved from a ``StyleConfig`` (see its fields)."""
-
-    precision: str = "fp32"
-    channels_last: bool = False
-    fused_gram: bool = False
-    history_size: int = TORCH_LBFGS_HISTORY
-    parametrization: str = "pixels"  # what the optimiser moves (fast/basis.py)
-    two_loop: str = "torch"  # which LBFGS: torch's or the stacked one (core/lbfgs.py; config.algorithm.two_loop_of)
-
-    @property
-    def changes_model(self) -> bool:
-        """Whether ``accelerate`` has anything to do (the history, two-loop and parametrization are the optimiser's)."""
-        return self.precision != "fp32" or self.channels_last or self.fused_gram
+from .speed import Speed, resolve_speed
 
 
 def speed_from_config(config: StyleConfig, device: torch.device) -> Speed:
-    """Resolve the speed fields of ``config`` for ``device`` (``fast`` turns on the fast set, bf16 where the device
-    pays it back).
+    """The ``Speed`` of ``config`` on ``device`` (``speed.resolve_speed``, with what the device can do in bf16).
 
     Raises:
         ValueError: bf16 asked for explicitly where the device cannot run it fast.
     """
-    precision = config.precision
-    if precision == "bf16":
+    if config.precision == "bf16":
         check_bf16(device)
-    if config.fast and precision == "fp32" and bf16_pays_off(device):
-        precision = "bf16"
-    return Speed(precision, **fast_levers(config))  # type: ignore[arg-type]
+    return resolve_speed(config, device.type, device_bf16(device))
 
 
 BF16_EXACT_START = LBFGS_MAX_ITER  # evaluations a bf16 model runs in float32 first: LBFGS's first step

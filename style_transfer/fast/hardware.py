@@ -1,5 +1,5 @@
 """What this machine's device can do fast: native bfloat16 (a GPU's, a CPU's AVX512-BF16 or AMX through oneDNN),
-whether ``--fast`` turns it on, the physical CPU cores (the default thread count), and the allocator's hold on freed
+whether ``--fast`` turns it on (``device_bf16``), the physical CPU cores (the default thread count), and the allocator's hold on freed
 memory (``reuse_freed_memory``, which a command sets for its process)."""
 
 from __future__ import annotations
@@ -11,19 +11,20 @@ import sys
 
 import torch
 
-from .cpuinfo import BF16_FLAGS, cpu_flags, onednn_cap_allows_bf16
+from .cpuinfo import BF16_FLAGS, Bf16, cpu_bf16, cpu_flags, onednn_cap_allows_bf16
 
 
-def bf16_pays_off(device: torch.device) -> bool:
-    """Whether --fast runs bf16 on ``device``: a GPU with native bf16, or a CPU with bf16 instructions (AMX, or
-    AVX512-BF16 without AMX).
-
-    On both bf16 nearly halves an evaluation's time for a few per cent of loss (benchmarks/NOTEBOOK.md, 2026-12-01
-    and 2026-12-03; docs/speed.md has the figures). A CPU with neither runs float32.
-    """
+def device_bf16(device: torch.device) -> Bf16:
+    """Whether ``device`` runs bf16 natively, which is where --fast takes it (``speed.resolve_speed``): a CPU with AMX
+    or AVX512-BF16 (its flags, ``cpuinfo.cpu_bf16``) whose oneDNN has bf16, or a GPU with native bf16."""
     if device.type == "cpu":
-        return bool((_cpu_flags() or set()) & BF16_FLAGS) and bf16_supported(device)
-    return device.type == "cuda" and bf16_supported(device)
+        told = cpu_bf16(_cpu_flags(), os.environ.get("ONEDNN_MAX_CPU_ISA"))
+        if told.native and not bf16_supported(device):
+            return Bf16(False, "torch's oneDNN has no bf16 here")
+        return told
+    if device.type == "cuda":
+        return Bf16(True, "native bf16") if bf16_supported(device) else Bf16(False, "no native bf16")
+    return Bf16(False, f"bf16 is not used on {device.type}")
 
 
 def bf16_supported(device: torch.device) -> bool:

@@ -1,5 +1,5 @@
 """What a run will do, worked out before it starts and without torch: its sizes, the evaluations each
-size runs, and the settings ``--fast`` resolves to.
+size runs (``--fast``'s share of the steps from its ``fast.speed.Speed``).
 
 ``Run`` follows this plan, the progress bar and the web page show its total from the start, and
 ``stylize --print-config`` prints it before any model loads (this module imports no torch).
@@ -15,14 +15,7 @@ from ..config.choices import CPU_DEFAULT_SIZE, GPU_DEFAULT_SIZE
 from ..config.checks import filled
 from ..config.style import StyleConfig
 from ..core.steps import planned_evaluations  # the plan's counts are the loop's
-
-# --fast runs one size (config.FAST_SCALES) for this share of --steps (300 steps: 240 evaluations), in the Fourier
-# basis (fast.levers): 240 brought the untuned pairs within 5 % of the default's loss at about 0.4x its time, where
-# 180 did not (benchmarks/NOTEBOOK.md, 2026-12-03 "--fast in bf16 on AVX512-BF16, 80 % of the steps").
-FAST_STEPS_SHARE = 0.8
-# Evaluations per size as shares of --steps, smallest size first, for --fast with --scales 3 (the random-weight
-# split: 300 steps give 100, 60 and 100 evaluations at 128, 256 and 512 px; retired fast_budgets study, benchmarks/NOTEBOOK.md).
-FAST_SCALE_SHARES = (1 / 3, 1 / 5, 1 / 3)
+from ..fast.speed import Speed, resolve_speed
 
 
 def scale_sizes(size: int, scales: int = 1, min_size: int | None = None) -> list[int]:
@@ -46,7 +39,7 @@ def scale_budgets(total_steps: int, count: int, scale_steps: Sequence[int] | Non
     """Evaluations per scale, smallest first: ``scale_steps`` when given, else split ``total_steps``.
 
     ``shares`` (one fraction of ``total_steps`` per size, used when it has ``count`` entries: --fast's
-    ``FAST_SCALE_SHARES``) gives each size ``round(share * total_steps)``, at least one. Otherwise the
+    ``fast.speed.FAST_SCALE_SHARES``) gives each size ``round(share * total_steps)``, at least one. Otherwise the
     split gives the final size a quarter of the evaluations (at least one) and the rest to the
     coarser sizes in equal parts: coarse evaluations are 4x cheaper per halving.
     """
@@ -78,18 +71,20 @@ class RunPlan:
         return sum(self.evaluations)
 
 
-def plan_run(config: StyleConfig, size: int) -> RunPlan:
-    """The plan of a run of ``config`` at ``size`` px (``config.size``, or the device's default).
+def plan_run(config: StyleConfig, size: int, speed: Speed | None = None) -> RunPlan:
+    """The plan of a run of ``config`` at ``size`` px (``config.size``, or the device's default), at ``speed`` (the
+    run's ``fast.speed.Speed``; None: ``config``'s).
 
     Raises:
         ValueError: ``scale_steps`` does not give one entry per size.
     """
+    speed = speed if speed is not None else resolve_speed(config)  # the shares do not depend on the device
     sizes = scale_sizes(size, filled(config.scales), config.min_size)  # [size] unless coarse-to-fine
-    budgets = scale_budgets(config.steps, len(sizes), config.scale_steps,
-                            FAST_SCALE_SHARES if config.fast else None)
-    shared = config.fast and len(sizes) == 1
-    if shared:  # --fast at one size: its share of --steps
-        budgets = [max(1, round(FAST_STEPS_SHARE * config.steps))]
+    budgets = scale_budgets(config.steps, len(sizes), config.scale_steps, speed.scale_shares)
+    share = speed.steps_share if len(sizes) == 1 else None
+    shared = share is not None
+    if share is not None:  # --fast at one size: its share of --steps
+        budgets = [max(1, round(share * config.steps))]
     # The tutorial's loop for one size runs `steps`; coarse-to-fine sizes (and --fast's share) get their budget - 1
     # so that each runs its budget rounded up to whole LBFGS steps (the loop ends with the step that passes `steps`).
     loop_steps = [config.steps] if len(sizes) == 1 and not shared else [budget - 1 for budget in budgets]

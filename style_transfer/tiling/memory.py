@@ -11,7 +11,7 @@ from ..config.style import StyleConfig
 from ..config.checks import filled
 from ..errors import ResourceError
 from ..core.steps import TORCH_LBFGS_HISTORY
-from ..fast.fast import Speed
+from ..fast.speed import Speed
 
 # Maps a long side in px to the (height, width) working sizes of the content and style images.
 SizeFn = Callable[[int], tuple[tuple[int, int], tuple[int, int]]]

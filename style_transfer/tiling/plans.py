@@ -16,7 +16,7 @@ from ..core.steps import TORCH_LBFGS_HISTORY
 from ..errors import ResourceError
 from ..layers import model_layer_names, resolve_layers
 from .crops import check_tile, vgg19_geometry, vgg19_mask_bytes, vgg19_target_bytes
-from ..fast.fast import Speed
+from ..fast.speed import Speed
 
 
 def needs_tiles(height: int, width: int, tile: int | None) -> bool:
@@ -104,7 +104,8 @@ def plan_tiles(sizes: Sequence[int], size_fn: guards.SizeFn, config: StyleConfig
         tile = _largest_tile(content_hw, style_hw, available, tiled_speed(speed), targets, geometry.minimum_tile)
         why = ("backward per-module" if config.backward != "combined" else
                f"style_loss {config.style_loss}" if config.style_loss == "sliced" else
-               "precision bf16, channels_last or fused_gram" if speed.changes_model and not config.fast else None)
+               "precision bf16, channels_last or fused_gram" if speed.changes_model and not speed.levers_optional
+               else None)
         if tile is None or why is not None:
             try:
                 guards.check_memory(content_hw, style_hw, device, size, size_fn, available, speed,

@@ -199,7 +199,7 @@ def test_print_config_shows_what_fast_resolves_to(imagenet_cached: Path) -> None
     from style_transfer.fast.cpuinfo import cpu_flags
     import torch
 
-    from style_transfer.fast.hardware import bf16_pays_off
+    from style_transfer.fast.hardware import device_bf16
 
     flags, cap = cpu_flags(), os.environ.get("ONEDNN_MAX_CPU_ISA", "").strip()
     capped = cap.upper() in ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX512_CORE", "AVX512_CORE_VNNI")
@@ -210,7 +210,7 @@ def test_print_config_shows_what_fast_resolves_to(imagenet_cached: Path) -> None
             "bf16 on this CPU (AVX512-BF16), where torch's oneDNN has bf16" if "avx512_bf16" in flags else
             "fp32 on this CPU (no bf16 instructions; --fast takes bf16 with AMX, AVX512-BF16 or a GPU's native bf16)")
     # and the line agrees with what a run takes, which asks torch's oneDNN itself
-    assert rule.startswith("bf16") == bf16_pays_off(torch.device("cpu")), rule
+    assert rule.startswith("bf16") == device_bf16(torch.device("cpu")).native, rule
     assert (lines["history_size"], lines["precision"], lines["scales"]) == ("100", rule, "1")
     assert lines["parametrization"] == "fourier"  # --fast moves the Fourier coefficients, with torch's 100 pairs
     assert lines["scale_steps"] == "" and lines["sizes"] == "448 on a CPU"  # one size: coarse-to-fine lost content

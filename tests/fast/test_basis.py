@@ -20,8 +20,7 @@ from style_transfer.core.style_model import get_style_model_and_losses
 from style_transfer.core.lbfgs import StackedLBFGS
 from style_transfer.core.transfer import TransferSettings, get_input_optimizer, optimize
 from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD
-from style_transfer.config.algorithm import parametrization_of
-from style_transfer.fast.levers import fast_levers
+from style_transfer.fast.speed import resolve_speed
 
 from ..core.test_lbfgs import FLOAT64_TOLERANCE
 
@@ -158,15 +157,14 @@ def test_the_bases_by_name_and_what_fast_moves() -> None:
     with pytest.raises(ValueError, match="parametrization must be one of pixels, fourier"):
         basis_named("wavelets")
     # the default's pixels are rescued where a step fails (core/image.py); --unguarded is the tutorial's loop as written
-    assert basis_of(StyleConfig()) is RESCUED and basis_of(StyleConfig(fast=True)) is FOURIER
-    assert basis_of(StyleConfig(unguarded=True)) is PIXELS
-    assert basis_of(StyleConfig(fast=True, unguarded=True)) is FOURIER
-    assert basis_of(StyleConfig(fast=True, parametrization="pixels")) is RESCUED
-    assert parametrization_of(StyleConfig()) == "pixels"  # the tutorial's path
-    assert parametrization_of(StyleConfig(fast=True)) == "fourier"
-    assert parametrization_of(StyleConfig(fast=True, parametrization="pixels")) == "pixels"
-    assert fast_levers(StyleConfig(fast=True))["history_size"] == 100  # the Fourier basis keeps torch's history
-    assert fast_levers(StyleConfig(fast=True, parametrization="pixels"))["history_size"] == 20
+    default, fast, fast_pixels = (resolve_speed(StyleConfig(fast=f, parametrization=p))
+                                  for f, p in ((False, None), (True, None), (True, "pixels")))
+    assert basis_of(default) is RESCUED and basis_of(fast) is FOURIER
+    assert basis_of(default, unguarded=True) is PIXELS and basis_of(fast, unguarded=True) is FOURIER
+    assert basis_of(fast_pixels) is RESCUED
+    assert (default.parametrization, fast.parametrization, fast_pixels.parametrization) == ("pixels", "fourier", "pixels")
+    assert fast.history_size == 100  # the Fourier basis keeps torch's history
+    assert fast_pixels.history_size == 20
     with pytest.raises(ValueError, match="parametrization"):
         StyleConfig(parametrization="wavelets")
 

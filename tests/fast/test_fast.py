@@ -13,13 +13,13 @@ from style_transfer import StyleConfig, stylize
 from style_transfer.cli.stylize import main
 from style_transfer.fast import hardware
 from style_transfer.fast.kernels import _ReluGram
-from style_transfer.fast.fast import (BF16_EXACT_START, BF16_EXACT_START_FOURIER, BF16_FINISH_EVALUATIONS, Speed,
+from style_transfer.fast.fast import (BF16_EXACT_START, BF16_EXACT_START_FOURIER, BF16_FINISH_EVALUATIONS,
                                       accelerate, accelerator, speed_from_config)
 from style_transfer.fast.kernels import FastContentLoss, FusedStyleLoss, fused_gram_matrix
 from style_transfer.fast.basis import FOURIER
 from style_transfer.fast.hardware import bf16_supported
-from style_transfer.config.algorithm import FAST_HISTORY_SIZE
-from style_transfer.run.plans import FAST_STEPS_SHARE, plan_run, scale_budgets, scale_sizes
+from style_transfer.fast.speed import FAST_HISTORY_SIZE, FAST_SCALE_SHARES, FAST_STEPS_SHARE, Speed
+from style_transfer.run.plans import plan_run, scale_budgets, scale_sizes
 from style_transfer.core.steps import LBFGS_MAX_ITER
 from style_transfer.io.images import load_image, pil_to_tensor
 from style_transfer.losses.tutorial import gram_matrix
@@ -462,7 +462,9 @@ class TestConfig:
                                "avx512": set()}[cpu]
         monkeypatch.setattr("style_transfer.fast.hardware._cpu_flags", lambda: flags)
         speed = speed_from_config(StyleConfig(fast=True), torch.device(device))
-        assert speed == Speed(precision, True, True, 100, "fourier", "stacked")  # the stacked LBFGS on any device
+        assert speed == Speed(precision, True, True, 100, "fourier", "stacked",  # the stacked LBFGS on any device
+                              FAST_STEPS_SHARE, FAST_SCALE_SHARES, levers_optional=True)
+        assert speed.reason.startswith(f"on {'this CPU' if device == 'cpu' else 'a GPU'}" if native_bf16 else "on this")
         assert speed_from_config(StyleConfig(fast=True, optimizer="adam"), torch.device(device)).two_loop == "torch"
         pixels = speed_from_config(StyleConfig(fast=True, parametrization="pixels"), torch.device(device))
         assert (pixels.history_size, pixels.parametrization) == (20, "pixels")

@@ -306,7 +306,7 @@ class TestSettings:
         assert needle in str(info.value)
 
     def test_fast_leaves_the_fused_gram_off_for_the_other_losses(self) -> None:
-        from style_transfer.fast.levers import fast_levers
+        from style_transfer.fast.speed import resolve_speed
 
-        assert fast_levers(StyleConfig(fast=True))["fused_gram"] is True
-        assert fast_levers(StyleConfig(fast=True, style_loss="sliced"))["fused_gram"] is False
+        assert resolve_speed(StyleConfig(fast=True)).fused_gram is True
+        assert resolve_speed(StyleConfig(fast=True, style_loss="sliced")).fused_gram is False

@@ -22,7 +22,7 @@ from style_transfer.io.images import pil_to_tensor
 from style_transfer.run.run import Run
 from style_transfer.config.run_options import RunOptions
 from style_transfer.core.steps import planned_evaluations
-from style_transfer.config.algorithm import parametrization_of
+from style_transfer.fast.speed import resolve_speed
 
 from ..conftest import small_image
 from ..helpers import pixels
@@ -119,7 +119,7 @@ def test_resume_gives_the_uninterrupted_image(images, tmp_path: Path, fields: di
 
     events = []
     resumed = Run(*images, settings, RunOptions(resume=str(checkpoint))).execute(events.append)
-    if parametrization_of(settings) == "fourier":  # random weights jump in its first step: the guard ends it early
+    if resolve_speed(settings).parametrization == "fourier":  # random weights jump in its first step: the guard ends it early
         assert 1 < events[0].step <= stop_at  # (and damps the steps after it: the checkpoint keeps that too)
     else:
         assert events[0].step == 21  # the checkpoint is the last whole LBFGS step (20), redone from there
