@@ -5,7 +5,9 @@ Lowest first, a folder per concept: 0 ``config`` (with the root's ``presets``, `
 ``networks.onnx_graph``, which ``StyleConfig`` asks what a weights file tells), 1 ``io``, 2 ``networks`` and ``losses``,
 3 ``core``, 4 ``fast``, 5 ``tiling``, 6 ``run`` (and ``retain_graph``), 7 the front ends ``cli``, ``web``, ``batch``,
 ``video``. An import points down or sideways within a layer, never up;
-front ends never import each other (their command modules share the command-line kit ``cli.options``).
+front ends never import each other (their command modules share the command-line kit ``cli.options``). Nor may the
+folders import each other in a cycle, whatever rank a single module has. ``benchmarks/`` imports the package, never
+the other way, and its modules import each other in no cycle.
 
 One address per name: no module re-exports another's names, but the package root (its public API). A module
 re-exports a name it imports from another module of the package when it lists it in ``__all__`` or never uses it
@@ -16,6 +18,8 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+
+import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "style_transfer"
 BENCHMARKS = PACKAGE.parent / "benchmarks"  # may import the package; the package never imports it
@@ -130,6 +134,13 @@ def upward_imports(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
 
 def test_the_import_graph_has_no_cycle() -> None:
     assert _cycles(import_graph()) == []
+
+
+@pytest.mark.xfail(strict=True, reason="config.checks and io.provenance import networks.weights (ranked 0), and networks "
+                   "imports config and io: weights.py and onnx_graph.py belong below networks/, a move that touches "
+                   "cli/stylize.py (issue 58, item 6)")
+def test_the_folders_import_each_other_in_no_cycle() -> None:
+    assert _cycles(folder_graph(import_graph())) == []
 
 
 def test_the_benchmarks_import_in_no_cycle_and_the_package_never_imports_them() -> None:
