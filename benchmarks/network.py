@@ -73,13 +73,6 @@ def wrap(features: Any, model: str, preprocess: str | None) -> Any:
     return Network(features, model, preprocess)
 
 
-def random_features(model: str, seed: int) -> Any:
-    """Frozen VGG features with seeded random weights (``--weights random`` is seed 0)."""
-    from style_transfer.networks.vgg import freeze, random_vgg_features
-
-    return freeze(random_vgg_features(model, seed))
-
-
 def style_model(network: Any, style: Any, content: Any, *args: Any, **kwargs: Any) -> tuple[Any, list, list]:
     """The tutorial's ``get_style_model_and_losses`` on ``network`` (its preprocessing), further arguments as its."""
     from style_transfer import get_style_model_and_losses

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -50,18 +49,3 @@ def seconds(function: Any, device: torch.device | str | None = None) -> float:
     sync(device)
     return time.perf_counter() - start
 
-
-def clocked(run: Callable[[Clock], object], device: torch.device, peak: bool = True) -> dict[str, Any]:
-    """``run(clock)``, a ``Clock`` its progress: the clock, what stopped it early and (``peak``) its peak memory in
-    MiB above ``base_mib``, what was in use before (``memory.reset_peak``)."""
-    from style_transfer.errors import RunStopped
-
-    from . import memory
-
-    base = memory.reset_peak(device) if peak else None
-    clock, stopped = Clock(device), None
-    try:
-        run(clock)
-    except RunStopped as exc:
-        stopped = f"{type(exc).__name__} after {exc.step} evaluations"
-    return {"clock": clock, "stopped": stopped, "base_mib": base, "peak_mib": memory.peak_mib(device) if peak else None}

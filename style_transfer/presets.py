@@ -68,7 +68,7 @@ CAFFE_TUTORIAL_STYLE_WEIGHTS: Mapping[str, float] = MappingProxyType({
 
 # The style weights of the other style losses (losses/statistics.py), per preset. Both are quadratic in the features,
 # as the content loss is, so one weight serves every input scale; 100 looks like the Gram preset's 300, the paper's
-# 1e8 is computed, not judged by pictures (benchmarks/NOTEBOOK.md, "The preset's loss weights").
+# 1e8 is computed, not judged by pictures (the notebook entry named above).
 STYLE_LOSS_WEIGHTS: Mapping[str, Mapping[str, float]] = MappingProxyType({
     "wasserstein": MappingProxyType({"tutorial": 100.0, "paper": 1e8}),
     "sliced": MappingProxyType({"tutorial": 100.0, "paper": 1e8}),

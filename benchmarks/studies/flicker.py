@@ -47,21 +47,6 @@ def moving_pattern(width: int, height: int, frames: int, shift: tuple[float, flo
     return out
 
 
-def moving_square(width: int, height: int, frames: int, shift: tuple[int, int] = (3, 0), side: int = 24, *,
-                  seed: int = 0) -> list[np.ndarray]:
-    """Frames ``(H, W, 3)``: a still textured background, a textured square moving by ``shift`` px per frame
-    from ``(width // 4, height // 4)``; its trailing edge uncovers a strip of background each frame."""
-    background = moving_pattern(width, height, 1, square=False, seed=seed)[0]
-    texture = moving_pattern(side, side, 1, square=False, seed=seed + 5)[0] * 0.6 + 0.4
-    out = []
-    for t in range(frames):
-        image = background.copy()
-        x, y = width // 4 + shift[0] * t, height // 4 + shift[1] * t
-        image[y:y + side, x:x + side] = texture
-        out.append(image)
-    return out
-
-
 def make_clip(kind: str, width: int, height: int, frames: int = 8, seed: int = 3) -> list[np.ndarray]:
     """``frames`` frames ``(H, W, 3)`` in [0, 1] of the clip ``kind`` (one of ``CLIPS``) at ``width`` x ``height``."""
     from PIL import Image

@@ -36,7 +36,7 @@ from style_transfer.fast.hardware import bf16_supported
 from style_transfer.fast.kernels import _gram_forward
 from style_transfer.run.settings import transfer_settings
 
-from .. import network as networks, report as reports, timing
+from .. import memory, network as networks, report as reports, timing
 from ..scoring import CONTENT, STYLE
 
 STYLE_WEIGHT, CONTENT_WEIGHT = 1e6 * 1000, 1.0 * 1000  # the tutorial's x1000: LBFGS stores curvature pairs
@@ -180,7 +180,7 @@ def seconds_per_evaluation(network: Any, config: StyleConfig, device: torch.devi
                               (config.style_weight, config.content_weight),
                               dataclasses.replace(settings, progress=progress))
 
-    result = timing.clocked(run, device, peak=device.type == "cuda")  # CPU peaks: benchmark's
+    result = memory.clocked(run, device, peak=device.type == "cuda")  # CPU peaks: benchmark's
     clock = result.pop("clock")
     # An LBFGS that stopped before the second step leaves what it ran, its first two evaluations left out.
     skip = 2 if smoke or clock.evaluations <= LBFGS_STEP + 1 else LBFGS_STEP + 1
@@ -191,7 +191,7 @@ def seconds_per_evaluation(network: Any, config: StyleConfig, device: torch.devi
 
 def whole_run(config: StyleConfig, device: torch.device) -> dict[str, Any]:
     """``stylize()`` from the files, as a user runs it: wall time, evaluations, peak memory."""
-    run = timing.clocked(lambda clock: stylize(CONTENT, STYLE, config, progress=clock), device,
+    run = memory.clocked(lambda clock: stylize(CONTENT, STYLE, config, progress=clock), device,
                          peak=device.type == "cuda")
     clock = run.pop("clock")
     clock()  # the end, after the device finished

@@ -14,6 +14,7 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from ..config.choices import INITS
 from ..networks.weights import WEIGHTS_WORDS
 from ..io import provenance
 from ..io.metadata import read_record, record_text
@@ -167,7 +168,7 @@ class _Hashes:
 def expected_settings(config: Any) -> dict[str, Any]:
     """The settings as a record of this config holds them (file paths as base names), minus the unchecked."""
     values = provenance.settings_dict(config)
-    for name, words in (("init", ("content", "noise", "style")), ("weights", WEIGHTS_WORDS)):
+    for name, words in (("init", INITS), ("weights", WEIGHTS_WORDS)):
         if isinstance(values.get(name), str) and values[name] not in words:
             values[name] = provenance.base_name(values[name])
     values = json.loads(record_text(values))
@@ -199,7 +200,7 @@ def is_done(item: Item, hashes: Any = None) -> bool:
     if [s.get("sha256") for s in inputs.get("styles") or []] != [hashes(s) for s in item.styles]:
         return False
     init = item.config.init
-    if init not in ("content", "noise", "style") and (inputs.get("init") or {}).get("sha256") != hashes(init):
+    if init not in INITS and (inputs.get("init") or {}).get("sha256") != hashes(init):
         return False
     try:
         return record.get("weights") == provenance.weights_entry(item.config.weights, model=item.config.model)

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..config.choices import INITS
 from ..config.style import StyleConfig
 from ..config.text import SETTINGS, config_from_text, setting_of
 from ..io.files import file_identity, shown
@@ -274,7 +275,7 @@ def _input_files(items: Sequence[Item]) -> dict[tuple[int, int], str]:
     """Every existing input file of the items (contents, styles, start images) by (device, inode): its name."""
     found: dict[tuple[int, int], str] = {}
     for item in items:
-        init = () if item.config.init in ("content", "noise", "style") else (item.config.init,)
+        init = () if item.config.init in INITS else (item.config.init,)
         masks = [m for m in (*item.config.style_masks, item.config.content_mask) if isinstance(m, (str, os.PathLike))]
         for path in (item.content, *item.styles, *init, *masks):
             identity = file_identity(path)

@@ -16,6 +16,7 @@ from typing import Any, Callable, NoReturn, TypeVar
 
 import click
 
+from ..config.choices import INITS
 from ..config.fields import SECTIONS, Setting
 from ..config.style import StyleConfig
 from ..config.text import SETTINGS, as_options, config_from_text
@@ -288,7 +289,7 @@ def config_from_options(options: dict[str, Any]) -> StyleConfig:
 def setting_inputs(config: StyleConfig) -> list[tuple[str, Any]]:
     """The input files a config names beside the images, each with its option: ``--init`` (when a file), each
     ``--style-mask``, ``--content-mask`` (None where not given)."""
-    init = None if config.init in ("content", "noise", "style") else config.init
+    init = None if config.init in INITS else config.init
     return [("--init", init), *(("--style-mask", mask) for mask in config.style_masks),
             ("--content-mask", config.content_mask)]
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 # Long side of the working image when `size` is None. The tutorial uses 512 on a GPU and
-# 128 on a CPU; on a 2-core CPU 448 px runs the default 300 steps in 2.5 to 3.5 minutes.
+# 128 on a CPU; 448 px keeps the default 300 steps to a few minutes on 2 CPU cores (docs/speed.md).
 GPU_DEFAULT_SIZE = 512
 CPU_DEFAULT_SIZE = 448
 

@@ -35,7 +35,7 @@ class StyleConfig:
         minimum=MIN_SIZE, unit="px",
         short='Long side of the working image in px (default 512 GPU, 448 CPU).',
         help=(f"Long side of the working image in px (aspect kept). Default: {GPU_DEFAULT_SIZE} on a GPU, "
-              f"{CPU_DEFAULT_SIZE} on a CPU (the default 300 steps take 2.5 to 3.5 minutes on 2 cores). The preset's "
+              f"{CPU_DEFAULT_SIZE} on a CPU (the default 300 steps: minutes on 2 cores, docs/speed.md). The preset's "
               "style weight was chosen by looking at 256 px: a smaller size paints harder (at 128 px the stain "
               "paints the README's cat and astronaut away), so a quick small try wants a lower --style-weight "
               "(a third to a tenth)."))

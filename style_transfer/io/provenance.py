@@ -30,6 +30,7 @@ from typing import Any
 
 from PIL import Image
 
+from ..config.choices import INITS
 from ..networks.weights import (IMAGENET_WEIGHTS_OF, ORIGINAL, ORIGINAL_PACKAGE, WEIGHTS_WORDS,
                                 imagenet_weights_path, original_weights_file)
 from ..errors import ImageError, WeightsError
@@ -42,10 +43,6 @@ RECORD_VERSION = 1
 # The seed of ``--weights random``: a run calls ``networks.vgg.load_network`` without a seed,
 # so the random weights are always drawn with its default, 0 (not the run's --seed).
 RANDOM_WEIGHTS_SEED = 0
-
-# The words config.INITS and config's ``weights`` take besides a file path (a test checks INITS):
-# any other value is a path, recorded by its base name only.
-_INIT_WORDS = ("content", "noise", "style")
 
 # Hashes of big files (the weights: 548 MB) by identity and modification time, so a run that
 # writes many images (--save-every, an animation) hashes them once.
@@ -219,7 +216,7 @@ def make_record(settings: Any, *, content: Any, styles: Sequence[Any], weights: 
     values = settings_dict(settings)
     inputs: dict[str, Any] = {"content": input_entry(content), "styles": [input_entry(s) for s in styles]}
     init = values.get("init")
-    if isinstance(init, (str, os.PathLike)) and init not in _INIT_WORDS:
+    if isinstance(init, (str, os.PathLike)) and init not in INITS:  # a path: recorded by its base name only
         inputs["init"] = input_entry(init)
         values["init"] = base_name(init)
     if isinstance(values.get("weights"), (str, os.PathLike)) and values["weights"] not in WEIGHTS_WORDS:

@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from .. import __version__
+from ..config.choices import INITS
 from ..errors import Interrupted, MissingExtra, RunStopped, StyleTransferError
 from ..io.files import atomic_output, check_not_an_input, check_writable, shown
 from ..cli.options import (OneLineCommand, ProgressLines, UsageFault, check_input_paths, config_from_options, note,
@@ -108,7 +109,7 @@ def main(source: str, styles: tuple[str, ...], output: str, temporal_weight: flo
             work_dir = output + ".frames"
         if os.path.exists(work_dir) and not os.path.isdir(work_dir):
             raise UsageFault(f"--work-dir {shown(work_dir)}: is a file")
-        init = None if config.init in ("content", "noise", "style") else config.init
+        init = None if config.init in INITS else config.init
         check_not_an_input([("-o", output), ("--report", report)],
                            [("IN", source), *(("STYLE", style) for style in styles), ("--init", init)])
         video_file = [] if os.path.isdir(source) else [("", source)]  # a folder of frames: its reader checks it

@@ -16,7 +16,6 @@ import torch
 from PIL import Image, PngImagePlugin
 
 from style_transfer.io import provenance
-from style_transfer.config.choices import INITS
 from style_transfer.config.style import StyleConfig
 from style_transfer.errors import ImageError, OutputError, WeightsError
 from style_transfer.io.images import save_image
@@ -147,9 +146,6 @@ class TestRecord:
             input_entry(3)
         with pytest.raises(WeightsError, match=r"gone\.pth: no such file$"):
             weights_entry(str(tmp_path / "gone.pth"))
-
-    def test_init_words_match_config(self) -> None:
-        assert provenance._INIT_WORDS == INITS
 
     def test_record_field(self, record: dict[str, Any]) -> None:
         assert record_field(record, "settings.size") == 32

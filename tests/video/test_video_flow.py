@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("cv2", reason="the video extra is not installed")
 
-from benchmarks.studies.flicker import moving_pattern, moving_square  # noqa: E402
+from benchmarks.studies.flicker import moving_pattern  # noqa: E402
 from style_transfer.video import flow  # noqa: E402
 
 INNER = (slice(10, -10), slice(10, -10))  # away from the edges a shift uncovers
@@ -107,6 +107,21 @@ def test_masks_match_the_formulas_on_hand_made_flows() -> None:
     assert np.array_equal(flow.consistent(b, f)[~close], consistent[~close])
     assert flow.motion_boundary(b)[3:7, 3].all()  # the left edge of the region: b jumps by 3 px
     assert not flow.motion_boundary(constant_flow(h, w, -1.0, 0.5)).any()  # a uniform flow has no boundary
+
+
+def moving_square(width: int, height: int, frames: int, shift: tuple[int, int] = (3, 0), side: int = 24, *,
+                  seed: int = 0) -> list[np.ndarray]:
+    """Frames ``(H, W, 3)``: a still textured background, a textured square moving by ``shift`` px per frame
+    from ``(width // 4, height // 4)``; its trailing edge uncovers a strip of background each frame."""
+    background = moving_pattern(width, height, 1, square=False, seed=seed)[0]
+    texture = moving_pattern(side, side, 1, square=False, seed=seed + 5)[0] * 0.6 + 0.4
+    out = []
+    for t in range(frames):
+        image = background.copy()
+        x, y = width // 4 + shift[0] * t, height // 4 + shift[1] * t
+        image[y:y + side, x:x + side] = texture
+        out.append(image)
+    return out
 
 
 def test_the_mask_flags_the_disoccluded_strip_behind_a_moving_square() -> None:
