@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from ..core import colors
-from ..tiling.memory import SizeFn
+from ..memory import SizeFn
 from ..io.images import MIN_SIDE, load_image, working_size
 from .plans import default_size_of
 

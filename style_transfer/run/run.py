@@ -37,7 +37,7 @@ from ..config.style import StyleConfig
 from ..errors import ImageError, Interrupted, NonFiniteLoss
 from ..fast.fast import Speed, accelerator, speed_from_config
 from ..core.run_stats import RunStats
-from ..tiling.memory import SizeFn, out_of_memory
+from ..memory import SizeFn, out_of_memory
 from ..io.images import ImageSource, header_size, load_image, load_style, tensor_to_pil
 from ..losses.terms import normalized_blend
 from ..networks.download import DownloadProgress
@@ -420,7 +420,7 @@ def check_fits(content: ImageSource | tuple[int, int], style: ImageSource | Sequ
 
     Args:
         content: an image source, or its (width, height) (a video's frames).
-        available: bytes free for the run; None: ``tiling.memory.available_bytes`` of ``config.device`` (where it
+        available: bytes free for the run; None: ``memory.available_bytes`` of ``config.device`` (where it
             cannot be known, nothing is refused).
 
     Returns:

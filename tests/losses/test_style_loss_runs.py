@@ -205,7 +205,8 @@ def test_on_real_features_each_loss_lowers_its_value_and_paints_toward_the_style
 @pytest.mark.parametrize("kind", ["sliced"])
 def test_automatic_tiling_refuses_the_sliced_loss_saying_tiles_would_fit(kind: str) -> None:
     """W2 was refused here too until its tiled gradient was built: it now gets the Gram's tiles."""
-    from style_transfer.tiling import crops, memory as guards, plans as tile_plans
+    from style_transfer import memory
+from style_transfer.tiling import crops, plans as tile_plans
     from style_transfer.errors import ResourceError
     from style_transfer.run.prepare import sizes_from
 
@@ -213,7 +214,7 @@ def test_automatic_tiling_refuses_the_sliced_loss_saying_tiles_would_fit(kind: s
     speed = Speed()
     tiled_need = tile_plans.tiled_estimate_bytes((85, 128), (128, 128), 64, tile_plans.tiled_speed(speed),
                                              crops.vgg19_target_bytes(["conv_4"]))
-    assert tiled_need < guards.estimate_bytes((85, 128), (128, 128), speed)
+    assert tiled_need < memory.estimate_bytes((85, 128), (128, 128), speed)
     gram = StyleConfig(size=128)
     assert tile_plans.plan_tiles([128], sizes, gram, speed, torch.device("cpu"), available=tiled_need) == [64]
     w2 = StyleConfig(size=128, style_loss="wasserstein")
