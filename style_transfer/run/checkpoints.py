@@ -23,7 +23,7 @@ CHECKPOINT_VERSION = 1
 
 
 @dataclass
-class _Saved:
+class Saved:
     """A checkpoint's contents: where the run was after one of its LBFGS steps."""
 
     scale: int
@@ -32,7 +32,7 @@ class _Saved:
     seconds: float
     image: torch.Tensor
     optimizer: dict
-    plateau: list[float] = field(default_factory=list)  # _Plateau's running minimum, oldest first
+    plateau: list[float] = field(default_factory=list)  # progress.Plateau's running minimum, oldest first
     average: dict | None = None  # IterateAverage.state_dict() (docs/usage.md), None without averaging
 
 
@@ -47,10 +47,10 @@ def checkpoint_settings(path: str) -> dict[str, Any]:
         CheckpointError: missing, unreadable, damaged or not ours (one line naming the file).
     """
     data = _read_checkpoint(path)
-    fingerprint = data.get("fingerprint")
-    if not isinstance(fingerprint, dict) or not isinstance(fingerprint.get("settings"), dict):
+    made = data.get("fingerprint")
+    if not isinstance(made, dict) or not isinstance(made.get("settings"), dict):
         raise CheckpointError(f"{shown(path)}: damaged checkpoint (no settings)")
-    return {"settings": dict(fingerprint["settings"]), "weights": dict(fingerprint.get("weights") or {}),
+    return {"settings": dict(made["settings"]), "weights": dict(made.get("weights") or {}),
             "evaluations": data.get("evaluations")}
 
 
@@ -85,7 +85,7 @@ def _weights_text(entry: dict[str, Any]) -> str:
     return f"the file {entry.get('name')}" if entry.get("kind") == "file" else str(entry.get("kind"))
 
 
-def _fingerprint(config: StyleConfig, content: ImageSource, styles: Sequence[ImageSource]) -> dict[str, Any]:
+def fingerprint(config: StyleConfig, content: ImageSource, styles: Sequence[ImageSource]) -> dict[str, Any]:
     """What a checkpoint must match to be resumed: the settings (threads aside) and the inputs' hashes."""
     settings = provenance.settings_dict(config)
     settings.pop("threads", None)
@@ -96,7 +96,7 @@ def _fingerprint(config: StyleConfig, content: ImageSource, styles: Sequence[Ima
             "weights": provenance.weights_entry(config.weights, model=config.model)}
 
 
-class _Checkpoints:
+class Checkpoints:
     """Snapshots of the run after each LBFGS step (only when a checkpoint file is asked for), written
     atomically every ``checkpoint_every`` evaluations and when the run stops early.
 
@@ -112,7 +112,7 @@ class _Checkpoints:
         self.plateau: Any = None  # the early stop's window, saved with each snapshot
         self.averager: IterateAverage | None = None  # the iterate average (docs/usage.md), saved with each snapshot
 
-    def load(self) -> _Saved:
+    def load(self) -> Saved:
         """The checkpoint to resume, checked against this run's settings and inputs.
 
         Raises:
@@ -139,7 +139,7 @@ class _Checkpoints:
             raise CheckpointError(f"{name}: made with other settings ({shown_values}); resume with the checkpoint's "
                                   f"settings")
         try:
-            return _Saved(int(data["scale"]), int(data["evaluations_in_scale"]), int(data["evaluations"]),
+            return Saved(int(data["scale"]), int(data["evaluations_in_scale"]), int(data["evaluations"]),
                           float(data["seconds"]), data["image"].float(), data["optimizer"],
                           [float(loss) for loss in data.get("plateau", [])], data.get("average"))
         except (KeyError, TypeError, ValueError, AttributeError):

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
+from ..config.style import StyleConfig
 from ..core import colors
 from ..memory import SizeFn
 from ..io.images import MIN_SIDE, load_image, working_size
@@ -39,6 +40,17 @@ def resolve_device(name: str = "auto") -> torch.device:
 def default_size(device: torch.device) -> int:
     """The working size when none is given: 512 px on a GPU, ``CPU_DEFAULT_SIZE`` on a CPU."""
     return default_size_of(device.type)
+
+
+def device_and_size(config: StyleConfig) -> tuple[torch.device, int]:
+    """The device a run of ``config`` takes (``resolve_device``) and its long side (``size``, else the device's
+    ``default_size``): what a run resolves once, before it plans.
+
+    Raises:
+        ValueError: the device is not available on this machine.
+    """
+    device = resolve_device(config.device)
+    return device, config.size or default_size(device)
 
 
 def initial_image(content_img: torch.Tensor, init: str, seed: int, *,

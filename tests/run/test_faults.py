@@ -23,7 +23,7 @@ from style_transfer import memory
 from style_transfer.losses import tutorial as losses
 from style_transfer.core import transfer
 from style_transfer.run import prepare
-from style_transfer.run import run as run_module
+from style_transfer.run import inputs as inputs_module, run as run_module
 from style_transfer.errors import Interrupted, NonFiniteLoss, ResourceError
 from style_transfer.fast.fast import Speed, accelerate
 from style_transfer.fast.hardware import bf16_supported
@@ -291,7 +291,7 @@ def test_an_impossible_size_is_refused_from_the_headers_before_any_image_is_upsc
     content = noise_png(tmp_path / "c.png", 60, 40)
     style = noise_png(tmp_path / "s.png", 50, 50)
     monkeypatch.setattr(memory, "available_bytes", lambda device: 380_000_000)  # as above
-    monkeypatch.setattr(run_module, "load_image", lambda *a, **k: pytest.fail("an image was loaded at the size"))
+    monkeypatch.setattr(inputs_module, "load_image", lambda *a, **k: pytest.fail("an image was loaded at the size"))
     monkeypatch.setattr(prepare, "load_image", lambda *a, **k: pytest.fail("an image was loaded at the size"))
     out = tmp_path / "o.png"
     line = one_error_line(invoke([content, style, "-o", str(out), "--weights", "random", "--size", "16384",
