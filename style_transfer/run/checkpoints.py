@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -85,8 +85,10 @@ def _weights_text(entry: dict[str, Any]) -> str:
     return f"the file {entry.get('name')}" if entry.get("kind") == "file" else str(entry.get("kind"))
 
 
-def fingerprint(config: StyleConfig, content: ImageSource, styles: Sequence[ImageSource]) -> dict[str, Any]:
-    """What a checkpoint must match to be resumed: the settings (threads aside) and the inputs' hashes."""
+def fingerprint(config: StyleConfig, content: ImageSource | Mapping[str, Any], styles: Sequence[ImageSource]
+                ) -> dict[str, Any]:
+    """What a checkpoint must match to be resumed: the settings (threads aside) and the inputs' hashes (``content``:
+    a source, or its ``provenance.input_entry`` made before)."""
     settings = provenance.settings_dict(config)
     settings.pop("threads", None)
     masks = provenance.mask_inputs(settings)  # masks by name in the settings, by hash beside the inputs

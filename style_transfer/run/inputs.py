@@ -1,10 +1,12 @@
-"""The images of one working size made from a run's inputs (``Inputs``: content, styles, masks, a mirrored border),
-the working sizes of the inputs' headers (``header_sizes``), and what a style's Gram targets depend on
-(``style_targets_key``)."""
+"""The content as a run reads it, once (``Content``); the images of one working size made from a run's inputs
+(``Inputs``: content, styles, masks, a mirrored border); the working sizes of the inputs' headers (``header_sizes``);
+what a style's Gram targets depend on (``style_targets_key``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -16,10 +18,32 @@ from ..config.style import StyleConfig
 from ..core import colors
 from ..errors import ImageError
 from ..io import provenance
-from ..io.images import ImageSource, header_size, load_image, load_style, tensor_to_pil
+from ..io.images import ImageSource, header_size, load_image, load_style, open_image, read_bytes, tensor_to_pil
 from ..losses import masks
 from ..memory import SizeFn
 from .prepare import fit_to, initial_image, prepare_colors, sizes_from, style_size
+
+
+class Content:
+    """The content image as a run reads it: a file's bytes read once (its images decoded from them at each working
+    size, its record entry hashed from them), or a Pillow image or a tensor as given (its entry made once)."""
+
+    def __init__(self, source: ImageSource) -> None:
+        self.source = source
+        self.data: bytes | None = None
+        self.entry: dict[str, Any]  # provenance.input_entry's, for the checkpoint's fingerprint and the record
+        if isinstance(source, (str, os.PathLike)):
+            self.data = read_bytes(source)
+            self.entry = provenance.file_entry(source, self.data)
+        else:
+            self.entry = provenance.input_entry(source)
+
+    def image(self) -> ImageSource:
+        """What a size's images are made from: the file opened (upright) from its bytes, or the source as given."""
+        source = self.source
+        if self.data is None or not isinstance(source, (str, os.PathLike)):
+            return source
+        return open_image(source, self.data)
 
 
 class Inputs:
@@ -91,12 +115,13 @@ def header_sizes(content: ImageSource | tuple[int, int], styles: Sequence[ImageS
     return sizes_from(*content_wh, [header_size(s) for s in styles], config.style_scale)
 
 
-def style_targets_key(config: StyleConfig, content: ImageSource, styles: Sequence[ImageSource],
+def style_targets_key(config: StyleConfig, content: ImageSource | Mapping[str, Any], styles: Sequence[ImageSource],
                       style_images: Sequence[torch.Tensor], device: torch.device) -> tuple:
     """What a style's Gram targets depend on: the style files' hashes, the working size they were read at
     (with the style scale), the layers, the network (model, weights, preprocessing, pooling), the blend, the device and
     the style statistics (``style_loss``: each keeps its own kind of target); and the
-    content's hash when the colours are matched to it (``preserve_colors``)."""
+    content's hash when the colours are matched to it (``preserve_colors``; ``content``: a source, or its
+    ``provenance.input_entry`` made before)."""
     return (tuple(provenance.input_entry(s)["sha256"] for s in styles),
             tuple(tuple(image.shape[-2:]) for image in style_images), config.style_scale,
             tuple(filled(config.style_layers)), config.pooling, config.model, config.weights, config.preprocess,

@@ -40,7 +40,7 @@ from ..tiling import tiling
 from ..tiling.plans import plan_tiles, tiled_speed
 from . import STOP_REASONS, RunResult
 from .checkpoints import Checkpoints, Saved, fingerprint
-from .inputs import Inputs, header_sizes, style_targets_key
+from .inputs import Content, Inputs, header_sizes, style_targets_key
 from .plans import plan_run, scale_sizes
 from .prepare import device_and_size, fit_to
 from .progress import Clock, EventCallback, Progress, building_text, loading_text
@@ -96,6 +96,7 @@ class Run:
         self._where: tuple[torch.device, int] | None = None  # the device and the long side, once resolved
         self._preprocess: str | None = None  # the preprocessing the loaded network expects, once known
         self._stats: RunStats | None = None  # the running one, once execute began (the record names its rescues)
+        self._content: Content | None = None  # the content as read, once planned
 
     def cancel(self, reason: str = "cancelled") -> None:
         """Stop the run at the end of the evaluation under way; ``execute`` returns its image then.
@@ -139,7 +140,8 @@ class Run:
         config = self.config  # the record names the preprocessing the weights told (replay passes it back)
         if config.preprocess is None and self._preprocess is not None:
             config = dataclasses.replace(config, preprocess=self._preprocess)
-        return provenance.make_record(config, content=self.content, styles=self.styles,
+        content = self._content.entry if self._content is not None else self.content  # the file hashed once
+        return provenance.make_record(config, content=content, styles=self.styles,
                                       weights=config.weights, device=str(device), evaluations=evaluations,
                                       losses=losses, seconds=seconds, stopped=stopped, kept=kept,
                                       rescued_at=self._stats.rescued_at if self._stats is not None else ())
@@ -165,7 +167,7 @@ class Run:
             if saved is not None and scale < saved.scale:
                 continue  # sizes the checkpointed run had finished
             previous = inputs
-            inputs = final if scale == len(plan.sizes) - 1 else Inputs(self.content, self.styles, config,
+            inputs = final if scale == len(plan.sizes) - 1 else Inputs(plan.content.image(), self.styles, config,
                                                                          working_size, device, plan.size)
             resume = None
             watch.start_size(scale, inputs)
@@ -209,10 +211,12 @@ class Run:
         # refused in a moment, not after its images were upscaled (docs/inputs-and-errors.md).
         tiles = plan_tiles(list(plan.sizes), header_sizes(self.content, self.styles, config), config, speed,
                            device, styles=len(self.styles))
-        # Images are read before the model loads, so a bad image fails fast.
-        final = Inputs(self.content, self.styles, config, size, device)
-        alpha = colors.content_alpha(self.content, size) if config.keep_alpha else None
-        keeper = Checkpoints(options, fingerprint(config, self.content, self.styles))
+        # Images are read before the model loads, so a bad image fails fast; the content file once.
+        content = self._content = Content(self.content)
+        picture = content.image()
+        final = Inputs(picture, self.styles, config, size, device)
+        alpha = colors.content_alpha(picture, size) if config.keep_alpha else None
+        keeper = Checkpoints(options, fingerprint(config, content.entry, self.styles))
         saved = keeper.load() if options.resume else None  # a checkpoint that does not fit fails before the model
         if self.cnn is None and self.on_stage is not None:
             self.on_stage(loading_text(config))
@@ -223,7 +227,7 @@ class Run:
             network = Network(cast(torch.nn.Sequential, network), config.model, config.preprocess or "torchvision")
         self._preprocess = network.preprocess
         return _Plan(config, device, size, speed, tuple(plan.sizes), tuple(plan.loop_steps), plan.total, tuple(tiles),
-                     final, alpha, keeper, saved, network.features.to(device), network.normalization())
+                     content, final, alpha, keeper, saved, network.features.to(device), network.normalization())
 
     def _run_size(self, plan: _Plan, scale: int, inputs: Inputs, image: torch.Tensor, resume: Resume | None,
                   watch: Progress, stats: RunStats, clock: Clock) -> torch.Tensor:
@@ -231,7 +235,7 @@ class Run:
         config, keeper = plan.config, plan.keeper
         targets = None
         if self.style_targets is not None:
-            key = style_targets_key(config, self.content, self.styles, inputs.styles, plan.device)
+            key = style_targets_key(config, plan.content.entry, self.styles, inputs.styles, plan.device)
             targets = self.style_targets.get(key)
             if targets is None:
                 targets = self.style_targets[key] = {}  # filled in by the model's first build
@@ -288,6 +292,7 @@ class _Plan:
     budgets: tuple[int, ...]  # each size's evaluations (plans.plan_run)
     total: int  # the evaluations the run plans in all
     tiles: tuple[int | None, ...]  # each size's tile (None: untiled)
+    content: Content  # the content as read (once)
     final: Inputs  # the images at the last size
     alpha: Image.Image | None  # the content's alpha, put back on the result (keep_alpha)
     keeper: Checkpoints
