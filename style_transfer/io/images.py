@@ -211,7 +211,7 @@ def header_size(source: ImageSource, upright: bool = False) -> tuple[int, int]:
     ``MIN_INPUT_SIDE``); a Pillow image or a ``(1, 3, H, W)`` tensor gives its own size. An EXIF
     orientation is applied only with ``upright`` (the shape ``open_image`` gives, which a mask over the
     picture must have): a quarter turn only swaps the sides, which changes neither the working area nor
-    the long side (what the memory estimate reads, ``run.check_fits``).
+    the long side (what the memory estimate reads, ``run.fits.check_fits``).
 
     Raises:
         ImageError: the file cannot be read, or declares too many or too few pixels.

@@ -1,8 +1,9 @@
-"""One run: ``Run`` (sizes, events, previews, checkpoints), ``stylize()`` and ``check_fits`` (``run``); what it hands
-back, ``RunResult``, defined here (``from style_transfer.run import RunResult``, without torch); its images at each
-size (``inputs``), its progress and stages (``progress``), saved and resumed state and a resume's settings reconciled
-(``checkpoints``), the device, sizes, start image and colours (``prepare``), sizes and budgets without torch
-(``plans``), the loop's settings for a config (``settings``), the backward paths compared (``compare``)."""
+"""One run: ``Run`` (sizes, events, previews, checkpoints) and ``stylize()`` (``run``); what it hands back,
+``RunResult``, defined here (``from style_transfer.run import RunResult``, without torch); whether it fits, from its
+images' headers (``fits``); its content read once and its images at each size (``inputs``), its progress and stages
+(``progress``), saved and resumed state and a resume's settings reconciled (``checkpoints``), the device, sizes, start
+image and colours (``prepare``), sizes and budgets without torch (``plans``), the loop's settings for a config
+(``settings``), the backward paths compared (``compare``)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The content as a run reads it, once (``Content``); the images of one working size made from a run's inputs
-(``Inputs``: content, styles, masks, a mirrored border); the working sizes of the inputs' headers (``header_sizes``);
-what a style's Gram targets depend on (``style_targets_key``)."""
+(``Inputs``: content, styles, masks, a mirrored border); what a style's Gram targets depend on
+(``style_targets_key``)."""
 
 from __future__ import annotations
 
@@ -18,10 +18,9 @@ from ..config.style import StyleConfig
 from ..core import colors
 from ..errors import ImageError
 from ..io import provenance
-from ..io.images import ImageSource, header_size, load_image, load_style, open_image, read_bytes, tensor_to_pil
+from ..io.images import ImageSource, load_image, load_style, open_image, read_bytes, tensor_to_pil
 from ..losses import masks
-from ..memory import SizeFn
-from .prepare import fit_to, initial_image, prepare_colors, sizes_from, style_size
+from .prepare import fit_to, initial_image, prepare_colors, style_size
 
 
 class Content:
@@ -106,13 +105,6 @@ class Inputs:
 
     def finish(self, image: torch.Tensor, alpha: Image.Image | None = None) -> Image.Image:
         return colors.attach_alpha(tensor_to_pil(self.finish_tensor(image)), alpha)
-
-
-def header_sizes(content: ImageSource | tuple[int, int], styles: Sequence[ImageSource],
-                 config: StyleConfig) -> SizeFn:
-    """The working sizes of a run's images at any long side, by arithmetic on their declared sizes."""
-    content_wh = content if isinstance(content, tuple) else header_size(content)
-    return sizes_from(*content_wh, [header_size(s) for s in styles], config.style_scale)
 
 
 def style_targets_key(config: StyleConfig, content: ImageSource | Mapping[str, Any], styles: Sequence[ImageSource],

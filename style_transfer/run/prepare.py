@@ -1,4 +1,5 @@
-"""The run's inputs made ready: the device, the working sizes, the start image, the colours."""
+"""The run's inputs made ready: the device and long side (resolved once), the working sizes (also from the headers
+alone), the start image, the colours."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import torch.nn.functional as F
 from ..config.style import StyleConfig
 from ..core import colors
 from ..memory import SizeFn
-from ..io.images import MIN_SIDE, load_image, working_size
+from ..io.images import MIN_SIDE, ImageSource, header_size, load_image, working_size
 from .plans import default_size_of
 
 
@@ -123,3 +124,10 @@ def sizes_from(content_w: int, content_h: int, styles_wh: Sequence[tuple[int, in
         return working_size(content_w, content_h, size)[::-1], max(styles, key=lambda hw: hw[0] * hw[1])
 
     return sizes
+
+
+def header_sizes(content: ImageSource | tuple[int, int], styles: Sequence[ImageSource],
+                 config: StyleConfig) -> SizeFn:
+    """The working sizes of a run's images at any long side, by arithmetic on their declared sizes."""
+    content_wh = content if isinstance(content, tuple) else header_size(content)
+    return sizes_from(*content_wh, [header_size(s) for s in styles], config.style_scale)

@@ -40,9 +40,9 @@ from ..tiling import tiling
 from ..tiling.plans import plan_tiles, tiled_speed
 from . import STOP_REASONS, RunResult
 from .checkpoints import Checkpoints, Saved, fingerprint
-from .inputs import Content, Inputs, header_sizes, style_targets_key
-from .plans import plan_run, scale_sizes
-from .prepare import device_and_size, fit_to
+from .inputs import Content, Inputs, style_targets_key
+from .plans import plan_run
+from .prepare import device_and_size, fit_to, header_sizes
 from .progress import Clock, EventCallback, Progress, building_text, loading_text
 from .settings import transfer_settings
 
@@ -61,7 +61,7 @@ class Run:
             (``run_style_transfer``). cnn: the network already loaded with ``config.model`` and ``networks.weights``
             (a ``networks.vgg.Network``; a bare ``features`` block is taken to expect ``config.preprocess`` or
             torchvision's), reused across runs (video/ and batch/ load it once; never changed).
-        style_targets: a cache of Gram targets shared by runs (batch), keyed by ``style_targets_key``;
+        style_targets: a cache of Gram targets shared by runs (batch), keyed by ``inputs.style_targets_key``;
             a run reuses the targets found there and adds those it computes. None: no cache.
         on_notice: told, in one line, what a user should know that is not an error: the run took the original
             VGG19 because torchvision's weights could not be downloaded (``download.resolve_weights``; ``config``
@@ -335,33 +335,3 @@ def stylize(
     """
     return Run(content, style, config, download_progress=download_progress,
                on_notice=on_notice).execute(progress, stats=stats).image
-
-
-def check_fits(content: ImageSource | tuple[int, int], style: ImageSource | Sequence[ImageSource],
-               config: StyleConfig | None = None, *, available: int | None = None) -> list[int | None]:
-    """Refuse, from the images' declared sizes alone, a run that cannot fit in its device's free memory.
-
-    What ``Run.execute`` checks first, for front ends to check before they start work (a batch before its
-    first item, the web app when a job is submitted). Only headers are read (``images.header_size``): no
-    image is decoded or upscaled, so an impossible size is refused in a moment and in little memory.
-
-    Args:
-        content: an image source, or its (width, height) (a video's frames).
-        available: bytes free for the run; None: ``memory.available_bytes`` of ``config.device`` (where it
-            cannot be known, nothing is refused).
-
-    Returns:
-        The tile of each working size (None: untiled), as the run will choose them.
-
-    Raises:
-        ResourceError: naming the size, the estimate, the free memory and the largest size that fits,
-            untiled and in tiles. ImageError: an input that cannot be read. ValueError: bad settings.
-    """
-    config = config or StyleConfig()
-    # A list or tuple holds sources; anything else (a str path too, a Sequence to mypy) is one source.
-    styles = cast(list[ImageSource], list(style) if isinstance(style, (list, tuple)) else [style])
-    device, size = device_and_size(config)
-    speed = speed_from_config(config, device)
-    sizes = scale_sizes(size, filled(config.scales), config.min_size)
-    return plan_tiles(sizes, header_sizes(content, styles, config), config, speed, device, available,
-                      styles=len(styles))

@@ -57,7 +57,7 @@ def plan_tiles(sizes: Sequence[int], size_fn: memory.SizeFn, config: StyleConfig
     whose untiled estimate (``memory.estimate_bytes``) does not fit in the free memory gets the largest
     tile, a multiple of ``TILE_STEP``, whose ``tiled_estimate_bytes`` fits; the others run untiled.
 
-    Arithmetic on the sizes ``size_fn`` gives: ``run.check_fits`` calls it with the sizes the images'
+    Arithmetic on the sizes ``size_fn`` gives: ``run.fits.check_fits`` calls it with the sizes the images'
     headers declare, before any image is read at a working size. The untiled estimate counts what the style
     losses keep (``memory.StyleLossPlan`` of ``config`` and its ``styles`` style images).
 

@@ -151,7 +151,7 @@ def test_the_command_refuses_bad_input_in_one_line(style: Path, tmp_path: Path) 
 
 def test_the_command_refuses_a_size_that_cannot_fit_before_any_frame_is_read(
         clip: Path, style: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 24: from the clip's and the style's sizes (run.check_fits), before a frame is read at the size."""
+    """Issue 24: from the clip's and the style's sizes (run.fits.check_fits), before a frame is read at the size."""
     from style_transfer import memory
     from style_transfer.video import runner
 

@@ -321,7 +321,7 @@ def test_bad_uploads_are_refused_in_one_line_and_nothing_is_kept(tmp_path: Path,
 
 
 def test_a_size_that_cannot_fit_is_refused_when_submitted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 24: refused at submission with run.check_fits's one line (422), before the job is queued; the
+    """Issue 24: refused at submission with run.fits.check_fits's one line (422), before the job is queued; the
     uploads' headers only are read (no run is made)."""
     from style_transfer import memory
 
