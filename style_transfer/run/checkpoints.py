@@ -1,17 +1,20 @@
 """A run's checkpoints: its state after an LBFGS step saved atomically (on Ctrl-C, SIGTERM, a NaN, every N
-evaluations) and read back by ``--resume``, checked against the inputs, weights and settings it was made with."""
+evaluations) and read back by ``--resume``, checked against the inputs, weights and settings it was made with; the
+settings a resume runs with, reconciled with those given (``resume_config``)."""
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass, field
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import torch
 
 from ..config.run_options import RunOptions
 from ..config.style import StyleConfig
+from ..config.text import SETTINGS
 from ..core.averaging import IterateAverage
 from ..core.transfer import Resume
 from ..errors import CheckpointError, first_line
@@ -52,6 +55,53 @@ def checkpoint_settings(path: str) -> dict[str, Any]:
         raise CheckpointError(f"{shown(path)}: damaged checkpoint (no settings)")
     return {"settings": dict(made["settings"]), "weights": dict(made.get("weights") or {}),
             "evaluations": data.get("evaluations")}
+
+
+def resume_config(config: StyleConfig, path: str, given: Collection[str]) -> StyleConfig:
+    """The settings to resume the run saved at ``path`` with: the checkpoint's (``checkpoint_settings``), with
+    ``config``'s ``threads``. Each setting of ``given`` (those the user gave explicitly, their values in ``config``)
+    must agree with the checkpoint's; the inputs among them (masks, checked by hash when the run loads the
+    checkpoint) and ``threads`` may be given anew, and ``weights`` may name the checkpoint's weights again (a file
+    by its hash).
+
+    Raises:
+        CheckpointError: the checkpoint is missing, unreadable, damaged or not ours (one line naming the file).
+        ValueError: one line from ``--resume PATH:``: a setting given that differs from the checkpoint's (naming
+            its option and both values), or a weights file the checkpoint names that must be given again.
+    """
+    saved = checkpoint_settings(path)
+    skipped = {"threads", *(s.name for s in SETTINGS if s.is_input)}
+    given = [name for name in given if name not in skipped]
+    where = f"--resume {shown(path)}"
+    recorded = saved["weights"]
+    if "weights" in given:
+        mine = provenance.weights_entry(config.weights)
+        if mine.get("kind") != recorded.get("kind"):
+            theirs = recorded.get("name") if recorded.get("kind") == "file" else recorded.get("kind")
+            raise ValueError(f"{where}: --weights {shown(config.weights)} differs from the checkpoint's "
+                             f"{shown(str(theirs))}; drop --weights to continue the run as it was")
+        if mine.get("kind") == "file" and mine.get("sha256") != recorded.get("sha256"):
+            raise ValueError(f"{where}: --weights {shown(config.weights)} is not the weights file the run was "
+                             f"made with ({shown(str(recorded.get('name')))}, SHA-256 differs)")
+    for name in given:
+        if name == "weights":
+            continue
+        ours, theirs = getattr(config, name), saved["settings"].get(name)
+        theirs = tuple(theirs) if isinstance(theirs, list) else theirs
+        if ours != theirs:
+            flag = "--" + name.replace("_", "-")
+            if isinstance(ours, bool):
+                raise ValueError(f"{where}: {flag} was not given to the run the checkpoint holds; drop {flag} to "
+                                 f"continue the run as it was")
+            raise ValueError(f"{where}: {flag} {provenance.setting_text(ours)} differs from the checkpoint's "
+                             f"{provenance.setting_text(theirs)}; drop {flag} to continue the run as it was")
+    try:
+        resumed = provenance.replay_config({"settings": saved["settings"], "weights": recorded},
+                                           weights=config.weights if "weights" in given else None)
+    except ValueError as exc:
+        message = str(exc).replace("give it with weights=FILE", "give it again with weights=FILE")
+        raise ValueError(f"{where}: {message}") from None
+    return dataclasses.replace(resumed, threads=config.threads)
 
 
 def _read_checkpoint(path: str) -> dict[str, Any]:
