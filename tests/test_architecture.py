@@ -3,11 +3,11 @@
 Lowest first, a folder per concept: 0 ``config`` (with the root's ``presets``, ``layers``, ``errors``, ``step_hooks``
 (the loop's hook points, which losses and core implement), and the torch-free ``networks.weights`` and
 ``networks.onnx_graph``, which ``StyleConfig`` asks what a weights file tells), 1 ``io``, 2 ``networks`` and ``losses``,
-3 ``core``, 4 ``fast``, 5 ``tiling``, 6 ``run`` (and ``retain_graph``), 7 the front ends ``cli``, ``web``, ``batch``,
-``video``. An import points down or sideways within a layer, never up;
-front ends never import each other (their command modules share the command-line kit ``cli.options``). Nor may the
-folders import each other in a cycle, whatever rank a single module has. ``benchmarks/`` imports the package, never
-the other way, and its modules import each other in no cycle.
+3 ``core``, 4 ``fast``, 5 ``tiling`` and the root's ``memory`` (a run's memory estimate, which tiles are planned by),
+6 ``run`` (and ``retain_graph``), 7 the front ends ``cli``, ``web``, ``batch``, ``video``. An import points down or
+sideways within a layer, never up; front ends never import each other (their command modules share the command-line
+kit ``cli.options``). Nor may the folders import each other in a cycle, whatever rank a single module has.
+``benchmarks/`` imports the package, never the other way, and its modules import each other in no cycle.
 
 One address per name: no module re-exports another's names, but the package root (its public API). A module
 re-exports a name it imports from another module of the package when it lists it in ``__all__`` or never uses it
@@ -24,7 +24,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "style_transfer"
 BENCHMARKS = PACKAGE.parent / "benchmarks"  # may import the package; the package never imports it
 RANK = {"config": 0, "presets": 0, "layers": 0, "errors": 0, "step_hooks": 0, "io": 1, "networks": 2, "losses": 2,
-        "core": 3, "fast": 4, "tiling": 5, "run": 6, "retain_graph": 6, "cli": 7, "web": 7, "batch": 7, "video": 7}
+        "core": 3, "fast": 4, "tiling": 5, "memory": 5, "run": 6, "retain_graph": 6, "cli": 7, "web": 7, "batch": 7,
+        "video": 7}
 # Modules ranked apart from their folder: what a weights file tells, read without torch for StyleConfig's checks.
 MODULE_RANK = {"networks.weights": 0, "networks.onnx_graph": 0}
 FRONT_ENDS = ("cli", "web", "batch", "video")

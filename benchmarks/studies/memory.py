@@ -1,4 +1,4 @@
-"""Peak memory of a run against the estimate the size check uses (style_transfer.tiling.memory).
+"""Peak memory of a run against the estimate the size check uses (style_transfer.memory).
 
     python -m benchmarks memory [--fast] [SIZE ...]      # default: 64 128 256 384, one LBFGS step each
 
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from style_transfer import StyleConfig
-    from style_transfer.tiling import memory as guards
+    from style_transfer import memory as guards
     from style_transfer.fast.fast import speed_from_config
 
     fast = args.fast

@@ -78,7 +78,7 @@ class Engine(abc.ABC):
         """Refuse, before the first item runs, items that cannot fit where this engine runs them.
 
         Raises:
-            ResourceError: naming the item (``run.check_fits``'s message). The default checks nothing
+            ResourceError: naming the item (``run.fits.check_fits``'s message). The default checks nothing
                 (where the machines are not known here, each run still refuses its own size at once).
         """
 

@@ -99,10 +99,10 @@ class LocalEngine(Engine):
             self._shutdown()
 
     def check(self, items: Sequence[Item]) -> None:
-        """Each item's size against this machine's free memory (``run.check_fits``: headers only), before the
+        """Each item's size against this machine's free memory (``run.fits.check_fits``: headers only), before the
         first item. Not with several GPU workers: a CUDA context made here would take memory from theirs."""
         from ..errors import ResourceError
-        from ..run.run import check_fits
+        from ..run.fits import check_fits
         from ..run.prepare import resolve_device
 
         device = self.worker.device if self.workers == 1 else (self.devices or _default_devices(self.workers))[0]

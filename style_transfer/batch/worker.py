@@ -2,7 +2,7 @@
 
 A ``Worker`` lives as long as its process (the command's own, a local worker process, a Ray worker)
 and makes items one after another: it loads VGG19 once per (weights, device) and keeps a
-``TargetCache`` of Gram targets keyed by ``run.style_targets_key`` (the style files' hashes, the
+``TargetCache`` of Gram targets keyed by ``run.inputs.style_targets_key`` (the style files' hashes, the
 layers, the working size, the style scale, ...), so each style's targets are computed once and reused
 for every content. It returns the encoded output file (bytes, with its provenance record); the
 driver (``engine.run_batch``) writes it.

@@ -3,27 +3,25 @@
 from __future__ import annotations
 
 import dataclasses
-import os
-import shlex
 from typing import Any, NoReturn
 
 import click
 
 from .. import __version__
+from .checkpoints import checkpoint_help, checkpoint_text, make_run_options, resume_hint, resume_settings, stamp
+from .print_config import show_config
 from .watch import EXIT_CODES, Signals, Watch, read_record
-from ..config.run_options import RunOptions
+from ..config.choices import INITS
 from ..config.style import StyleConfig
 from ..networks.weights import WEIGHTS_WORDS, preprocess_assumed
-from ..fast.cpuinfo import Bf16, cpu_bf16, cpu_flags
 from ..errors import Interrupted, MissingExtra, RunStopped, StyleTransferError
-from ..io.files import check_not_an_input, check_writable, shown
+from ..io.files import check_not_an_input, shown
 from ..io.images import (INPUT_FORMATS_TEXT, MAX_PIXELS, MIN_INPUT_SIDE, check_output, header_size, open_image,
                          save_image)
-from .options import (MASK_FIELDS, OneLineCommand, RECORDED_FIELDS, SETTINGS_FIELDS, UsageFault, check_input_paths,
+from .options import (MASK_FIELDS, OneLineCommand, RECORDED_FIELDS, UsageFault, check_input_paths,
                       config_from_options, note, one_line_error, own_process, setting_inputs,
                       settings_options, show_traceback, unexpected_error)
-from ..fast.speed import FAST_HISTORY_SIZE, Speed, resolve_speed
-from ..run.plans import checkpoint_bytes, default_size_of, plan_run
+from ..fast.speed import resolve_speed
 from ..core.steps import LBFGS_MAX_ITER
 from ..networks.download import planned_weights
 from ..io.provenance import check_replay_inputs, replay_config
@@ -35,56 +33,7 @@ from ..io.provenance import check_replay_inputs, replay_config
 ALPHA_FORMATS = ("PNG", "WEBP", "TIFF")  # output formats that keep --keep-alpha's transparency
 
 
-def bytes_text(count: int) -> str:
-    """A file's size as a person reads it: ``26.6 MB``, ``114 kB``, ``1.2 GB`` (decimal units, 3 digits)."""
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if count >= scale:
-            return f"{count / scale:.3g} {unit}"
-    return f"{count} B"
 
-
-def _checkpoint_help() -> str:
-    """--checkpoint's help: when it is written, and how large it grows (``plans.checkpoint_bytes``)."""
-    small, large = (bytes_text(checkpoint_bytes(w, h, 100)) for w, h in ((128, 85), (448, 299)))
-    return ("Save the run's state to this file on Ctrl-C, SIGTERM or a NaN loss (and every --checkpoint-every "
-            "evaluations), to continue with --resume. It is large: float32 copies of the image, 2 x --history-size "
-            f"+ 4 of them (LBFGS's curvature pairs), about 12 x W x H x (2 x history + 4) bytes: {small} at 128x85 "
-            f"px, {large} at 448x299 px with the default history of 100 (--fast keeps it; moving the pixels, "
-            f"{FAST_HISTORY_SIZE}). The "
-            "summary line gives the size written.")
-
-
-def show_config(config: StyleConfig) -> None:
-    """The resolved settings, one ``name: value`` per line, on stdout: the preset filled in, the speed
-    settings --fast turns on (``fast.speed.resolve_speed``, with this CPU's flags and the oneDNN cap in force; a GPU
-    taken to have native bf16), and the plan (``plans.plan_run``: the sizes and the evaluations that run)."""
-    devices = ["cpu"] if config.device == "cpu" else ["cuda"] if config.device.startswith("cuda") else ["cpu", "cuda"]
-    bf16 = {"cpu": cpu_bf16(cpu_flags(), os.environ.get("ONEDNN_MAX_CPU_ISA")), "cuda": Bf16(True, "native bf16")}
-    speeds = {device: resolve_speed(config, device, bf16[device]) for device in devices}
-    speed: Speed = speeds[devices[0]]
-    resolved: dict[str, Any] = {**vars(config), "channels_last": speed.channels_last, "fused_gram": speed.fused_gram,
-                                "history_size": speed.history_size, "parametrization": speed.parametrization,
-                                "two_loop": speed.two_loop}
-    if speed.reason:  # --fast chose the precision: which, and why, on each kind of device the run may take
-        resolved["precision"] = "; ".join(f"{s.precision} {s.reason}" for s in speeds.values())
-    plans = {device: plan_run(config, config.size or default_size_of(device), speeds[device]) for device in devices}
-    plan = plans[devices[-1]]
-    if len(plan.sizes) > 1 and not config.scale_steps and len({p.budgets for p in plans.values()}) == 1:
-        resolved["scale_steps"] = plan.budgets  # the split of --steps each size gets
-    for name, value in resolved.items():
-        if isinstance(value, tuple):
-            value = ",".join(str(v) for v in value)
-        if name == "preprocess" and value is None:  # a weights file not found yet: the run names the problem
-            value = "auto (from the weights)"
-        click.echo(f"{name}: {'auto' if value is None and name in ('size', 'lr') else value}")
-    where = {"cpu": " on a CPU", "cuda": " on a GPU"} if config.size is None else {"cpu": "", "cuda": ""}
-    sizes = [",".join(map(str, p.sizes)) + where[d] for d, p in plans.items()]
-    click.echo(f"sizes: {'; '.join(dict.fromkeys(sizes))}")
-    runs = {d: f"{p.total}" + (f" ({','.join(map(str, p.evaluations))})" if len(p.sizes) > 1 else "")
-            for d, p in plans.items()}
-    counts = [text + (where[d] if len(set(runs.values())) > 1 else "") for d, text in runs.items()]
-    steps = f", in whole LBFGS steps of {LBFGS_MAX_ITER}" if config.optimizer == "lbfgs" else ""
-    click.echo(f"evaluations: {'; '.join(dict.fromkeys(counts))}{steps}")
 
 
 @click.command(cls=OneLineCommand)
@@ -112,7 +61,7 @@ def show_config(config: StyleConfig) -> None:
               help="Run again with the settings recorded in this output of an earlier run, on the CONTENT and "
                    "STYLE given (checked by SHA-256): the same image on the same machine.")
 @click.option("--checkpoint", type=click.Path(path_type=str), default=None,
-              help=_checkpoint_help())
+              help=checkpoint_help())
 @click.option("--checkpoint-every", type=int, default=0,
               help="Also save the checkpoint every N evaluations (at the LBFGS step that passes them).")
 @click.option("--resume", type=click.Path(path_type=str), default=None,
@@ -148,7 +97,7 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
         if replay is not None:
             config = dataclasses.replace(_replay_config(replay, config.weights, config.device), **masks)
         if resume is not None:
-            config = dataclasses.replace(_resume_config(resume, config), **masks)
+            config = dataclasses.replace(resume_settings(resume, config), **masks)
         if print_config:  # the weights that will run: offline, the original VGG19's settings (and a note)
             show_config(planned_weights(config, on_notice=None if quiet else note))
             return
@@ -162,7 +111,7 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
             raise UsageFault(f"--keep-alpha: {output} cannot store transparency; use .png, .webp or .tiff")
         watch = Watch(output, quiet=quiet, save_every=save_every, save_dir=save_dir, animate=animate,
                       log_path=log_path, plot=plot, metadata=not no_metadata)
-        run_options = _run_options(watch, checkpoint, checkpoint_every, resume)
+        run_options = make_run_options(watch.preview_every, checkpoint, checkpoint_every, resume)
     except MissingExtra as exc:  # an extra not installed (--plot's matplotlib): not a usage error, exit 1
         raise click.ClickException(str(exc)) from None
     except (ValueError, StyleTransferError) as exc:
@@ -182,7 +131,7 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
     from ..run.run import Run
 
     own_process(config.threads)
-    checkpoint_before = _stamp(run_options.checkpoint)  # the summary names the checkpoint if this run wrote it
+    checkpoint_before = stamp(run_options.checkpoint)  # the summary names the checkpoint if this run wrote it
     run = Run(content, list(styles) if len(styles) > 1 else styles[0], config, run_options,
               download_progress=watch.on_download, on_notice=watch.on_notice, on_stage=watch.on_stage)
     watch.run = run
@@ -193,7 +142,7 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
         watch.finish(result)  # the result, its animation and plot; a Ctrl-C now stops the writing
     except RunStopped as exc:  # a second Ctrl-C, or a NaN loss: keep the last good image
         watch.close()
-        hint = _resume_hint(run_options.checkpoint, content, styles, output, run.config)
+        hint = resume_hint(run_options.checkpoint, content, styles, output, run.config)
         _keep_partial(exc, output, debug, watch.record(run, exc), hint)
     except (StyleTransferError, ValueError) as exc:  # ValueError: a setting only the model can check
         watch.close()
@@ -207,7 +156,7 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
         unexpected_error(exc, debug)
     if result.stopped in EXIT_CODES:  # Ctrl-C, SIGTERM: the image so far was saved
         click.echo(f"interrupted at step {result.evaluations}, saved {shown(output)}; "
-                   f"{_resume_hint(run_options.checkpoint, content, styles, output, run.config)}", err=True)
+                   f"{resume_hint(run_options.checkpoint, content, styles, output, run.config)}", err=True)
         raise SystemExit(EXIT_CODES[result.stopped])
     if result.ended_above_start:  # even with --quiet: the picture is not what was asked for
         click.echo(f"warning: the loss ended at {result.losses['loss']:.4g}, above the {result.start_loss:.4g} it "
@@ -221,8 +170,8 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
             click.echo(f"stopped early: the loss improved by less than {config.min_improvement:g} over the last "
                        f"{config.patience} evaluations", err=True)
         also = watch.written()
-        if run_options.checkpoint is not None and _stamp(run_options.checkpoint) != checkpoint_before:
-            also.append(f"checkpoint {_checkpoint_text(run_options.checkpoint)}")
+        if run_options.checkpoint is not None and stamp(run_options.checkpoint) != checkpoint_before:
+            also.append(f"checkpoint {checkpoint_text(run_options.checkpoint)}")
         smaller = _smaller_than_the_photo(content, result)
         if smaller:  # before the summary, which stays the last line
             click.echo(smaller, err=True)
@@ -282,7 +231,7 @@ def _check_not_inputs(content: str, styles: tuple[str, ...], config: StyleConfig
                       resume: str | None) -> None:
     """Refuse, before any work (before --log is opened), a file this run writes that is one of its inputs
     by any name (docs/inputs-and-errors.md)."""
-    init = None if config.init in ("content", "noise", "style") else config.init
+    init = None if config.init in INITS else config.init
     weights = None if config.weights in WEIGHTS_WORDS else config.weights
     inputs = [("CONTENT", content), *(("STYLE", style) for style in styles), ("--init", init), ("--replay", replay),
               ("--weights", weights), *(("--style-mask", mask) for mask in config.style_masks),
@@ -327,100 +276,3 @@ def _replay_config(path: str, weights: str, device: str) -> StyleConfig:
                              device=device if explicit["device"] else None)
     except (ValueError, StyleTransferError) as exc:
         raise UsageFault(f"--replay {shown(path)}: {exc}") from None
-
-
-def _resume_config(path: str, config: StyleConfig) -> StyleConfig:
-    """--resume: the settings saved in the checkpoint; an option given that differs from them is refused
-    (naming the option and both values), one that agrees is accepted. --threads may be given anew."""
-    from click.core import ParameterSource
-
-    if not os.path.isfile(path):
-        raise UsageFault(f"--resume {shown(path)}: no such checkpoint file")
-    from ..errors import CheckpointError
-    from ..io.provenance import setting_text, weights_entry
-    from ..run.checkpoints import checkpoint_settings  # imports torch: only a resumed run reads one before its run
-
-    try:
-        saved = checkpoint_settings(path)
-    except CheckpointError as exc:
-        raise click.ClickException(str(exc)) from None
-    context = click.get_current_context()
-    skipped = ("threads", *MASK_FIELDS)  # --threads may be given anew; masks are inputs (the checkpoint checks them)
-    given = [name for name in SETTINGS_FIELDS if name not in skipped and context.get_parameter_source(name) in
-             (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)]
-    where = f"--resume {shown(path)}"
-    recorded = saved["weights"]
-    if "weights" in given:
-        mine = weights_entry(config.weights)
-        if mine.get("kind") != recorded.get("kind"):
-            theirs = recorded.get("name") if recorded.get("kind") == "file" else recorded.get("kind")
-            raise UsageFault(f"{where}: --weights {shown(config.weights)} differs from the checkpoint's "
-                             f"{shown(str(theirs))}; drop --weights to continue the run as it was")
-        if mine.get("kind") == "file" and mine.get("sha256") != recorded.get("sha256"):
-            raise UsageFault(f"{where}: --weights {shown(config.weights)} is not the weights file the run was "
-                             f"made with ({shown(str(recorded.get('name')))}, SHA-256 differs)")
-    for name in given:
-        if name == "weights":
-            continue
-        ours, theirs = getattr(config, name), saved["settings"].get(name)
-        theirs = tuple(theirs) if isinstance(theirs, list) else theirs
-        if ours != theirs:
-            flag = "--" + name.replace("_", "-")
-            if isinstance(ours, bool):
-                raise UsageFault(f"{where}: {flag} was not given to the run the checkpoint holds; drop {flag} to "
-                                 f"continue the run as it was")
-            raise UsageFault(f"{where}: {flag} {setting_text(ours)} differs from the checkpoint's "
-                             f"{setting_text(theirs)}; drop {flag} to continue the run as it was")
-    try:
-        resumed = replay_config({"settings": saved["settings"], "weights": recorded},
-                                weights=config.weights if "weights" in given else None)
-    except ValueError as exc:
-        message = str(exc).replace("give it with weights=FILE", "give it again with weights=FILE")
-        raise UsageFault(f"{where}: {message}") from None
-    return dataclasses.replace(resumed, threads=config.threads)
-
-
-def _resume_hint(checkpoint: str | None, content: str, styles: tuple[str, ...], output: str,
-                 config: StyleConfig) -> str:
-    """What an interrupted run's last line says about continuing it: the checkpoint and the command."""
-    if checkpoint is None or not os.path.isfile(checkpoint):
-        return "no checkpoint was asked for (--checkpoint FILE keeps a run's state to resume it)"
-    words = ["stylize", content, *styles, "-o", output, "--resume", checkpoint]
-    for mask in config.style_masks:  # masks are inputs: given again, checked by hash
-        words += ["--style-mask", mask]
-    if config.content_mask is not None:
-        words += ["--content-mask", config.content_mask]
-    if config.weights != "imagenet":  # a checkpoint names a weights file, it cannot hold one; a word: as the run took
-        words += ["--weights", config.weights]
-    command = " ".join(shlex.quote(shown(word)) for word in words)
-    return f"the run's state is in {_checkpoint_text(checkpoint)}; continue it with: {command}"
-
-
-def _checkpoint_text(path: str) -> str:
-    """A checkpoint written, as the last line names it: its path and size (``run.ckpt (26.6 MB)``)."""
-    try:
-        return f"{shown(path)} ({bytes_text(os.path.getsize(path))})"
-    except OSError:
-        return shown(path)
-
-
-def _stamp(path: str | None) -> tuple[int, int] | None:
-    """A file's (inode, modification time in ns), None when there is none: tells whether a run rewrote it."""
-    try:
-        info = os.stat(path) if path is not None else None
-    except OSError:
-        return None
-    return (info.st_ino, info.st_mtime_ns) if info is not None else None
-
-
-def _run_options(watch: Watch, checkpoint: str | None, checkpoint_every: int, resume: str | None) -> RunOptions:
-    """The run's options; a checkpoint's folder is checked now, and --resume keeps saving to its file."""
-    if resume is not None and not os.path.isfile(resume):
-        raise ValueError(f"--resume {shown(resume)}: no such checkpoint file")
-    checkpoint = checkpoint if checkpoint is not None else resume
-    if checkpoint is not None:
-        if os.path.isdir(checkpoint):
-            raise ValueError(f"--checkpoint {shown(checkpoint)}: is a directory; give a file name")
-        check_writable(checkpoint)
-    return RunOptions(preview_every=watch.preview_every, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
-                      resume=resume)

@@ -25,7 +25,8 @@ from ..io.images import save_image
 if TYPE_CHECKING:
     from tqdm import tqdm
 
-    from ..run.run import Run, RunResult
+    from ..run import RunResult
+    from ..run.run import Run
     from ..core.transfer import StepInfo
 
 ANIMATION_EVERY = 10  # --animate's frame interval in evaluations when --save-every is not given

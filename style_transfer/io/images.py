@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import re
 import sys
@@ -161,18 +162,35 @@ def tensor_to_pil(tensor: torch.Tensor) -> Image.Image:
     return Image.frombytes("RGB", (data.shape[1], data.shape[0]), data.contiguous().numpy().tobytes())
 
 
-def open_image(path: str | os.PathLike) -> Image.Image:
+def read_bytes(path: str | os.PathLike) -> bytes:
+    """An image file's bytes, read once: ``open_image(path, data)`` opens them as it opens the file (a run decodes
+    its content at each working size from them, and hashes them for its record).
+
+    Raises:
+        ImageError: naming the file: missing, not a regular file, empty, or unreadable.
+    """
+    name = os.fspath(path)
+    with open_regular(name, ImageError) as handle:
+        try:
+            return handle.read()
+        except OSError as exc:
+            raise ImageError(f"{shown(name)}: cannot be read ({exc.strerror or exc})") from None
+
+
+def open_image(path: str | os.PathLike, data: bytes | None = None) -> Image.Image:
     """Open an image file fully (``load()`` inside, so a truncated file fails here), upright.
 
     The file is opened by content, never by extension, and only in ``INPUT_FORMATS``; frame 0
     of an animated or multi-page file is read. The size declared in the header is checked
-    (``MAX_PIXELS``, ``MIN_INPUT_SIDE``) before any pixel is decoded.
+    (``MAX_PIXELS``, ``MIN_INPUT_SIDE``) before any pixel is decoded. ``data``: the file's bytes, read before
+    (``read_bytes``), opened in place of the file (``path`` then only names it).
 
     Raises:
         ImageError: naming the file and what is wrong with it.
     """
     name = os.fspath(path)
-    with open_regular(name, ImageError) as handle, _quiet_pillow() as caught:
+    source = open_regular(name, ImageError) if data is None else io.BytesIO(data)
+    with source as handle, _quiet_pillow() as caught:
         with _open_header(handle, name, caught) as image:
             try:
                 if image.format == "PNG":  # Pillow checks PNG CRCs only in verify(), not while decoding
@@ -193,7 +211,7 @@ def header_size(source: ImageSource, upright: bool = False) -> tuple[int, int]:
     ``MIN_INPUT_SIDE``); a Pillow image or a ``(1, 3, H, W)`` tensor gives its own size. An EXIF
     orientation is applied only with ``upright`` (the shape ``open_image`` gives, which a mask over the
     picture must have): a quarter turn only swaps the sides, which changes neither the working area nor
-    the long side (what the memory estimate reads, ``run.check_fits``).
+    the long side (what the memory estimate reads, ``run.fits.check_fits``).
 
     Raises:
         ImageError: the file cannot be read, or declares too many or too few pixels.

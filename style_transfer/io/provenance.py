@@ -85,21 +85,35 @@ def base_name(path: str | os.PathLike) -> str:
     return os.path.basename(os.fsdecode(os.fspath(path)).rstrip("/" + os.sep))
 
 
+def file_entry(path: str | bytes | os.PathLike, data: bytes | None = None) -> dict[str, Any]:
+    """What the record says about an input file: ``{"name": base name, "sha256": of its bytes}``; ``data``: the
+    bytes, read before (a run reads its content once: ``images.read_bytes``), else the file is read.
+
+    Raises:
+        ImageError: the file cannot be read.
+    """
+    name = os.fsdecode(path)  # a bytes path as the text the file functions take (the same file)
+    digest = sha256_file(name) if data is None else hashlib.sha256(data).hexdigest()
+    return {"name": base_name(name), "sha256": digest}
+
+
 def input_entry(source: Any) -> dict[str, Any]:
     """What the record says about one input image.
 
-    A path gives ``{"name": base name, "sha256": of the file's bytes}``. A Pillow image gives
+    A path gives ``{"name": base name, "sha256": of the file's bytes}`` (``file_entry``). A Pillow image gives
     ``{"name": None, "sha256": ..., "size": [W, H], "pixels": "rgb8"}``, the hash of its 8-bit RGB
     bytes as the run sees them (transparency over white), followed where it is not opaque by its
     8-bit alpha's, which a style's targets weigh by (``"pixels": "rgba8"``); a ``(1, 3, H, W)`` or
-    ``(3, H, W)`` tensor gives the hash of its float32 values, ``"pixels": "float32"``.
+    ``(3, H, W)`` tensor gives the hash of its float32 values, ``"pixels": "float32"``. An entry made before (a
+    mapping) comes back as it is.
 
     Raises:
         ImageError: a path that cannot be read. TypeError: another kind of source.
     """
+    if isinstance(source, Mapping):  # an entry made before (a run hashes each file it reads once)
+        return dict(source)
     if isinstance(source, (str, bytes, os.PathLike)):
-        name = os.fsdecode(source)  # a bytes path as the text the file functions take (the same file)
-        return {"name": base_name(name), "sha256": sha256_file(name)}
+        return file_entry(source)
     if isinstance(source, Image.Image):
         from .images import alpha_channel, pil_to_rgb  # images imports torch: only here, where a run has it loaded
 
@@ -193,7 +207,7 @@ def make_record(settings: Any, *, content: Any, styles: Sequence[Any], weights: 
         settings: the resolved settings, a dataclass (``StyleConfig``) or a mapping. A file path
             in ``init`` or ``weights`` is replaced by its base name, and an init file is hashed
             into ``inputs["init"]``.
-        content: the content image (a path, a Pillow image or a tensor; see ``input_entry``).
+        content: the content image (a path, a Pillow image or a tensor; see ``input_entry``), or its entry made before.
         styles: the style images, in order.
         weights: the weights setting (``weights_entry`` is called) or an entry made before.
         device: where the run ran (``"cpu"``, ``"cuda:0"``, a ``torch.device``).

@@ -1,17 +1,20 @@
 """A run's checkpoints: its state after an LBFGS step saved atomically (on Ctrl-C, SIGTERM, a NaN, every N
-evaluations) and read back by ``--resume``, checked against the inputs, weights and settings it was made with."""
+evaluations) and read back by ``--resume``, checked against the inputs, weights and settings it was made with; the
+settings a resume runs with, reconciled with those given (``resume_config``)."""
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass, field
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import torch
 
 from ..config.run_options import RunOptions
 from ..config.style import StyleConfig
+from ..config.text import SETTINGS
 from ..core.averaging import IterateAverage
 from ..core.transfer import Resume
 from ..errors import CheckpointError, first_line
@@ -23,7 +26,7 @@ CHECKPOINT_VERSION = 1
 
 
 @dataclass
-class _Saved:
+class Saved:
     """A checkpoint's contents: where the run was after one of its LBFGS steps."""
 
     scale: int
@@ -32,7 +35,7 @@ class _Saved:
     seconds: float
     image: torch.Tensor
     optimizer: dict
-    plateau: list[float] = field(default_factory=list)  # _Plateau's running minimum, oldest first
+    plateau: list[float] = field(default_factory=list)  # progress.Plateau's running minimum, oldest first
     average: dict | None = None  # IterateAverage.state_dict() (docs/usage.md), None without averaging
 
 
@@ -47,11 +50,58 @@ def checkpoint_settings(path: str) -> dict[str, Any]:
         CheckpointError: missing, unreadable, damaged or not ours (one line naming the file).
     """
     data = _read_checkpoint(path)
-    fingerprint = data.get("fingerprint")
-    if not isinstance(fingerprint, dict) or not isinstance(fingerprint.get("settings"), dict):
+    made = data.get("fingerprint")
+    if not isinstance(made, dict) or not isinstance(made.get("settings"), dict):
         raise CheckpointError(f"{shown(path)}: damaged checkpoint (no settings)")
-    return {"settings": dict(fingerprint["settings"]), "weights": dict(fingerprint.get("weights") or {}),
+    return {"settings": dict(made["settings"]), "weights": dict(made.get("weights") or {}),
             "evaluations": data.get("evaluations")}
+
+
+def resume_config(config: StyleConfig, path: str, given: Collection[str]) -> StyleConfig:
+    """The settings to resume the run saved at ``path`` with: the checkpoint's (``checkpoint_settings``), with
+    ``config``'s ``threads``. Each setting of ``given`` (those the user gave explicitly, their values in ``config``)
+    must agree with the checkpoint's; the inputs among them (masks, checked by hash when the run loads the
+    checkpoint) and ``threads`` may be given anew, and ``weights`` may name the checkpoint's weights again (a file
+    by its hash).
+
+    Raises:
+        CheckpointError: the checkpoint is missing, unreadable, damaged or not ours (one line naming the file).
+        ValueError: one line from ``--resume PATH:``: a setting given that differs from the checkpoint's (naming
+            its option and both values), or a weights file the checkpoint names that must be given again.
+    """
+    saved = checkpoint_settings(path)
+    skipped = {"threads", *(s.name for s in SETTINGS if s.is_input)}
+    given = [name for name in given if name not in skipped]
+    where = f"--resume {shown(path)}"
+    recorded = saved["weights"]
+    if "weights" in given:
+        mine = provenance.weights_entry(config.weights)
+        if mine.get("kind") != recorded.get("kind"):
+            theirs = recorded.get("name") if recorded.get("kind") == "file" else recorded.get("kind")
+            raise ValueError(f"{where}: --weights {shown(config.weights)} differs from the checkpoint's "
+                             f"{shown(str(theirs))}; drop --weights to continue the run as it was")
+        if mine.get("kind") == "file" and mine.get("sha256") != recorded.get("sha256"):
+            raise ValueError(f"{where}: --weights {shown(config.weights)} is not the weights file the run was "
+                             f"made with ({shown(str(recorded.get('name')))}, SHA-256 differs)")
+    for name in given:
+        if name == "weights":
+            continue
+        ours, theirs = getattr(config, name), saved["settings"].get(name)
+        theirs = tuple(theirs) if isinstance(theirs, list) else theirs
+        if ours != theirs:
+            flag = "--" + name.replace("_", "-")
+            if isinstance(ours, bool):
+                raise ValueError(f"{where}: {flag} was not given to the run the checkpoint holds; drop {flag} to "
+                                 f"continue the run as it was")
+            raise ValueError(f"{where}: {flag} {provenance.setting_text(ours)} differs from the checkpoint's "
+                             f"{provenance.setting_text(theirs)}; drop {flag} to continue the run as it was")
+    try:
+        resumed = provenance.replay_config({"settings": saved["settings"], "weights": recorded},
+                                           weights=config.weights if "weights" in given else None)
+    except ValueError as exc:
+        message = str(exc).replace("give it with weights=FILE", "give it again with weights=FILE")
+        raise ValueError(f"{where}: {message}") from None
+    return dataclasses.replace(resumed, threads=config.threads)
 
 
 def _read_checkpoint(path: str) -> dict[str, Any]:
@@ -85,8 +135,10 @@ def _weights_text(entry: dict[str, Any]) -> str:
     return f"the file {entry.get('name')}" if entry.get("kind") == "file" else str(entry.get("kind"))
 
 
-def _fingerprint(config: StyleConfig, content: ImageSource, styles: Sequence[ImageSource]) -> dict[str, Any]:
-    """What a checkpoint must match to be resumed: the settings (threads aside) and the inputs' hashes."""
+def fingerprint(config: StyleConfig, content: ImageSource | Mapping[str, Any], styles: Sequence[ImageSource]
+                ) -> dict[str, Any]:
+    """What a checkpoint must match to be resumed: the settings (threads aside) and the inputs' hashes (``content``:
+    a source, or its ``provenance.input_entry`` made before)."""
     settings = provenance.settings_dict(config)
     settings.pop("threads", None)
     masks = provenance.mask_inputs(settings)  # masks by name in the settings, by hash beside the inputs
@@ -96,7 +148,7 @@ def _fingerprint(config: StyleConfig, content: ImageSource, styles: Sequence[Ima
             "weights": provenance.weights_entry(config.weights, model=config.model)}
 
 
-class _Checkpoints:
+class Checkpoints:
     """Snapshots of the run after each LBFGS step (only when a checkpoint file is asked for), written
     atomically every ``checkpoint_every`` evaluations and when the run stops early.
 
@@ -112,7 +164,7 @@ class _Checkpoints:
         self.plateau: Any = None  # the early stop's window, saved with each snapshot
         self.averager: IterateAverage | None = None  # the iterate average (docs/usage.md), saved with each snapshot
 
-    def load(self) -> _Saved:
+    def load(self) -> Saved:
         """The checkpoint to resume, checked against this run's settings and inputs.
 
         Raises:
@@ -139,7 +191,7 @@ class _Checkpoints:
             raise CheckpointError(f"{name}: made with other settings ({shown_values}); resume with the checkpoint's "
                                   f"settings")
         try:
-            return _Saved(int(data["scale"]), int(data["evaluations_in_scale"]), int(data["evaluations"]),
+            return Saved(int(data["scale"]), int(data["evaluations_in_scale"]), int(data["evaluations"]),
                           float(data["seconds"]), data["image"].float(), data["optimizer"],
                           [float(loss) for loss in data.get("plateau", [])], data.get("average"))
         except (KeyError, TypeError, ValueError, AttributeError):

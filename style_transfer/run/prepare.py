@@ -1,4 +1,5 @@
-"""The run's inputs made ready: the device, the working sizes, the start image, the colours."""
+"""The run's inputs made ready: the device and long side (resolved once), the working sizes (also from the headers
+alone), the start image, the colours."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
+from ..config.style import StyleConfig
 from ..core import colors
-from ..tiling.memory import SizeFn
-from ..io.images import MIN_SIDE, load_image, working_size
+from ..memory import SizeFn
+from ..io.images import MIN_SIDE, ImageSource, header_size, load_image, working_size
 from .plans import default_size_of
 
 
@@ -39,6 +41,17 @@ def resolve_device(name: str = "auto") -> torch.device:
 def default_size(device: torch.device) -> int:
     """The working size when none is given: 512 px on a GPU, ``CPU_DEFAULT_SIZE`` on a CPU."""
     return default_size_of(device.type)
+
+
+def device_and_size(config: StyleConfig) -> tuple[torch.device, int]:
+    """The device a run of ``config`` takes (``resolve_device``) and its long side (``size``, else the device's
+    ``default_size``): what a run resolves once, before it plans.
+
+    Raises:
+        ValueError: the device is not available on this machine.
+    """
+    device = resolve_device(config.device)
+    return device, config.size or default_size(device)
 
 
 def initial_image(content_img: torch.Tensor, init: str, seed: int, *,
@@ -111,3 +124,10 @@ def sizes_from(content_w: int, content_h: int, styles_wh: Sequence[tuple[int, in
         return working_size(content_w, content_h, size)[::-1], max(styles, key=lambda hw: hw[0] * hw[1])
 
     return sizes
+
+
+def header_sizes(content: ImageSource | tuple[int, int], styles: Sequence[ImageSource],
+                 config: StyleConfig) -> SizeFn:
+    """The working sizes of a run's images at any long side, by arithmetic on their declared sizes."""
+    content_wh = content if isinstance(content, tuple) else header_size(content)
+    return sizes_from(*content_wh, [header_size(s) for s in styles], config.style_scale)

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import torch
 
-from . import memory as guards
+from .. import memory
 from ..config.style import StyleConfig
 from ..config.checks import filled
 from ..core.steps import TORCH_LBFGS_HISTORY
@@ -33,9 +33,9 @@ TILE_STEP = 64  # automatic tiles are multiples of this (px)
 
 def tiled_estimate_bytes(content_hw: tuple[int, int], style_hw: tuple[int, int], tile: int,
                          speed: Speed | None = None, target_bytes_per_pixel: float = 0.0) -> int:
-    """Memory a tiled run needs beyond the process (``guards.estimate_bytes``'s terms, crop-sized activations).
+    """Memory a tiled run needs beyond the process (``memory.estimate_bytes``'s terms, crop-sized activations).
 
-    A fixed part (``guards.BASE_BYTES`` and one crop's activations, ``tile`` x ``tile`` at most) and parts
+    A fixed part (``memory.BASE_BYTES`` and one crop's activations, ``tile`` x ``tile`` at most) and parts
     proportional to the picture: LBFGS's history, ``TILED_IMAGE_COPIES`` image copies, the content targets and
     masks (``target_bytes_per_pixel``: ``vgg19_target_bytes``, ``vgg19_mask_bytes``) and the style images (3 floats
     a pixel).
@@ -43,31 +43,31 @@ def tiled_estimate_bytes(content_hw: tuple[int, int], style_hw: tuple[int, int],
     speed = speed or Speed()
     content = content_hw[0] * content_hw[1]
     crop = min(tile, content_hw[0]) * min(tile, content_hw[1])
-    history = guards.LBFGS_HISTORY_BYTES_PER_PIXEL * speed.history_size // TORCH_LBFGS_HISTORY
+    history = memory.LBFGS_HISTORY_BYTES_PER_PIXEL * speed.history_size // TORCH_LBFGS_HISTORY
     per_pixel = history + TILED_IMAGE_COPIES * 12 + target_bytes_per_pixel
-    return int(guards.BASE_BYTES + crop * guards.ACTIVATION_BYTES_PER_PIXEL + content * per_pixel
+    return int(memory.BASE_BYTES + crop * memory.ACTIVATION_BYTES_PER_PIXEL + content * per_pixel
                + style_hw[0] * style_hw[1] * 12)
 
 
-def plan_tiles(sizes: Sequence[int], size_fn: guards.SizeFn, config: StyleConfig, speed: Speed,
+def plan_tiles(sizes: Sequence[int], size_fn: memory.SizeFn, config: StyleConfig, speed: Speed,
                device: torch.device, available: int | None = None, styles: int = 1) -> list[int | None]:
     """The tile of each working size of a run (None: untiled), checked against the free memory.
 
     With ``config.tile`` every size gets it (a size smaller than the tile runs untiled). Without it, a size
-    whose untiled estimate (``guards.estimate_bytes``) does not fit in the free memory gets the largest
+    whose untiled estimate (``memory.estimate_bytes``) does not fit in the free memory gets the largest
     tile, a multiple of ``TILE_STEP``, whose ``tiled_estimate_bytes`` fits; the others run untiled.
 
-    Arithmetic on the sizes ``size_fn`` gives: ``run.check_fits`` calls it with the sizes the images'
+    Arithmetic on the sizes ``size_fn`` gives: ``run.fits.check_fits`` calls it with the sizes the images'
     headers declare, before any image is read at a working size. The untiled estimate counts what the style
-    losses keep (``guards.StyleLossPlan`` of ``config`` and its ``styles`` style images).
+    losses keep (``memory.StyleLossPlan`` of ``config`` and its ``styles`` style images).
 
     Raises:
         ValueError: ``config.tile`` is too small for the layers used (naming the minimum).
-        ResourceError: a size fits neither untiled nor tiled (``guards.check_memory``'s message, naming the
+        ResourceError: a size fits neither untiled nor tiled (``memory.check_memory``'s message, naming the
             largest size that fits untiled and in tiles, or saying why tiling could not help), or not in
             the tile given.
     """
-    available = guards.available_bytes(device) if available is None else available
+    available = memory.available_bytes(device) if available is None else available
     names = model_layer_names(config.model)
     content_layers = resolve_layers(filled(config.content_layers), names)
     style_layers = resolve_layers(filled(config.style_layers), names)
@@ -75,7 +75,7 @@ def plan_tiles(sizes: Sequence[int], size_fn: guards.SizeFn, config: StyleConfig
     guided = styles if config.style_masks else 0  # masks followed to each loss's whole map (tiling.tiling)
     targets = vgg19_target_bytes(content_layers, config.model) + vgg19_mask_bytes(
         style_layers, content_layers, guided, config.content_mask is not None, config.model)
-    losses = guards.StyleLossPlan.of(config, styles)
+    losses = memory.StyleLossPlan.of(config, styles)
     tiles: list[int | None] = []
 
     def in_tiles(size: int) -> tuple[int, int] | None:
@@ -86,19 +86,19 @@ def plan_tiles(sizes: Sequence[int], size_fn: guards.SizeFn, config: StyleConfig
         if config.tile is not None:
             tiles.append(config.tile)
             if not needs_tiles(*content_hw, config.tile):
-                if available is not None and guards.estimate_bytes(content_hw, style_hw, speed, losses) > available:
-                    guards.check_memory(content_hw, style_hw, device, size, size_fn, available, speed, in_tiles(size),
+                if available is not None and memory.estimate_bytes(content_hw, style_hw, speed, losses) > available:
+                    memory.check_memory(content_hw, style_hw, device, size, size_fn, available, speed, in_tiles(size),
                                         losses)
                 continue
             check_tile(config.tile, geometry)
             needed = tiled_estimate_bytes(content_hw, style_hw, config.tile, tiled_speed(speed), targets)
             if available is not None and needed > available:
-                untiled = guards.largest_fitting_size(content_hw, style_hw, available, size_fn, speed, losses)
-                raise ResourceError(f"size {size} px needs about {needed / guards.GIB:.1f} GiB in tiles of "
-                                    f"{config.tile} px but only {available / guards.GIB:.1f} GiB is free on "
-                                    f"{device}: {guards.fitting_advice(untiled, in_tiles(size))}")
+                untiled = memory.largest_fitting_size(content_hw, style_hw, available, size_fn, speed, losses)
+                raise ResourceError(f"size {size} px needs about {needed / memory.GIB:.1f} GiB in tiles of "
+                                    f"{config.tile} px but only {available / memory.GIB:.1f} GiB is free on "
+                                    f"{device}: {memory.fitting_advice(untiled, in_tiles(size))}")
             continue
-        if available is None or guards.estimate_bytes(content_hw, style_hw, speed, losses) <= available:
+        if available is None or memory.estimate_bytes(content_hw, style_hw, speed, losses) <= available:
             tiles.append(None)
             continue
         tile = _largest_tile(content_hw, style_hw, available, tiled_speed(speed), targets, geometry.minimum_tile)
@@ -108,7 +108,7 @@ def plan_tiles(sizes: Sequence[int], size_fn: guards.SizeFn, config: StyleConfig
                else None)
         if tile is None or why is not None:
             try:
-                guards.check_memory(content_hw, style_hw, device, size, size_fn, available, speed,
+                memory.check_memory(content_hw, style_hw, device, size, size_fn, available, speed,
                                     in_tiles(size) if why is None else None, losses)
             except ResourceError as exc:
                 if tile is None:
@@ -127,12 +127,12 @@ def advice_tile(available: int, minimum: int) -> int:
     activations take at most a tenth of ``available``, else the smallest the layers allow."""
     smallest = -(-minimum // TILE_STEP) * TILE_STEP
     tile = max(ADVICE_TILE, smallest)
-    while tile > smallest and tile * tile * guards.ACTIVATION_BYTES_PER_PIXEL > available // 10:
+    while tile > smallest and tile * tile * memory.ACTIVATION_BYTES_PER_PIXEL > available // 10:
         tile -= TILE_STEP
     return tile
 
 
-def largest_tiled_size(size: int, size_fn: guards.SizeFn, available: int | None, speed: Speed, targets: float,
+def largest_tiled_size(size: int, size_fn: memory.SizeFn, available: int | None, speed: Speed, targets: float,
                        minimum: int) -> tuple[int, int] | None:
     """The largest long side up to ``size`` (a multiple of 16) whose run fits in ``available`` in tiles of
     ``advice_tile``, with that tile; None when none fits or the free memory is unknown.

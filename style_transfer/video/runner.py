@@ -195,7 +195,7 @@ class VideoRun:
         a finished frame (then the same run continues from it); a cancelled run keeps them.
 
         Raises:
-            ResourceError: the size cannot fit (``run.check_fits``, from the clip's and the styles' sizes, before
+            ResourceError: the size cannot fit (``run.fits.check_fits``, from the clip's and the styles' sizes, before
                 any frame is read). VideoError: the work folder holds another run's frames. The run API's
                 errors (ImageError, WeightsError, NonFiniteLoss, ...) as they come.
         """
@@ -225,7 +225,8 @@ class VideoRun:
         from ..io.images import load_image, pil_to_tensor
         from ..losses import masks
         from ..networks.vgg import load_network
-        from ..run.run import Run, check_fits
+        from ..run.fits import check_fits
+        from ..run.run import Run
         from ..run.prepare import resolve_device, default_size
         from ..losses.temporal import TemporalLoss
         from .temporal import SETTLE, frame_start

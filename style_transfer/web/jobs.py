@@ -204,7 +204,7 @@ class JobQueue:
             self._lock.notify_all()
 
     def check_fits(self, job: Job) -> None:
-        """Refuse a job that fits on none of the queue's devices (``run.check_fits``: the uploads' headers only).
+        """Refuse a job that fits on none of the queue's devices (``run.fits.check_fits``: the uploads' headers only).
 
         A device running a job now passes: what that job holds is freed before this one starts, and the
         run checks its size itself then (the job fails at once with the same message).
@@ -213,7 +213,7 @@ class JobQueue:
             ResourceError: the size cannot fit on any device (the first device's message).
         """
         from ..errors import ResourceError
-        from ..run.run import check_fits
+        from ..run.fits import check_fits
 
         refusal = None
         for device in self.devices:

@@ -462,9 +462,9 @@ def test_manifest_through_the_command_row_settings_reach_the_record(inputs: dict
 
 def test_a_size_that_cannot_fit_refuses_the_batch_before_the_first_item(inputs: dict[str, Path], tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    from style_transfer.tiling import memory as guards
+    from style_transfer import memory
 
-    monkeypatch.setattr(guards, "available_bytes", lambda device: 380_000_000)  # test_faults.py's hand numbers
+    monkeypatch.setattr(memory, "available_bytes", lambda device: 380_000_000)  # test_faults.py's hand numbers
     monkeypatch.setattr(Worker, "make", lambda *a, **k: pytest.fail("an item was run"))
     out = tmp_path / "out"
     result = invoke([inputs["cat"], inputs["coffee"], "--style", inputs["ihc"], "-o", out, *TINY, "--size", "16384"], 1)

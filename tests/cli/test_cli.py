@@ -180,7 +180,7 @@ def test_print_config_honours_a_onednn_cap_as_the_run_does(cap: str, precision: 
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """--print-config --fast said bf16 under ONEDNN_MAX_CPU_ISA=AVX2 on a CPU with AVX512-BF16, where the run takes
     float32: both read the cap through cpuinfo.onednn_cap_allows_bf16 now (the run's side: tests/fast/test_fast.py)."""
-    monkeypatch.setattr("style_transfer.cli.stylize.cpu_flags", lambda: {"avx2", "avx512f", "avx512_bf16"})
+    monkeypatch.setattr("style_transfer.cli.print_config.cpu_flags", lambda: {"avx2", "avx512f", "avx512_bf16"})
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", cap)
     lines = dict(line.split(": ", 1) for line in invoke(["--print-config", "--fast", "--device", "cpu"], 0)
                  .stdout.splitlines())

@@ -18,7 +18,8 @@ import pytest
 from PIL import Image
 
 from style_transfer.cli.options import option_reference
-from style_transfer.cli.stylize import bytes_text, main
+from style_transfer.cli.checkpoints import bytes_text
+from style_transfer.cli.stylize import main
 from style_transfer.io.metadata import read_record
 from style_transfer.io.provenance import sha256_file
 

@@ -158,7 +158,7 @@ def test_library_messages_name_settings_as_the_api_and_the_commands_show_flags(t
     from style_transfer.config.text import as_options
     from style_transfer.io.provenance import check_replay_inputs, replay_config
     from style_transfer.fast import hardware
-    from style_transfer.tiling.memory import fitting_advice, out_of_memory
+    from style_transfer.memory import fitting_advice, out_of_memory
 
     from ..conftest import IMAGES
     from ..helpers import one_error_line, run_command

@@ -143,7 +143,7 @@ def test_cached_targets_are_kept_per_style_loss(cnn, content_32, style_32) -> No
     _, again, _ = get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD, style_32 * 0, content_32,
                                              style_loss="wasserstein", style_targets=shared)
     assert all(torch.equal(a.target, b.target) for a, b in zip(first, again))  # from the cache, not the black image
-    from style_transfer.run.run import style_targets_key
+    from style_transfer.run.inputs import style_targets_key
 
     content, style = small_image("chelsea.png", (32, 21)), small_image("ihc.png", (32, 32))
     keys = {kind: style_targets_key(StyleConfig(weights="random", style_loss=kind), content, [style], [style_32],
@@ -205,7 +205,8 @@ def test_on_real_features_each_loss_lowers_its_value_and_paints_toward_the_style
 @pytest.mark.parametrize("kind", ["sliced"])
 def test_automatic_tiling_refuses_the_sliced_loss_saying_tiles_would_fit(kind: str) -> None:
     """W2 was refused here too until its tiled gradient was built: it now gets the Gram's tiles."""
-    from style_transfer.tiling import crops, memory as guards, plans as tile_plans
+    from style_transfer import memory
+    from style_transfer.tiling import crops, plans as tile_plans
     from style_transfer.errors import ResourceError
     from style_transfer.run.prepare import sizes_from
 
@@ -213,7 +214,7 @@ def test_automatic_tiling_refuses_the_sliced_loss_saying_tiles_would_fit(kind: s
     speed = Speed()
     tiled_need = tile_plans.tiled_estimate_bytes((85, 128), (128, 128), 64, tile_plans.tiled_speed(speed),
                                              crops.vgg19_target_bytes(["conv_4"]))
-    assert tiled_need < guards.estimate_bytes((85, 128), (128, 128), speed)
+    assert tiled_need < memory.estimate_bytes((85, 128), (128, 128), speed)
     gram = StyleConfig(size=128)
     assert tile_plans.plan_tiles([128], sizes, gram, speed, torch.device("cpu"), available=tiled_need) == [64]
     w2 = StyleConfig(size=128, style_loss="wasserstein")

@@ -19,16 +19,16 @@ from PIL import Image
 from torch import nn
 
 from style_transfer import StyleConfig, get_style_model_and_losses, stylize
-from style_transfer.tiling import memory as guards
+from style_transfer import memory
 from style_transfer.losses import tutorial as losses
 from style_transfer.core import transfer
 from style_transfer.run import prepare
-from style_transfer.run import run as run_module
+from style_transfer.run import inputs as inputs_module, run as run_module
 from style_transfer.errors import Interrupted, NonFiniteLoss, ResourceError
 from style_transfer.fast.fast import Speed, accelerate
 from style_transfer.fast.hardware import bf16_supported
 from style_transfer.core.run_stats import RunStats
-from style_transfer.tiling.memory import estimate_bytes
+from style_transfer.memory import estimate_bytes
 from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD
 from style_transfer.core.transfer import TransferSettings, optimize
 
@@ -245,7 +245,7 @@ def test_out_of_memory_one_line_suggests_smaller_size(tmp_path: Path, monkeypatc
 
 
 def test_out_of_memory_at_a_large_size_suggests_tiles_then_smaller_tiles() -> None:
-    from style_transfer.tiling.memory import out_of_memory
+    from style_transfer.memory import out_of_memory
 
     cpu, error = torch.device("cpu"), MemoryError()
     # The library names the settings as the API takes them (size=...); the commands show them as flags.
@@ -265,7 +265,7 @@ def test_size_that_cannot_fit_is_refused_before_the_model_loads(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     content = noise_png(tmp_path / "c.png", 60, 40)
     style = noise_png(tmp_path / "s.png", 50, 50)
-    # By hand, with guards' constants (test_estimate_by_hand): 256 MiB + content px x (3072 + 2400) B +
+    # By hand, with memory' constants (test_estimate_by_hand): 256 MiB + content px x (3072 + 2400) B +
     # style px x 512 B. At 1024 px: 1024x683 and 1024x1024 px, 4_632_379_392 B (4.3 GiB). At 160 px
     # (160x107, 160x160): 375_223_296 B; at 176 px (176x117, 176x176): 396_974_592 B.
     # In tiles (tiling.tiled_estimate_bytes, the tile whose crop takes at most a tenth of the free memory:
@@ -273,7 +273,7 @@ def test_size_that_cannot_fit_is_refused_before_the_model_loads(tmp_path: Path,
     # 24 B + 120 B + 128 B of conv_4 targets) + style px x 12 B. At 528 px (528x352, 528x528): 375_061_504 B;
     # at 544 px (544x363, 544x544): 380_935_936 B.
     free = 380_000_000  # 0.35 GiB: room for 160 px, not for 176; 528 px in tiles, not 544
-    monkeypatch.setattr(guards, "available_bytes", lambda device: free)
+    monkeypatch.setattr(memory, "available_bytes", lambda device: free)
     monkeypatch.setattr(run_module, "load_network", lambda *a, **k: pytest.fail("the model was loaded"))
     out = tmp_path / "o.png"
     line = one_error_line(invoke([content, style, "-o", str(out), "--weights", "random", "--size", "1024",
@@ -290,8 +290,8 @@ def test_an_impossible_size_is_refused_from_the_headers_before_any_image_is_upsc
     (load_image, which upscales, is never called) and the line names the largest size, untiled and in tiles."""
     content = noise_png(tmp_path / "c.png", 60, 40)
     style = noise_png(tmp_path / "s.png", 50, 50)
-    monkeypatch.setattr(guards, "available_bytes", lambda device: 380_000_000)  # as above
-    monkeypatch.setattr(run_module, "load_image", lambda *a, **k: pytest.fail("an image was loaded at the size"))
+    monkeypatch.setattr(memory, "available_bytes", lambda device: 380_000_000)  # as above
+    monkeypatch.setattr(inputs_module, "load_image", lambda *a, **k: pytest.fail("an image was loaded at the size"))
     monkeypatch.setattr(prepare, "load_image", lambda *a, **k: pytest.fail("an image was loaded at the size"))
     out = tmp_path / "o.png"
     line = one_error_line(invoke([content, style, "-o", str(out), "--weights", "random", "--size", "16384",
@@ -341,7 +341,7 @@ def test_fast_estimate_names_the_size_that_fits_with_fast(tmp_path: Path, monkey
     # By hand: 256 MiB + content px x (3072 + 480) B + style px x 512 B. At 192 px (192x128, 192x192):
     # 374_603_776 B; at 208 px (208x139, 208x208): 393_282_048 B. The default path fits only 160 px.
     free = 380_000_000
-    monkeypatch.setattr(guards, "available_bytes", lambda device: free)
+    monkeypatch.setattr(memory, "available_bytes", lambda device: free)
     monkeypatch.setattr(run_module, "load_network", lambda *a, **k: pytest.fail("the model was loaded"))
     line = one_error_line(invoke([content, style, "-o", str(tmp_path / "o.png"), "--weights", "random",
                                   "--size", "1024", "--device", "cpu", "--fast", "--parametrization", "pixels"], 1))
@@ -351,9 +351,9 @@ def test_fast_estimate_names_the_size_that_fits_with_fast(tmp_path: Path, monkey
 def test_estimate_by_hand() -> None:
     """BASE + content pixels x (activations + 24 B per LBFGS pair) + style pixels x 512 B."""
     content, style = 100 * 200, 50 * 60
-    assert estimate_bytes((100, 200), (50, 60)) == guards.BASE_BYTES + content * (3072 + 2400) + style * 512
+    assert estimate_bytes((100, 200), (50, 60)) == memory.BASE_BYTES + content * (3072 + 2400) + style * 512
     bf16_20 = Speed(precision="bf16", history_size=20)
-    assert estimate_bytes((100, 200), (50, 60), bf16_20) == (guards.BASE_BYTES + content * (3072 + 480)
+    assert estimate_bytes((100, 200), (50, 60), bf16_20) == (memory.BASE_BYTES + content * (3072 + 480)
                                                              + style * 512)
 
 
@@ -392,9 +392,9 @@ def test_memory_estimate_covers_what_autograd_keeps(cnn) -> None:
     per_pixel = saved_bytes_per_pixel(cnn)
     # By hand for conv_1..conv_5: 475 floats (1900 B) per pixel; the RSS slope measured 3072 B.
     assert per_pixel == pytest.approx(1900, rel=0.02)
-    assert per_pixel <= guards.ACTIVATION_BYTES_PER_PIXEL <= 2 * per_pixel
+    assert per_pixel <= memory.ACTIVATION_BYTES_PER_PIXEL <= 2 * per_pixel
     history = 100 * 2 * 3 * 4  # LBFGS keeps 100 (s, y) pairs, each the size of the image
-    assert estimate_bytes((64, 96), (64, 64)) >= guards.BASE_BYTES + saved_bytes(cnn, 64, 96) + history * 64 * 96
+    assert estimate_bytes((64, 96), (64, 64)) >= memory.BASE_BYTES + saved_bytes(cnn, 64, 96) + history * 64 * 96
 
 
 @pytest.mark.skipif(not bf16_supported(torch.device("cpu")), reason="this CPU has no native bf16")
@@ -405,7 +405,7 @@ def test_fast_memory_estimate_covers_what_autograd_keeps(cnn) -> None:
     # the pixels, pool_4: 128 at 1/16, 8 B each: 192 B), the rest is bf16, half of 1708 B (854 B), and
     # the content loss keeps a float32 copy of conv_4 (128 channels at 1/4 of the pixels: 128 B).
     assert per_pixel == pytest.approx(192 + 854 + 128, rel=0.02)
-    assert per_pixel < guards.ACTIVATION_BYTES_PER_PIXEL  # the estimate covers it (its peak RSS: see guards)
+    assert per_pixel < memory.ACTIVATION_BYTES_PER_PIXEL  # the estimate covers it (its peak RSS: see memory)
     # Its first LBFGS step runs in float32 (fast.FastStyleModel): the default's 1900 B, no more.
     start = saved_bytes_per_pixel(cnn, Speed("bf16", True, True, 20), start=True)
     assert start == pytest.approx(1900, rel=0.02)

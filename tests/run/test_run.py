@@ -181,6 +181,32 @@ def test_checkpoint_every_writes_as_the_run_goes(images, tmp_path: Path) -> None
     assert list(tmp_path.iterdir()) == [checkpoint]  # no temp files left
 
 
+def test_the_content_file_is_read_once_and_its_header_once_more(images, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over a whole run (two sizes, its alpha kept, a checkpoint's fingerprint, the record): the header for the
+    memory plan, then the bytes once, each size's image decoded and the record's hash made from them."""
+    import os
+
+    content = tmp_path / "content.png"
+    images[0].save(content)
+    opened: list[str] = []
+    real_open = os.open
+
+    def spy(path, *args, **kwargs):
+        if os.fspath(path) == str(content):
+            opened.append(str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", spy)
+    result = Run(str(content), images[1], config(size=40, scales=2, steps=2, keep_alpha=True),
+                 RunOptions(checkpoint=str(tmp_path / "run.ckpt"))).execute()
+    assert len(opened) == 2
+    monkeypatch.undo()
+    from style_transfer.io.provenance import sha256_file
+
+    assert result.record["inputs"]["content"] == {"name": "content.png", "sha256": sha256_file(content)}
+
+
 def test_a_checkpoint_from_another_run_is_refused(images, tmp_path: Path) -> None:
     checkpoint = tmp_path / "run.ckpt"
     first = Run(*images, config(), RunOptions(checkpoint=str(checkpoint)))

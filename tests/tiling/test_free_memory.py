@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from style_transfer.tiling import memory as guards
+from style_transfer import memory
 
 CPU = torch.device("cpu")
 GIB = 2**30
@@ -27,7 +27,7 @@ def meminfo(available_kib: int) -> str:
 
 @pytest.fixture
 def system(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Callable[..., None]:
-    """Give guards a fake file system: only the files passed to the returned function exist."""
+    """Give the memory module a fake file system: only the files passed to the returned function exist."""
     files: dict[str, Path] = {}
     real_open = open
 
@@ -44,13 +44,13 @@ def system(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Callable[..., Non
             local.write_text(text)
             files[path] = local
 
-    monkeypatch.setattr(guards, "open", fake_open, raising=False)  # guards' own name lookup, nothing else's
+    monkeypatch.setattr(memory, "open", fake_open, raising=False)  # the module's own name lookup, nothing else's
     return make
 
 
 def test_meminfo_alone(system) -> None:
     system(meminfo=meminfo(8 * 1024 * 1024))
-    assert guards.available_bytes(CPU) == 8 * GIB
+    assert memory.available_bytes(CPU) == 8 * GIB
 
 
 @pytest.mark.parametrize("limit, usage, expected", [
@@ -64,7 +64,7 @@ def test_cgroup_limit_minus_usage(system, version: str, limit: str, usage: str, 
         system(meminfo=meminfo(8 * 1024 * 1024), v2_max=limit + "\n", v2_current=usage + "\n")
     else:
         system(meminfo=meminfo(8 * 1024 * 1024), v1_limit=limit + "\n", v1_usage=usage + "\n")
-    assert guards.available_bytes(CPU) == expected
+    assert memory.available_bytes(CPU) == expected
 
 
 @pytest.mark.parametrize("files", [
@@ -75,24 +75,24 @@ def test_cgroup_limit_minus_usage(system, version: str, limit: str, usage: str, 
 ])
 def test_no_usable_cgroup_limit_leaves_meminfo(system, files: dict[str, str]) -> None:
     system(meminfo=meminfo(4 * 1024 * 1024), **files)
-    assert guards.available_bytes(CPU) == 4 * GIB
+    assert memory.available_bytes(CPU) == 4 * GIB
 
 
 def test_cgroup_without_meminfo(system) -> None:
     system(v2_max=str(3 * GIB), v2_current=str(GIB))
-    assert guards.available_bytes(CPU) == 2 * GIB
+    assert memory.available_bytes(CPU) == 2 * GIB
 
 
 def test_nothing_readable_is_unknown(system) -> None:
     system()
-    assert guards.available_bytes(CPU) is None
+    assert memory.available_bytes(CPU) is None
     system(meminfo="MemTotal: 1 kB\nMemAvailable: lots\n")
-    assert guards.available_bytes(CPU) is None
+    assert memory.available_bytes(CPU) is None
 
 
 @linux_only
 def test_free_memory_is_known_on_this_machine() -> None:
-    free = guards.available_bytes(CPU)
+    free = memory.available_bytes(CPU)
     with open(MEMINFO) as handle:
         total = int(next(line for line in handle if line.startswith("MemTotal:")).split()[1]) * 1024
     assert free is not None and 0 < free <= total
@@ -108,7 +108,7 @@ def test_this_machines_cgroup_limit_is_counted() -> None:
             continue
         if limit_text == "max" or int(limit_text) >= 2**60:
             continue
-        free = guards.available_bytes(CPU)
+        free = memory.available_bytes(CPU)
         assert free is not None
         # The usage moves between the two reads (page cache, this process): 256 MiB of slack.
         assert free <= max(0, int(limit_text) - usage_before) + 256 * 2**20

@@ -1,4 +1,4 @@
-"""The memory estimate counts what the W2 and sliced losses keep (tiling/memory.py ``StyleLossPlan``), checked
+"""The memory estimate counts what the W2 and sliced losses keep (memory.py ``StyleLossPlan``), checked
 against the sizes of the tensors the loss modules really hold and save for backward."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from style_transfer import StyleConfig
 from style_transfer.losses import masks
 from style_transfer.core.style_model import get_style_model_and_losses
 from style_transfer.errors import ResourceError
-from style_transfer.tiling import memory as guards
+from style_transfer import memory
 from style_transfer.tiling import plans as tile_plans
 from style_transfer.fast.fast import Speed
 
@@ -63,7 +63,7 @@ CASES = [(kind, styles, masked) for kind in ("gram", "wasserstein", "sliced")
 def test_the_plan_counts_the_targets_exactly_and_what_backward_saves(cnn, kind: str, styles: int,
                                                                      masked: bool) -> None:
     (model, style_losses, _), content = build(cnn, kind, styles, masked)
-    plan = guards.StyleLossPlan(kind, LAYERS, "vgg19", styles, masked)
+    plan = memory.StyleLossPlan(kind, LAYERS, "vgg19", styles, masked)
     assert plan.target_bytes(STYLE_HW) == sum(m.target.nbytes for m in style_losses)
     measured = saved_by_losses(model, style_losses, content)
     assert plan.saved_bytes(CONTENT_HW) == pytest.approx(measured, rel=0.01), (measured, plan.saved_bytes(CONTENT_HW))
@@ -81,18 +81,18 @@ def test_the_plan_counts_the_targets_exactly_and_what_backward_saves(cnn, kind: 
 
 def test_the_layer_shapes_are_the_networks(cnn) -> None:
     (_, style_losses, _), _ = build(cnn, "gram", 1, True)
-    assert guards.layer_shapes(LAYERS, "vgg19", CONTENT_HW) == [
+    assert memory.layer_shapes(LAYERS, "vgg19", CONTENT_HW) == [
         (m.target.shape[-1], *m.masks.shape[-2:]) for m in style_losses]
 
 
 def test_the_plan_of_a_config_resolves_the_paper_names() -> None:
     config = StyleConfig(style_loss="sliced", style_layers=("conv1_1", "conv2_1"), style_masks=(torch.ones(4, 4),))
-    assert guards.StyleLossPlan.of(config, 2) == guards.StyleLossPlan("sliced", ("conv_1", "conv_3"), "vgg19", 2, True)
+    assert memory.StyleLossPlan.of(config, 2) == memory.StyleLossPlan("sliced", ("conv_1", "conv_3"), "vgg19", 2, True)
 
 
 def test_the_unmasked_gram_adds_nothing_to_the_measured_figures() -> None:
-    plan = guards.StyleLossPlan("gram", LAYERS)
-    assert guards.estimate_bytes((256, 256), (256, 256), None, plan) == guards.estimate_bytes((256, 256), (256, 256))
+    plan = memory.StyleLossPlan("gram", LAYERS)
+    assert memory.estimate_bytes((256, 256), (256, 256), None, plan) == memory.estimate_bytes((256, 256), (256, 256))
 
 
 def squares(size: int) -> tuple[tuple[int, int], tuple[int, int]]:
@@ -102,9 +102,9 @@ def squares(size: int) -> tuple[tuple[int, int], tuple[int, int]]:
 def test_a_size_that_fits_the_gram_loss_is_refused_for_the_sliced_one() -> None:
     """At 512 px the sliced loss keeps every style position at five layers (about 0.2 GiB) and saves about 0.3 GiB
     for backward: with free memory just above the Gram's estimate the sliced run is refused, naming a smaller size."""
-    gram_need = guards.estimate_bytes((512, 512), (512, 512))
+    gram_need = memory.estimate_bytes((512, 512), (512, 512))
     sliced = StyleConfig(style_loss="sliced", size=512, device="cpu")
-    plan = guards.StyleLossPlan.of(sliced)
+    plan = memory.StyleLossPlan.of(sliced)
     assert plan.bytes((512, 512), (512, 512)) > 0.3 * 2**30
     available = gram_need + 2**20
     assert tile_plans.plan_tiles([512], squares, StyleConfig(size=512, device="cpu"), Speed(), torch.device("cpu"),

@@ -15,7 +15,8 @@ import pytest
 import torch
 from torch import nn
 
-from style_transfer.tiling import crops, memory as guards, plans as tile_plans, tiling
+from style_transfer import memory
+from style_transfer.tiling import crops, plans as tile_plans, tiling
 from style_transfer.core.backward import weighted_scores
 from style_transfer.config.style import StyleConfig
 from style_transfer.errors import ResourceError
@@ -332,8 +333,8 @@ def test_a_size_that_does_not_fit_runs_tiled(monkeypatch: pytest.MonkeyPatch) ->
                                                                            dtype=torch.float32)
     speed = Speed()
     free = tile_plans.tiled_estimate_bytes((85, 128), (128, 128), 64, speed, crops.vgg19_target_bytes(["conv_4"]))
-    assert free < guards.estimate_bytes((85, 128), (128, 128), speed)
-    monkeypatch.setattr(guards, "available_bytes", lambda device: free)
+    assert free < memory.estimate_bytes((85, 128), (128, 128), speed)
+    monkeypatch.setattr(memory, "available_bytes", lambda device: free)
     evaluate, sizes = tiling.TiledStyleModel.evaluate, []
 
     def spy(self, image, *args, **kwargs):
@@ -388,7 +389,7 @@ def sizes_of(content_hw=(85, 128), style_hw=(128, 128)):
 def test_tiles_are_chosen_only_where_a_size_does_not_fit() -> None:
     config = StyleConfig(size=128, scales=2)
     speed = Speed()
-    untiled_need = guards.estimate_bytes((85, 128), (128, 128), speed)
+    untiled_need = memory.estimate_bytes((85, 128), (128, 128), speed)
     tiled_need = tile_plans.tiled_estimate_bytes((85, 128), (128, 128), 64, tile_plans.tiled_speed(speed),
                                              crops.vgg19_target_bytes(["conv_4"]))  # 10 LBFGS pairs there
     assert tiled_need < untiled_need
@@ -412,7 +413,7 @@ def test_tiled_estimate_by_hand() -> None:
     targets = crops.vgg19_target_bytes(["conv_4"])
     assert targets == 128 * 4 / 4  # conv_4: 128 channels at half the side
     assert tile_plans.tiled_estimate_bytes((1000, 2000), (500, 600), 256, Speed(history_size=20), targets) == (
-        guards.BASE_BYTES + crop * 3072 + content * (480 + 120 + 128) + style * 12)
+        memory.BASE_BYTES + crop * 3072 + content * (480 + 120 + 128) + style * 12)
 
 
 @pytest.mark.parametrize("options,words", [

@@ -151,11 +151,11 @@ def test_the_command_refuses_bad_input_in_one_line(style: Path, tmp_path: Path) 
 
 def test_the_command_refuses_a_size_that_cannot_fit_before_any_frame_is_read(
         clip: Path, style: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 24: from the clip's and the style's sizes (run.check_fits), before a frame is read at the size."""
-    from style_transfer.tiling import memory as guards
+    """Issue 24: from the clip's and the style's sizes (run.fits.check_fits), before a frame is read at the size."""
+    from style_transfer import memory
     from style_transfer.video import runner
 
-    monkeypatch.setattr(guards, "available_bytes", lambda device: 380_000_000)  # test_faults.py's hand numbers
+    monkeypatch.setattr(memory, "available_bytes", lambda device: 380_000_000)  # test_faults.py's hand numbers
     monkeypatch.setattr(runner, "frames", lambda *a, **k: pytest.fail("a frame was read"))
     out = tmp_path / "out.mp4"
     result = CliRunner().invoke(main, [str(clip), str(style), "-o", str(out), "--weights", "random",

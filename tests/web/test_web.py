@@ -321,11 +321,11 @@ def test_bad_uploads_are_refused_in_one_line_and_nothing_is_kept(tmp_path: Path,
 
 
 def test_a_size_that_cannot_fit_is_refused_when_submitted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 24: refused at submission with run.check_fits's one line (422), before the job is queued; the
+    """Issue 24: refused at submission with run.fits.check_fits's one line (422), before the job is queued; the
     uploads' headers only are read (no run is made)."""
-    from style_transfer.tiling import memory as guards
+    from style_transfer import memory
 
-    monkeypatch.setattr(guards, "available_bytes", lambda device: 380_000_000)  # test_faults.py's hand numbers
+    monkeypatch.setattr(memory, "available_bytes", lambda device: 380_000_000)  # test_faults.py's hand numbers
     gate = Gate(at=0)
     with TestClient(make_app(tmp_path / "data", limits=Limits(max_size=100_000), run_factory=gate)) as client:
         response = upload(client, size=16384)

@@ -1,4 +1,5 @@
-"""Guards around a run: memory estimated before it starts, out-of-memory named, how the run ended."""
+"""A run's memory, tiled or not: what it needs estimated before it starts (``estimate_bytes``, ``check_memory``),
+the memory free on its device, and an allocator's failure named (``out_of_memory``)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ from dataclasses import dataclass
 
 import torch
 
-from ..config.style import StyleConfig
-from ..config.checks import filled
-from ..errors import ResourceError
-from ..core.steps import TORCH_LBFGS_HISTORY
-from ..fast.speed import Speed
+from .config.style import StyleConfig
+from .config.checks import filled
+from .errors import ResourceError
+from .core.steps import TORCH_LBFGS_HISTORY
+from .fast.speed import Speed
 
 # Maps a long side in px to the (height, width) working sizes of the content and style images.
 SizeFn = Callable[[int], tuple[tuple[int, int], tuple[int, int]]]
@@ -77,7 +78,7 @@ class StyleLossPlan:
     @classmethod
     def of(cls, config: StyleConfig, styles: int = 1) -> StyleLossPlan:
         """The plan of a ``StyleConfig`` with ``styles`` style images (its layers resolved to tutorial names)."""
-        from ..layers import model_layer_names, resolve_layers
+        from .layers import model_layer_names, resolve_layers
 
         layers = resolve_layers(filled(config.style_layers), model_layer_names(config.model))
         return cls(config.style_loss, tuple(layers), config.model, styles, bool(config.style_masks))
@@ -136,7 +137,7 @@ def layer_shapes(layers: Sequence[str], model: str, hw: tuple[int, int]) -> list
     By arithmetic on ``layers.VGG_LAYOUTS``: 3x3 convolutions keep the size, each 2x2 pool of stride 2 halves it,
     rounding down (max or average pooling alike).
     """
-    from ..layers import VGG_LAYOUTS, model_layer_names
+    from .layers import VGG_LAYOUTS, model_layer_names
 
     shapes: dict[str, tuple[int, int, int]] = {}
     names, (h, w), channels = iter(model_layer_names(model)), hw, 3
@@ -225,7 +226,7 @@ def check_memory(content_hw: tuple[int, int], style_hw: tuple[int, int], device:
     100), so the largest size named is the one that fits with the options the run was given.
 
     Args:
-        tiled: the largest size that fits in tiles and its tile (``tiling.largest_tiled_size``), named
+        tiled: the largest size that fits in tiles and its tile (``tiling.plans.largest_tiled_size``), named
             too when larger than the largest untiled size; None: not named.
         losses: the run's style losses (``estimate_bytes``).
 
