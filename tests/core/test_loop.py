@@ -59,7 +59,7 @@ def test_the_library_and_a_run_get_the_same_algorithm_from_a_config(config: Styl
     once gave the pixel basis for --fast, where a Run gave the Fourier basis): --fast's stacked LBFGS on any device."""
     two_loop = "stacked" if config.fast else "torch"
     library = transfer_settings(config)
-    assert (library.basis.name, library.history_size, library.two_loop) == (basis, history, two_loop)
+    assert (library.parts.basis.name, library.maths.history_size, library.maths.two_loop) == (basis, history, two_loop)
     speed = speed_from_config(config, torch.device("cpu"))
     assert (speed.parametrization, speed.history_size, speed.two_loop) == (basis, history, two_loop)
 
@@ -73,7 +73,8 @@ def test_the_library_and_a_run_get_the_same_algorithm_from_a_config(config: Styl
     image = torch.rand(1, 3, 24, 24, generator=torch.Generator().manual_seed(0))
     with pytest.raises(Seen):
         Run(image, image, dataclasses.replace(config, size=24, device="cpu"), cnn=cnn).execute()
-    assert seen[0].basis is library.basis and (seen[0].history_size, seen[0].two_loop) == (history, two_loop)
+    assert seen[0].parts.basis is library.parts.basis
+    assert (seen[0].maths.history_size, seen[0].maths.two_loop) == (history, two_loop)
 
 
 def test_a_run_moves_with_the_two_loop_its_config_gets(cnn, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -87,12 +88,12 @@ def test_a_run_moves_with_the_two_loop_its_config_gets(cnn, monkeypatch: pytest.
 
     monkeypatch.setattr("style_transfer.run.run.run_style_transfer", record)
     image = torch.rand(1, 3, 24, 24, generator=torch.Generator().manual_seed(0))
-    assert transfer_settings(StyleConfig(fast=True, optimizer="adam")).two_loop == "torch"
+    assert transfer_settings(StyleConfig(fast=True, optimizer="adam")).maths.two_loop == "torch"
     for fast in (True, False):
-        assert transfer_settings(StyleConfig(fast=fast)).two_loop == ("stacked" if fast else "torch")
+        assert transfer_settings(StyleConfig(fast=fast)).maths.two_loop == ("stacked" if fast else "torch")
         with pytest.raises(Seen):
             Run(image, image, StyleConfig(size=24, device="cpu", fast=fast), cnn=cnn).execute()
-    assert [settings.two_loop for settings in seen] == ["stacked", "torch"]
+    assert [settings.maths.two_loop for settings in seen] == ["stacked", "torch"]
 
 
 @pytest.mark.parametrize("two_loop", ["torch", "stacked"])
@@ -103,5 +104,5 @@ def test_the_loop_steps_the_optimiser_its_settings_name(two_loop: str, cnn) -> N
     image = torch.rand(1, 3, 24, 24, generator=torch.Generator().manual_seed(0))
     stepped: list[torch.optim.Optimizer] = []
     run_style_transfer(cnn, [0.485, 0.456, 0.406], [0.229, 0.224, 0.225], image, image, image.clone(), 1,
-                       settings=TransferSettings(two_loop=two_loop, on_step_end=lambda o, *_: stepped.append(o)))
+                       settings=TransferSettings.of(two_loop=two_loop, on_step_end=lambda o, *_: stepped.append(o)))
     assert stepped and isinstance(stepped[0], StackedLBFGS) == (two_loop == "stacked")

@@ -215,7 +215,7 @@ def test_optimize_skips_the_lbfgs_pair_across_a_change_of_arithmetic(cnn, conten
     handle = register_optimizer_step_pre_hook(before_step)
     try:
         optimize(model, style_losses, content_losses, content_32.clone(), 40, 1e6, 1,
-                 TransferSettings(progress=lambda info: evaluations.__setitem__(0, info.step), basis=FOURIER),
+                 TransferSettings.of(progress=lambda info: evaluations.__setitem__(0, info.step), basis=FOURIER),
                  stats=RunStats(), hooks=[model])
     finally:
         handle.remove()
