@@ -106,3 +106,103 @@ def test_the_loop_steps_the_optimiser_its_settings_name(two_loop: str, cnn) -> N
     run_style_transfer(cnn, [0.485, 0.456, 0.406], [0.229, 0.224, 0.225], image, image, image.clone(), 1,
                        settings=TransferSettings.of(two_loop=two_loop, on_step_end=lambda o, *_: stepped.append(o)))
     assert stepped and isinstance(stepped[0], StackedLBFGS) == (two_loop == "stacked")
+
+
+def test_no_dataclass_in_core_has_more_than_fourteen_fields() -> None:
+    """The loop's settings come by role (Maths, Parts, Watchers), not as one bag."""
+    import importlib
+    import pkgutil
+
+    import style_transfer.core as core
+
+    sizes = {}
+    for info in pkgutil.iter_modules(core.__path__):
+        module = importlib.import_module(f"style_transfer.core.{info.name}")
+        for name, value in vars(module).items():
+            if dataclasses.is_dataclass(value) and isinstance(value, type) and value.__module__ == module.__name__:
+                sizes[f"{info.name}.{name}"] = len(dataclasses.fields(value))
+    assert "transfer.TransferSettings" in sizes and "transfer.Maths" in sizes
+    assert {name: n for name, n in sizes.items() if n > 14} == {}
+
+
+def test_transfer_settings_take_each_field_by_name_into_its_group() -> None:
+    progress = print
+    settings = TransferSettings.of(tv_weight=2.0, normalization=None, progress=progress, history_size=7)
+    assert (settings.maths.tv_weight, settings.maths.history_size, settings.watchers.progress) == (2.0, 7, progress)
+    changed = settings.changed(tv_weight=3.0)
+    assert changed.maths == dataclasses.replace(settings.maths, tv_weight=3.0)
+    assert changed.watchers.progress is progress and changed.parts.basis is settings.parts.basis
+    with pytest.raises(TypeError, match="no transfer setting named tv"):
+        TransferSettings.of(tv=1.0)
+
+
+class Recorder(StepHooks):
+    """Every point the loop calls, in order."""
+
+    def __init__(self) -> None:
+        self.points: list[str] = []
+        self.losses: list[float] = []
+
+    def start_step(self, evaluations: int) -> None:
+        self.points.append("start_step")
+
+    def switches_arithmetic(self, last: bool) -> bool:
+        self.points.append("switches_arithmetic")
+        return False
+
+    def before_evaluation(self, image: torch.Tensor) -> None:
+        self.points.append("before_evaluation")
+
+    def after_backward(self, image: torch.Tensor) -> None:
+        self.points.append("after_backward")
+
+    def after_evaluation(self, loss: float) -> None:
+        self.points.append("after_evaluation")
+        self.losses.append(loss)
+
+
+def test_every_hook_point_reaches_every_hook_with_the_loss_read_once(cnn, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The closure tells every hook (not only the image's basis) before each evaluation, after its backward and after
+    it, with the loss it read from the device once (``Scores.read``): the float stats checked and progress shows."""
+    from style_transfer.core import evaluation
+    from style_transfer.core.run_stats import RunStats
+    from style_transfer.core.style_model import get_style_model_and_losses
+    from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD
+
+    reads = [0]
+    read = evaluation.Scores.read
+
+    def counted(scores: evaluation.Scores) -> evaluation.Losses:
+        reads[0] += 1
+        return read(scores)
+
+    monkeypatch.setattr(evaluation.Scores, "read", counted)
+    generator = torch.Generator().manual_seed(0)
+    image, style = torch.rand(1, 3, 24, 24, generator=generator), torch.rand(1, 3, 24, 24, generator=generator)
+    model, style_losses, content_losses = get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD, style, image)
+    recorder, stats, infos, last_losses = Recorder(), RunStats(), [], []
+
+    def progress(info: transfer.StepInfo) -> None:
+        infos.append(info)
+        last_losses.append(stats.last_loss)
+
+    transfer.optimize(model, style_losses, content_losses, image.clone(), 3,
+                      settings=TransferSettings.of(progress=progress), stats=stats, hooks=[recorder])
+    evaluations = len(infos)
+    assert evaluations == stats.evaluations == reads[0] > 1
+    assert recorder.points[:2] == ["start_step", "switches_arithmetic"]
+    per_evaluation = [p for p in recorder.points if p not in ("start_step", "switches_arithmetic")]
+    assert per_evaluation == ["before_evaluation", "after_backward", "after_evaluation"] * evaluations
+    assert recorder.losses == last_losses  # the one float: stats', the hooks'
+
+
+def test_scores_are_read_as_floats_in_one_go() -> None:
+    from style_transfer.core.evaluation import Losses, Scores
+
+    """Terms that are tensors (in the graph, or bfloat16) and plain numbers, each the float ``float(term)`` gives."""
+    style = torch.tensor(1.5, requires_grad=True) * 2
+    read = Scores(style, 0, 0.0, torch.tensor(float("nan"))).read()
+    assert isinstance(read, Losses) and read[:3] == (3.0, 0.0, 0.0) and read.loss != read.loss  # NaN passes through
+    read = Scores(torch.tensor(0.1), torch.tensor(0.2, dtype=torch.bfloat16), 0.0, torch.tensor(0.3)).read()
+    assert read == (float(torch.tensor(0.1)), float(torch.tensor(0.2, dtype=torch.bfloat16)), 0.0,
+                    float(torch.tensor(0.3)))
