@@ -32,19 +32,15 @@ def _unguarded(cls: type[_Optimizer]) -> type[_Optimizer]:
     """``cls`` with the ``DYNAMO_GUARDED`` methods as torch wrote them, without the guard's wrapper (the same code:
     the wrapper only hands the call to ``torch._dynamo.disable(method)``). A method torch no longer wraps is left
     as it is."""
-    methods = {name: getattr(getattr(optim.Optimizer, name), "__wrapped__", getattr(optim.Optimizer, name))
-               for name in DYNAMO_GUARDED}
-    # type() of three arguments is typed as a plain type; this one subclasses cls.
-    namespace = {**methods, "__module__": __name__, "__qualname__": cls.__name__,
-                 "__doc__": f"torch's {cls.__name__}, unchanged but for ``_unguarded``."}
-    return cast("type[_Optimizer]", type(cls.__name__, (cls,), namespace))
+    for name in DYNAMO_GUARDED:
+        method = getattr(optim.Optimizer, name)
+        setattr(cls, name, getattr(method, "__wrapped__", method))
+    return cls
 
 
-_TorchLBFGS = _unguarded(optim.LBFGS)
-
-
-class LBFGS(_TorchLBFGS):  # type: ignore[valid-type,misc]  # _TorchLBFGS is made by _unguarded
-    """The tutorial's optimiser: torch's LBFGS (an ``optim.LBFGS``, started without torch._dynamo), whose ``step`` the
+@_unguarded
+class LBFGS(optim.LBFGS):
+    """The tutorial's optimiser: torch's LBFGS, started without torch._dynamo (``_unguarded``), whose ``step`` the
     loop runs as its plan says (``planned_step``)."""
 
     def planned_step(self, closure: Callable[[], Any], iterations: int, *, switched: bool = False) -> Any:
@@ -97,7 +93,8 @@ class StackedLBFGS(LBFGS):
         return self.step(closure, max_iter=iterations, switched=switched)
 
     @torch.no_grad()
-    def step(self, closure: Callable[[], Any], *, max_iter: int | None = None, switched: bool = False) -> Any:
+    def step(self, closure: Callable[[], Any], *, max_iter: int | None = None,  # type: ignore[override]
+             switched: bool = False) -> Any:  # LBFGS needs its closure: torch types Optimizer.step's as optional
         """One optimiser step of at most ``max_iter`` iterations (None: its group's), as torch's ``LBFGS.step``
         without a line search; ``switched``: no pair of the last gradient and this step's first (``planned_step``)."""
         group = self.param_groups[0]
