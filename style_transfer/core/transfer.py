@@ -304,8 +304,9 @@ class Maths:
 
 @dataclass(frozen=True, eq=False)
 class Parts:
-    """What runs beside the tutorial's network and images: what they come with, and the opt-in paths of ``fast/``
-    and ``tiling/``, handed in by the run (core imports none of them). The defaults are the tutorial's."""
+    """What runs beside the tutorial's network and images: what they come with, what the optimiser moves and which
+    image the run hands back, and the opt-in paths of ``fast/`` and ``tiling/``, handed in by the run (core imports
+    none of them). The defaults are the tutorial's."""
 
     normalization: nn.Module | None = None  # the preprocessing module, in place of Normalization(mean, std)
     guides: masks.Guides | None = None  # masks over the content (losses/masks.py)
@@ -319,7 +320,7 @@ class Parts:
 
 @dataclass(frozen=True, eq=False)
 class Watchers:
-    """What watches the run and keeps it; none changes its numbers."""
+    """What watches the run and keeps it: its progress, its stats and its checkpoints."""
 
     progress: ProgressCallback | None = None  # called after every closure evaluation with a StepInfo
     stats: RunStats | None = None  # filled in with the evaluations run and whether LBFGS converged
