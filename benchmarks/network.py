@@ -128,12 +128,10 @@ def summary(network: dict[str, Any] | None, fallback_weights: str | None = None)
 def transfer(network: Any, content: Any, style: Any, steps: int, weights: tuple[float, float], settings: Any) -> Any:
     """The tutorial's ``run_style_transfer`` on ``network`` from the content image, with ``TransferSettings`` (its
     normalization: the network's, unless given)."""
-    import dataclasses
-
     from style_transfer import run_style_transfer
     from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD
 
-    if settings.normalization is None:  # a caller's own module (a study hooks it) is kept
-        settings = dataclasses.replace(settings, normalization=network.normalization())
+    if settings.parts.normalization is None:  # a caller's own module (a study hooks it) is kept
+        settings = settings.changed(normalization=network.normalization())
     return run_style_transfer(network.features, IMAGENET_MEAN, IMAGENET_STD, content, style, content.clone(), steps,
                               *weights, settings)

@@ -103,7 +103,7 @@ def transfer(cnn: Any, content: Any, style: Any, image: Any, steps: int = 300, s
     from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD
 
     return run_style_transfer(cnn, IMAGENET_MEAN, IMAGENET_STD, content, style, image, steps, style_weight,
-                              content_weight, TransferSettings(**settings))
+                              content_weight, TransferSettings.of(**settings))
 
 
 def plain_conv_outputs(features: nn.Sequential, x: torch.Tensor, count: int) -> list[torch.Tensor]:

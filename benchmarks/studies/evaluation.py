@@ -207,7 +207,8 @@ def floor(network: Any, content: torch.Tensor, style: torch.Tensor, settings: Tr
           device: torch.device, repeats: int) -> dict[str, Any]:
     """Each convolution up to the last loss at its input's shape (forward, backward to the input; the weights need
     no grad) and each style layer's Gram (forward, the backward's product), alone, in the path's dtype and layout."""
-    model, _, _ = networks.style_model(network, style, content, settings.content_layers, settings.style_layers)
+    model, _, _ = networks.style_model(network, style, content, settings.maths.content_layers,
+                                       settings.maths.style_layers)
     dtype = torch.bfloat16 if speed.precision == "bf16" else torch.float32
     layout = torch.channels_last if speed.channels_last else torch.contiguous_format
     items, x = [], content

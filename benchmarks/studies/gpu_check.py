@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
-import dataclasses
 import json
 import math
 import os
@@ -178,7 +177,7 @@ def seconds_per_evaluation(network: Any, config: StyleConfig, device: torch.devi
         with contextlib.suppress(_Timed):
             networks.transfer(network, content, style, stop + 2 * LBFGS_STEP,
                               (config.style_weight, config.content_weight),
-                              dataclasses.replace(settings, progress=progress))
+                              settings.changed(progress=progress))
 
     result = memory.clocked(run, device, peak=device.type == "cuda")  # CPU peaks: benchmark's
     clock = result.pop("clock")
@@ -186,7 +185,7 @@ def seconds_per_evaluation(network: Any, config: StyleConfig, device: torch.devi
     skip = 2 if smoke or clock.evaluations <= LBFGS_STEP + 1 else LBFGS_STEP + 1
     return {"s_per_eval": clock.per_evaluation(skip), "timed_intervals": max(clock.evaluations - skip, 0),
             "evaluations": clock.evaluations, "shape": list(content.shape[-2:]), "speed": speed.__dict__,
-            "basis": settings.basis.name, **result}
+            "basis": settings.parts.basis.name, **result}
 
 
 def whole_run(config: StyleConfig, device: torch.device) -> dict[str, Any]:

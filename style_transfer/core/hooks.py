@@ -10,4 +10,4 @@ from ..step_hooks import StepHooks
 
 
 class HookedModel(nn.Module, StepHooks):
-    """A style model that takes part in the loop's steps (``TransferSettings.accelerate`` returns one)."""
+    """A style model that takes part in the loop's steps (``Parts.accelerate`` returns one)."""

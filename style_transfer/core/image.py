@@ -1,4 +1,4 @@
-"""The image the optimiser moves: the basis a run moves it in (``Basis``, ``TransferSettings.basis``), the part of
+"""The image the optimiser moves: the basis a run moves it in (``Basis``, ``Parts.basis``), the part of
 the loop it hooks into (``ImageBasis``), and the pixels: the tutorial's as written (``PIXELS``) and the default's,
 rescued where a step of the tutorial's LBFGS ends in a jump (``RESCUED``). The Fourier basis that ``--fast`` moves is
 ``fast.basis``, handed in from above: core imports none of fast.
@@ -56,7 +56,8 @@ class ImageBasis(StepHooks):
 
 
 class Basis(Protocol):
-    """What the optimiser moves (``TransferSettings.basis``): ``PIXELS`` (the tutorial's) or ``fast.basis.FOURIER``."""
+    """What the optimiser moves (``core.transfer.Parts.basis``): ``PIXELS`` (the tutorial's) or
+    ``fast.basis.FOURIER``."""
 
     @property
     def name(self) -> str:

@@ -32,15 +32,33 @@ def _unguarded(cls: type[_Optimizer]) -> type[_Optimizer]:
     """``cls`` with the ``DYNAMO_GUARDED`` methods as torch wrote them, without the guard's wrapper (the same code:
     the wrapper only hands the call to ``torch._dynamo.disable(method)``). A method torch no longer wraps is left
     as it is."""
-    methods = {name: getattr(getattr(optim.Optimizer, name), "__wrapped__", getattr(optim.Optimizer, name))
-               for name in DYNAMO_GUARDED}
-    # type() of three arguments is typed as a plain type; this one subclasses cls.
-    namespace = {**methods, "__module__": __name__, "__qualname__": cls.__name__,
-                 "__doc__": f"torch's {cls.__name__}, unchanged but for ``_unguarded``."}
-    return cast("type[_Optimizer]", type(cls.__name__, (cls,), namespace))
+    for name in DYNAMO_GUARDED:
+        method = getattr(optim.Optimizer, name)
+        setattr(cls, name, getattr(method, "__wrapped__", method))
+    return cls
 
 
-LBFGS = _unguarded(optim.LBFGS)  # the tutorial's optimiser (isinstance of optim.LBFGS), started without torch._dynamo
+@_unguarded
+class LBFGS(optim.LBFGS):
+    """The tutorial's optimiser: torch's LBFGS, started without torch._dynamo (``_unguarded``), whose ``step`` the
+    loop runs as its plan says (``planned_step``)."""
+
+    def planned_step(self, closure: Callable[[], Any], iterations: int, *, switched: bool = False) -> Any:
+        """``step(closure)`` of at most ``iterations`` iterations (``core.steps.step_parts``), ``max_iter`` its own
+        again after it. ``switched``: the arithmetic changed since the last evaluation (a bf16 run's float32 finish),
+        so its gradient and this step's first make no curvature pair: they differ by the arithmetics' rounding, late
+        in a run more than by the step between them.
+
+        torch's ``step`` takes neither, so they go through its state for the call: a last step length of 0 makes the
+        pair's ``y·s`` 0, and LBFGS stores a pair only above ``CURVATURE_FLOOR``; the rest of its memory is kept."""
+        group = self.param_groups[0]
+        if switched:
+            self.state[self._params[0]]["t"] = 0.0
+        whole, group["max_iter"] = group["max_iter"], iterations
+        try:
+            return self.step(closure)
+        finally:
+            group["max_iter"] = whole
 
 
 def pairs_changed(memory: MutableMapping[str, Any]) -> None:
@@ -50,7 +68,7 @@ def pairs_changed(memory: MutableMapping[str, Any]) -> None:
         memory.pop(key, None)
 
 
-class StackedLBFGS(LBFGS):  # type: ignore[valid-type,misc]  # LBFGS is made by _unguarded
+class StackedLBFGS(LBFGS):
     """torch's LBFGS without a line search, iteration for iteration (the same evaluations, stopping tests and state
     keys, so checkpoints and the loop's hooks see no difference), its direction found from the stacked history.
 
@@ -71,11 +89,17 @@ class StackedLBFGS(LBFGS):  # type: ignore[valid-type,misc]  # LBFGS is made by 
             raise ValueError("StackedLBFGS has no line search: line_search_fn must be None")
         super().__init__(params, **kwargs)
 
+    def planned_step(self, closure: Callable[[], Any], iterations: int, *, switched: bool = False) -> Any:
+        return self.step(closure, max_iter=iterations, switched=switched)
+
     @torch.no_grad()
-    def step(self, closure: Callable[[], Any]) -> Any:
-        """One optimiser step of at most ``max_iter`` iterations, as torch's ``LBFGS.step`` without a line search."""
+    def step(self, closure: Callable[[], Any], *, max_iter: int | None = None,  # type: ignore[override]
+             switched: bool = False) -> Any:  # LBFGS needs its closure: torch types Optimizer.step's as optional
+        """One optimiser step of at most ``max_iter`` iterations (None: its group's), as torch's ``LBFGS.step``
+        without a line search; ``switched``: no pair of the last gradient and this step's first (``planned_step``)."""
         group = self.param_groups[0]
-        lr, max_iter, max_eval = group["lr"], group["max_iter"], group["max_eval"]
+        lr, max_eval = group["lr"], group["max_eval"]
+        max_iter = group["max_iter"] if max_iter is None else max_iter
         tolerance_grad, tolerance_change = group["tolerance_grad"], group["tolerance_change"]
         state = self.state[self._params[0]]
         state.setdefault("func_evals", 0)
@@ -100,7 +124,8 @@ class StackedLBFGS(LBFGS):  # type: ignore[valid-type,misc]  # LBFGS is made by 
                 self._forget(state)
             else:
                 self._stack(state, group["history_size"], like=grad)
-                new_y = self._remember(state, grad.sub(prev_grad), d.mul(t), group["history_size"])
+                pairs = not (switched and iterations == 1)  # across a switch of arithmetic: no pair
+                new_y = self._remember(state, grad.sub(prev_grad), d.mul(t), group["history_size"]) if pairs else None
                 d = self._direction(state, grad, new_y)
             if prev_grad is None:
                 prev_grad = grad.clone(memory_format=torch.contiguous_format)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -47,21 +48,22 @@ class RunStats:
         """The image of the lowest loss since ``keep_best`` (the loop's own copy, as evaluated), or None."""
         return self._best
 
-    def check_finite(self, loss: torch.Tensor, image: torch.Tensor) -> None:
-        """Count an evaluation whose loss is finite and keep a copy of its image.
+    def check_finite(self, loss: float, image: torch.Tensor) -> None:
+        """Count an evaluation whose ``loss`` (as the loop read it to the host) is finite and keep a copy of its image
+        (``last_image``, and the best one's with ``keep_best``).
 
         Raises:
             NonFiniteLoss: the loss is NaN or infinite; it carries the last good image.
         """
         self._image = image
-        if not bool(torch.isfinite(loss.detach())):
+        if not math.isfinite(loss):
             kept = "no finite image to keep" if self._last_good is None else \
                 f"kept the image of step {self.evaluations}"
-            raise NonFiniteLoss(f"the loss became {float(loss.detach())} at step {self.evaluations + 1} (weights too "
+            raise NonFiniteLoss(f"the loss became {loss} at step {self.evaluations + 1} (weights too "
                                 f"large?); stopped, {kept}", self._good_image(), self.evaluations)
         self._last_good = image.detach().clone()
         self.evaluations += 1
-        self.last_loss = float(loss.detach())
+        self.last_loss = loss
         if self._keeping and self.last_loss < self.best_loss:  # the copy just made: no second one
             self._best, self.best_loss, self.best_evaluation = self._last_good, self.last_loss, self.evaluations
 

@@ -1,35 +1,37 @@
-"""The tutorial's loop: ``get_input_optimizer``, the LBFGS loop (``optimize``) and ``run_style_transfer`` with its
-one ``TransferSettings``; the style model it optimises through is ``core.style_model``, what it moves ``core.image``.
-A ``StyleConfig``'s ``TransferSettings`` are ``run.settings.transfer_settings``.
+"""The tutorial's loop: ``get_input_optimizer``, the LBFGS loop (``optimize``, its closure an object) and
+``run_style_transfer`` with its ``TransferSettings`` (by role: ``Maths``, ``Parts``, ``Watchers``); the style model it
+optimises through is ``core.style_model``, what it moves ``core.image``, one evaluation ``core.evaluation``. A
+``StyleConfig``'s ``TransferSettings`` are ``run.settings.transfer_settings``.
 
 A whole run (sizes, events, previews, checkpoints) is ``run.Run``; ``stylize()`` is in ``run.run``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import OrderedDict
 from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol, cast, overload
+from typing import Any, Protocol, TypeVar, cast, overload
 
 import torch
 from PIL import Image
 from torch import nn, optim
 
 from ..losses import masks
-from .backward import check_backward, per_module_backward, weighted_scores
 from ..config.choices import TILING_REFUSAL
 from ..presets import TUTORIAL_CONTENT_LAYERS, TUTORIAL_STYLE_LAYERS
 from .run_stats import RunStats, keeps_image_on_interrupt
 from ..losses.terms import TotalVariationLoss
 from ..losses.tutorial import ContentLoss, StyleLoss
 from ..step_hooks import StepHooks
+from .evaluation import Evaluation, TiledEvaluation, evaluation_of
 from .hooks import HookedModel
-from .lbfgs import LBFGS, StackedLBFGS, loss_value
+from .lbfgs import LBFGS, StackedLBFGS
 from .image import PIXELS, Basis, ImageBasis
 from ..losses.statistics import SlicedStyleLoss
 from .style_model import get_style_model_and_losses
-from .steps import LBFGS_MAX_ITER, TORCH_LBFGS_HISTORY, planned_evaluations
+from .steps import TORCH_LBFGS_HISTORY, OptimizerStep, planned_evaluations, step_parts
 
 
 @dataclass(frozen=True)
@@ -98,62 +100,48 @@ def optimize(model: nn.Module, style_losses: Sequence[StyleLoss], content_losses
     """The tutorial's loop: LBFGS steps until more than ``num_steps`` closure evaluations ran.
 
     Optimises ``input_img`` in place (clamped to [0, 1]) and returns it. ``settings`` (None: the tutorial's) gives
-    the optimiser (``optimizer_name``, ``lr``, ``history_size``: ``get_input_optimizer``; Adam runs one evaluation
-    per step), the ``backward`` form, what the optimiser moves (``basis``: ``core/image.py``) and which image the
-    run hands back (``keep_best``), the ``progress`` callback, and for checkpoints (``run/run.py``) ``resume`` and
-    ``on_step_end(optimizer, input_img, evaluations)``, called after each step, where the state is whole.
-    ``stats`` (``settings.stats`` through ``run_style_transfer``; made by the decorator when None) counts
-    evaluations, stops the run on a NaN/inf loss (``NonFiniteLoss``), notes LBFGS stopping early, and turns Ctrl-C
-    into ``Interrupted``. ``extra_losses``: modules of the model whose ``.loss`` (weighted already: total variation)
-    is added. ``tiled``: each evaluation over crops (``tiling.tiling``; ``model`` is not run). ``hooks``
-    (``step_hooks.StepHooks``): what an option adds at the loop's points (a bf16 model's float32 start and finish);
-    the image's basis and the style losses that are ``StepHooks`` join them.
+    the optimiser (``Maths``: ``optimizer_name``, ``lr``, ``history_size``, ``two_loop``: ``get_input_optimizer``;
+    Adam runs one evaluation per step) and the ``backward`` form, what the optimiser moves (``Parts.basis``:
+    ``core/image.py``) and which image the run hands back (``Parts.keep_best``), and what watches (``Watchers``): the
+    ``progress`` callback, and for checkpoints (``run/run.py``) ``resume`` and ``on_step_end(optimizer, input_img,
+    evaluations)``, called after each step, where the state is whole. ``stats`` (``Watchers.stats`` through
+    ``run_style_transfer``; made by the decorator when None) counts evaluations, stops the run on a NaN/inf loss
+    (``NonFiniteLoss``), notes LBFGS stopping early, and turns Ctrl-C into ``Interrupted``. ``extra_losses``: modules
+    of the model whose ``.loss`` (weighted already: total variation) is added. ``tiled``: each evaluation over crops
+    (``tiling.tiling``; ``model`` is not run). ``hooks`` (``step_hooks.StepHooks``): what an option adds at the
+    loop's points (a bf16 model's float32 start and finish); the image's basis, first, and the style losses that are
+    ``StepHooks`` join them.
     """
     s = settings or TransferSettings()
-    evaluation = _evaluation(model, style_losses, content_losses, style_weight, content_weight, extra_losses,
-                             s.backward, tiled)
+    maths, parts, watchers = s.maths, s.parts, s.watchers
     input_img.requires_grad_(True)
     model.eval()
     model.requires_grad_(False)
-    planned = planned_evaluations(num_steps, s.optimizer_name)
+    planned = planned_evaluations(num_steps, maths.optimizer_name)
     image = _image_basis(s, input_img, planned, stats)  # departure: the optimiser may move another basis (image.py)
     hooks = [image, *hooks, *(module for module in style_losses if isinstance(module, StepHooks))]
-    keep_best = s.basis.keep_within if s.keep_best is None else s.keep_best
+    keep_best = parts.basis.keep_within if parts.keep_best is None else parts.keep_best
     _keep_best(stats, keep_best, image.optimizer, input_img.device)
-    run = [0 if s.resume is None else s.resume.evaluations]
-    while run[0] <= num_steps:
-
-        def closure() -> torch.Tensor:
-            image.before_evaluation(input_img)  # the tutorial's clamp (or the basis's image, clamped)
-            image.optimizer.zero_grad()
-            scores = evaluation.forward(input_img)
-            # Departure: a NaN/inf loss stops the run, keeping the last image.
-            stats.check_finite(scores.loss, input_img)
-            scores = evaluation.backward(scores)
-            for hook in hooks:
-                hook.after_backward(input_img)
-            run[0] += 1
-            if s.progress is not None:
-                s.progress(StepInfo(run[0], planned, loss_value(scores.style), loss_value(scores.content),
-                                    loss_value(scores.extra)))
-            for hook in hooks:
-                hook.after_evaluation(loss_value(scores.loss))
-            # A tensor, as Scores.loss: a model has a loss module (checks.py).
-            return cast(torch.Tensor, scores.style + scores.content) if not extra_losses else scores.loss
-
+    closure = _Closure(evaluation_of(model, style_losses, content_losses, style_weight, content_weight, extra_losses,
+                                     maths.backward, tiled),
+                       image, input_img, hooks, stats, watchers.progress, planned,
+                       0 if watchers.resume is None else watchers.resume.evaluations, tutorial_sum=not extra_losses)
+    finish = max(hook.finish_evaluations() for hook in hooks)  # a bf16 run's float32 finish (fast/fast.py)
+    while closure.count <= num_steps:
         iterations = image.optimizer.state[image.variable].get("n_iter", 0)
-        last = run[0] + LBFGS_MAX_ITER > num_steps
+        done = closure.count
         for hook in hooks:
-            hook.start_step(run[0])
-        restarted = image.run_step(lambda: _step(image, closure, hooks, last, s.optimizer_name == "lbfgs"))
-        image.end_step(run[0])
+            hook.start_step(done)
+        plan = step_parts(done, num_steps, finish, maths.optimizer_name)
+        restarted = image.run_step(lambda: _step(image, closure, hooks, plan))
+        image.end_step(closure.count)
         _keep_best_in_state(stats, keep_best, image.optimizer)
-        if s.on_step_end is not None:
-            s.on_step_end(image.optimizer, input_img, run[0])
+        if watchers.on_step_end is not None:
+            watchers.on_step_end(image.optimizer, input_img, closure.count)
         # Departure: once LBFGS returns at once (gradient below tolerance) the tutorial re-evaluates the same
         # image until num_steps; we stop, with the same image, and say so.
         if not restarted and stats.stopped_early(image.optimizer, image.variable, iterations,
-                                                 unfinished=run[0] <= num_steps):
+                                                 unfinished=closure.count <= num_steps):
             break
     with torch.no_grad():
         if not _hand_back_best(stats, keep_best, input_img):
@@ -164,16 +152,55 @@ def optimize(model: nn.Module, style_losses: Sequence[StyleLoss], content_losses
     return input_img
 
 
+class _Closure:
+    """The tutorial's closure as an object: one evaluation of the loss at the image each call (what
+    ``optimizer.step`` calls), counted (``count``: a resumed run's from its evaluations), reported to ``progress``,
+    and every hook told at each of its points, in order (the image's basis first).
+
+    The loss and its terms are read from the device once an evaluation (``Scores.read``); the finite check, the
+    ``StepInfo`` and every hook's ``after_evaluation`` share those floats. LBFGS gets the loss tensor, the
+    tutorial's."""
+
+    def __init__(self, evaluation: Evaluation, basis: ImageBasis, image: torch.Tensor, hooks: Sequence[StepHooks],
+                 stats: RunStats, progress: ProgressCallback | None, planned: int, count: int, *,
+                 tutorial_sum: bool) -> None:
+        self.evaluation, self.basis, self.image, self.hooks = evaluation, basis, image, hooks
+        self.stats, self.progress, self.planned, self.count = stats, progress, planned, count
+        self.tutorial_sum = tutorial_sum  # no extra losses: LBFGS gets style + content, as the tutorial's closure
+
+    def __call__(self) -> torch.Tensor:
+        image = self.image
+        for hook in self.hooks:
+            hook.before_evaluation(image)  # the basis's: the tutorial's clamp (or the basis's image, clamped)
+        self.basis.optimizer.zero_grad()  # the basis may have a new optimiser since the last step (image.py)
+        scores = self.evaluation.backward(self.evaluation.forward(image))
+        losses = scores.read()
+        # Departure: a NaN/inf loss stops the run, keeping the last image.
+        self.stats.check_finite(losses.loss, image)
+        for hook in self.hooks:
+            hook.after_backward(image)
+        self.count += 1
+        if self.progress is not None:
+            self.progress(StepInfo(self.count, self.planned, losses.style, losses.content, losses.extra))
+        for hook in self.hooks:
+            hook.after_evaluation(losses.loss)
+        # A tensor, as Scores.loss: a model has a loss module (checks.py).
+        return cast(torch.Tensor, scores.style + scores.content) if self.tutorial_sum else scores.loss
+
+
 def _image_basis(s: TransferSettings, input_img: torch.Tensor, planned: int, stats: RunStats) -> ImageBasis:
-    """What the loop moves to change ``input_img`` (``s.basis``), its optimiser made and a resumed state loaded."""
+    """What the loop moves to change ``input_img`` (``s.parts.basis``), its optimiser made and a resumed state
+    loaded."""
+    maths, resume = s.maths, s.watchers.resume
 
     def new_optimizer(variable: torch.Tensor, rate: float | None, two_loop: str | None = None) -> optim.Optimizer:
-        return get_input_optimizer(variable, optimizer_name=s.optimizer_name, lr=s.lr if rate is None else rate,
-                                   history_size=s.history_size, two_loop=s.two_loop if two_loop is None else two_loop)
+        return get_input_optimizer(variable, optimizer_name=maths.optimizer_name,
+                                   lr=maths.lr if rate is None else rate, history_size=maths.history_size,
+                                   two_loop=maths.two_loop if two_loop is None else two_loop)
 
-    return s.basis.image(input_img, new_optimizer, None if s.resume is None else s.resume.optimizer_state,
-                         lr=OPTIMIZER_LR[s.optimizer_name] if s.lr is None else s.lr,
-                         optimizer_name=s.optimizer_name, planned=planned, stats=stats)
+    return s.parts.basis.image(input_img, new_optimizer, None if resume is None else resume.optimizer_state,
+                               lr=OPTIMIZER_LR[maths.optimizer_name] if maths.lr is None else maths.lr,
+                               optimizer_name=maths.optimizer_name, planned=planned, stats=stats)
 
 
 def _keep_best(stats: RunStats, keep_best: float | None, optimizer: optim.Optimizer, device: torch.device) -> None:
@@ -203,128 +230,19 @@ def _hand_back_best(stats: RunStats, keep_best: float | None, image: torch.Tenso
     return True
 
 
-def _step(image: ImageBasis, closure: Callable[[], torch.Tensor], hooks: Sequence[StepHooks], last: bool,
-          lbfgs: bool) -> None:
-    """One step of the loop: ``optimizer.step(closure)``; the run's ``last`` LBFGS step as two where a hook finishes
-    in its own arithmetic (a bf16 run's float32 finish, fast/fast.py): the rest, then its ``finish_evaluations``.
-
-    Where the arithmetic changes at a step's start LBFGS would pair that step's first gradient with the last one in
-    the other arithmetic; a last step length of 0 skips that pair (LBFGS keeps a pair only where y·s > 1e-10), the
-    rest of its memory is kept."""
-    finish = max(hook.finish_evaluations() for hook in hooks) if last and lbfgs else 0
-    if 0 < finish < LBFGS_MAX_ITER:
-        _one_step(image.optimizer, image.variable, closure, LBFGS_MAX_ITER - finish, _switches(hooks, False))
-        _one_step(image.optimizer, image.variable, closure, finish, _switches(hooks, True))
-    else:
-        _one_step(image.optimizer, image.variable, closure, None, _switches(hooks, last) and lbfgs)
-
-
-def _switches(hooks: Sequence[StepHooks], last: bool) -> bool:
-    return any([hook.switches_arithmetic(last) for hook in hooks])  # a list: every hook is told
-
-
-def _one_step(optimizer: optim.Optimizer, variable: torch.Tensor, closure: Callable[[], torch.Tensor],
-                iterations: int | None, switched: bool) -> None:
-    """One ``optimizer.step(closure)``: for LBFGS of at most ``iterations`` iterations (None: its own ``max_iter``,
-    which is kept either way), with its last step length set to 0 first where ``switched`` (the arithmetic changed,
-    so LBFGS keeps no pair across the change); Adam's with both left at None and False."""
-    if switched:
-        optimizer.state[variable]["t"] = 0.0
-    group = optimizer.param_groups[0]
-    whole = group.get("max_iter")
-    if iterations is not None:
-        group["max_iter"] = iterations
-    try:
-        # torch types a closure as returning float; LBFGS takes the tensor it returns (the tutorial's closure).
-        optimizer.step(cast(Callable[[], float], closure))
-    finally:
-        if iterations is not None:
-            group["max_iter"] = whole
-
-
-class Scores(NamedTuple):
-    """One evaluation's weighted terms, and the loss the loop checks and LBFGS sees."""
-
-    style: torch.Tensor | float  # style_weight * Σ style losses
-    content: torch.Tensor | float  # content_weight * Σ content losses
-    extra: torch.Tensor | float  # Σ extra losses (weighted already; 0.0 without any)
-    loss: torch.Tensor
-
-
-class Evaluation(Protocol):
-    """How ``optimize``'s closure evaluates the loss at the image: the forward's scores, then the backward that
-    sets ``image.grad`` (the loop checks the loss is finite between the two)."""
-
-    def forward(self, image: torch.Tensor) -> Scores: ...
-
-    def backward(self, scores: Scores) -> Scores: ...
-
-
-def _evaluation(model: nn.Module, style_losses: Sequence[StyleLoss], content_losses: Sequence[ContentLoss],
-                style_weight: float, content_weight: float, extra_losses: Sequence[nn.Module], backward: str,
-                tiled: TiledEvaluation | None) -> Evaluation:
-    """The loop's evaluation: the whole image through ``model`` (the tutorial's), or ``tiled`` over crops."""
-    check_backward(backward)
-    if tiled is None:
-        return _WholeImage(model, style_losses, content_losses, style_weight, content_weight, extra_losses, backward)
-    if backward == "per-module":
-        raise ValueError("backward 'per-module' cannot be combined with tiling (tile): a tiled evaluation "
-                         "backpropagates once per crop; use backward 'combined'")
-    return _OverCrops(tiled, style_weight, content_weight, extra_losses)
-
-
-@dataclass(frozen=True)
-class _WholeImage:
-    """The tutorial's evaluation: the image through the style model, the weighted sum backpropagated."""
-
-    model: nn.Module
-    style_losses: Sequence[StyleLoss]
-    content_losses: Sequence[ContentLoss]
-    style_weight: float
-    content_weight: float
-    extra_losses: Sequence[nn.Module]
-    backward_form: str
-
-    def forward(self, image: torch.Tensor) -> Scores:
-        self.model(image)
-        # The tutorial's sums in its order: style_weight * Σ style losses, content_weight * Σ content losses.
-        style_score, content_score = weighted_scores(self.style_losses, self.content_losses, self.style_weight,
-                                                     self.content_weight)
-        # A tensor: checks.py refuses a config with neither content nor style layers, so a loss module is summed.
-        loss = cast(torch.Tensor, style_score + content_score)
-        extra_score: torch.Tensor | float = 0.0
-        for extra in self.extra_losses:  # terms beyond the tutorial's two (total variation)
-            term = cast(torch.Tensor, extra.loss)  # an extra loss module's .loss is its forward's tensor
-            extra_score = extra_score + term
-            loss = loss + term
-        return Scores(style_score, content_score, extra_score, loss)
-
-    def backward(self, scores: Scores) -> Scores:
-        if self.backward_form == "per-module":  # the 2017 tutorial's structure, kept to compare: docs/retain_graph.md
-            style_score, content_score, extra_score = per_module_backward(  # the forward's sum is not backpropagated
-                self.style_losses, self.content_losses, self.style_weight, self.content_weight,
-                extra_losses=self.extra_losses)
-            return Scores(style_score, content_score, extra_score, style_score + content_score + extra_score)
-        scores.loss.backward()
-        return scores
-
-
-@dataclass(frozen=True)
-class _OverCrops:
-    """Two passes over crops (tiling/tiling.py): the same loss and gradient up to rounding, the backward included."""
-
-    tiled: TiledEvaluation
-    style_weight: float
-    content_weight: float
-    extra_losses: Sequence[nn.Module]
-
-    def forward(self, image: torch.Tensor) -> Scores:
-        style_score, content_score, extra_score = self.tiled.evaluate(image, self.style_weight, self.content_weight,
-                                                                      self.extra_losses)
-        return Scores(style_score, content_score, extra_score, style_score + content_score + extra_score)
-
-    def backward(self, scores: Scores) -> Scores:
-        return scores  # the second pass over crops set image.grad
+def _step(image: ImageBasis, closure: _Closure, hooks: Sequence[StepHooks], plan: Sequence[OptimizerStep]) -> None:
+    """One step of the loop: an ``optimizer.step(closure)`` for each of its ``plan`` (``steps.step_parts``: the run's
+    last LBFGS step is two where a hook finishes in its own arithmetic). Before each, every hook is told whether it
+    runs the run's last evaluations; where one says its arithmetic changes there, LBFGS makes no curvature pair
+    across the change (``LBFGS.planned_step``)."""
+    for planned in plan:
+        switched = any([hook.switches_arithmetic(planned.last) for hook in hooks])  # a list: every hook is told
+        optimizer = image.optimizer  # read at each: the basis may have started a fresh one (image.py)
+        if isinstance(optimizer, LBFGS):  # ours (get_input_optimizer's), both two-loops
+            optimizer.planned_step(closure, planned.iterations, switched=switched)
+        else:  # Adam: one evaluation a step
+            # torch types a closure as returning float; an optimiser takes the tensor it returns (the tutorial's).
+            optimizer.step(cast(Callable[[], float], closure))
 
 
 @dataclass(frozen=True)
@@ -338,14 +256,6 @@ class Resume:
 
 # Called after every optimizer.step() with the optimiser, the image and the evaluations so far.
 StepEndCallback = Callable[[optim.Optimizer, torch.Tensor, int], None]
-
-
-class TiledEvaluation(Protocol):
-    """One closure evaluation over crops, with the untiled loss and ``image.grad`` up to rounding
-    (``tiling.tiling.TiledStyleModel``)."""
-
-    def evaluate(self, image: torch.Tensor, style_weight: float, content_weight: float,
-                 extra_losses: Sequence[nn.Module] = ()) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]: ...
 
 
 class Tiles(Protocol):
@@ -370,12 +280,12 @@ Accelerate = Callable[[nn.Sequential, list[StyleLoss], list[ContentLoss], int],
                       tuple[HookedModel, list[StyleLoss], list[ContentLoss]]]
 
 
-@dataclass(frozen=True, eq=False)
-class TransferSettings:
-    """Everything ``run_style_transfer`` takes beyond the tutorial's arguments. The defaults are the tutorial's;
-    ``run.settings.transfer_settings`` takes the maths and the basis from a ``StyleConfig``."""
+@dataclass(frozen=True)
+class Maths:
+    """What the run minimises and how the optimiser moves (``get_style_model_and_losses``, ``get_input_optimizer``,
+    ``optimize``): what ``run.settings.transfer_settings`` reads from a ``StyleConfig``. The defaults are the
+    tutorial's."""
 
-    # The maths (see get_style_model_and_losses, get_input_optimizer and optimize).
     content_layers: Sequence[str] = TUTORIAL_CONTENT_LAYERS
     style_layers: Sequence[str] = TUTORIAL_STYLE_LAYERS
     style_layer_weights: Sequence[float] | None = None
@@ -389,22 +299,69 @@ class TransferSettings:
     lr: float | None = None
     history_size: int = TORCH_LBFGS_HISTORY
     two_loop: str = "torch"  # or stacked: LBFGS's history as two matrices (get_input_optimizer; --fast's)
-    backward: str = "combined"  # or per-module (optimize)
-    keep_best: float | None = None  # hand back the best evaluated image (optimize); None: the basis's keep_within
-    # What the network and the images come with.
+    backward: str = "combined"  # or per-module: the same objective, backpropagated module by module
+
+
+@dataclass(frozen=True, eq=False)
+class Parts:
+    """What runs beside the tutorial's network and images: what they come with, what the optimiser moves and which
+    image the run hands back, and the opt-in paths of ``fast/`` and ``tiling/``, handed in by the run (core imports
+    none of them). The defaults are the tutorial's."""
+
     normalization: nn.Module | None = None  # the preprocessing module, in place of Normalization(mean, std)
     guides: masks.Guides | None = None  # masks over the content (losses/masks.py)
     image_losses: Sequence[nn.Module] = ()  # the caller's loss modules on the image itself (video's temporal loss)
     style_targets: MutableMapping[str, torch.Tensor] | None = None  # targets shared across runs (batch)
-    # Watching and keeping the run.
-    progress: ProgressCallback | None = None  # called after every closure evaluation with a StepInfo
-    stats: RunStats | None = None  # filled in with the evaluations run and whether LBFGS converged
-    resume: Resume | None = None  # checkpoints (see optimize)
-    on_step_end: StepEndCallback | None = None
-    # The opt-in paths of fast/ and tiling/, handed in by the run (core imports none of them); defaults: the tutorial's.
     basis: Basis = PIXELS  # what the optimiser moves (core/image.py; fast.basis.FOURIER)
+    keep_best: float | None = None  # hand back the best evaluated image (optimize); None: the basis's keep_within
     accelerate: Accelerate | None = None  # bf16 / channels_last / fused Gram (fast.fast.accelerator)
     tiles: Tiles | None = None  # evaluate over crops (tiling.tiling.tiles_for; docs/print-size.md)
+
+
+@dataclass(frozen=True, eq=False)
+class Watchers:
+    """What watches the run and keeps it: its progress, its stats and its checkpoints."""
+
+    progress: ProgressCallback | None = None  # called after every closure evaluation with a StepInfo
+    stats: RunStats | None = None  # filled in with the evaluations run and whether LBFGS converged
+    resume: Resume | None = None  # checkpoints: where the run continues (optimize)
+    on_step_end: StepEndCallback | None = None  # checkpoints: after every optimiser step (optimize)
+
+
+_Group = TypeVar("_Group", Maths, Parts, Watchers)
+
+
+@dataclass(frozen=True, eq=False)
+class TransferSettings:
+    """Everything ``run_style_transfer`` takes beyond the tutorial's arguments, by role; ``TransferSettings()`` is the
+    tutorial's run. ``of`` and ``changed`` take the fields by name, each to its group."""
+
+    maths: Maths = field(default_factory=Maths)
+    parts: Parts = field(default_factory=Parts)
+    watchers: Watchers = field(default_factory=Watchers)
+
+    @classmethod
+    def of(cls, **fields: Any) -> TransferSettings:
+        """The tutorial's settings with ``fields`` (any field of ``Maths``, ``Parts`` or ``Watchers``, by name)."""
+        return cls().changed(**fields)
+
+    def changed(self, **fields: Any) -> TransferSettings:
+        """These settings with ``fields`` (any field of ``Maths``, ``Parts`` or ``Watchers``, by name) replaced.
+
+        Raises:
+            TypeError: a name that is no group's field.
+        """
+        left = dict(fields)
+
+        def replaced(group: _Group) -> _Group:
+            names = {f.name for f in dataclasses.fields(group)}
+            return dataclasses.replace(group, **{name: left.pop(name) for name in list(left) if name in names})
+
+        settings = TransferSettings(replaced(self.maths), replaced(self.parts), replaced(self.watchers))
+        if left:
+            raise TypeError(f"no transfer setting named {', '.join(sorted(left))} (the fields of Maths, Parts and "
+                            f"Watchers)")
+        return settings
 
 
 def run_style_transfer(
@@ -424,48 +381,52 @@ def run_style_transfer(
     Args:
         cnn: a VGG ``features`` block (frozen), on the images' device.
         content_img, style_img, input_img: ``(1, 3, H, W)`` tensors in [0, 1]; the style image may have another
-            size, or be a sequence of style images (blended by ``settings.style_blend``). ``input_img`` is
+            size, or be a sequence of style images (blended by ``Maths.style_blend``). ``input_img`` is
             optimised in place.
         num_steps: closure evaluations (the run ends at the end of the LBFGS step passing it).
-        settings: everything beyond the tutorial (``TransferSettings``); None: the tutorial's run.
+        settings: everything beyond the tutorial (``TransferSettings``: ``Maths``, ``Parts``, ``Watchers``); None:
+            the tutorial's run.
 
     Returns:
         ``input_img``, clamped to [0, 1].
     """
     s = settings or TransferSettings()
-    tiles = s.tiles
-    if tiles is not None and (s.accelerate is not None or s.backward != "combined"):  # before the targets' passes
+    maths, parts, resume = s.maths, s.parts, s.watchers.resume
+    tiles = parts.tiles
+    if tiles is not None and (parts.accelerate is not None or maths.backward != "combined"):  # before the targets
         raise ValueError("precision bf16, channels_last, fused_gram and backward per-module cannot be combined "
                          "with tiling (tile): tiled evaluations run in float32 with one backward per crop")
-    if tiles is not None and s.style_loss in TILING_REFUSAL:  # wasserstein tiles: its moments add up over crops
-        raise ValueError(f"tile cannot be combined with style_loss {s.style_loss!r}: {TILING_REFUSAL[s.style_loss]}")
+    if tiles is not None and maths.style_loss in TILING_REFUSAL:  # wasserstein tiles: its moments add up over crops
+        raise ValueError(f"tile cannot be combined with style_loss {maths.style_loss!r}: "
+                         f"{TILING_REFUSAL[maths.style_loss]}")
     model, style_losses, content_losses = get_style_model_and_losses(  # tiled: the targets come below
         cnn, normalization_mean, normalization_std, tiles.stand_ins(style_img) if tiles else style_img,
-        tiles.stand_ins(content_img) if tiles else content_img, s.content_layers, s.style_layers,
-        style_layer_weights=s.style_layer_weights, style_blend=s.style_blend, loss_form=s.loss_form,
-        pooling=s.pooling, style_targets=None if tiles else s.style_targets, normalization=s.normalization,
-        guides=tiles.stand_in_guides(s.guides) if tiles else s.guides, style_loss=s.style_loss, seed=s.seed)
-    if s.resume is not None:  # the sliced directions of a resumed run continue from the evaluations it had done
+        tiles.stand_ins(content_img) if tiles else content_img, maths.content_layers, maths.style_layers,
+        style_layer_weights=maths.style_layer_weights, style_blend=maths.style_blend, loss_form=maths.loss_form,
+        pooling=maths.pooling, style_targets=None if tiles else parts.style_targets,
+        normalization=parts.normalization, guides=tiles.stand_in_guides(parts.guides) if tiles else parts.guides,
+        style_loss=maths.style_loss, seed=maths.seed)
+    if resume is not None:  # the sliced directions of a resumed run continue from the evaluations it had done
         for module in style_losses:
             if isinstance(module, SlicedStyleLoss):
-                module.evaluations = s.resume.evaluations
+                module.evaluations = resume.evaluations
     tiled = None
     if tiles is not None:  # evaluations and targets over crops, the untiled numbers up to rounding
         tiled = tiles.evaluation(model, content_img, [style_img] if isinstance(style_img, torch.Tensor) else style_img,
-                                 s.style_blend, s.guides)
+                                 maths.style_blend, parts.guides)
     extra_losses: list[nn.Module] = []
-    if s.tv_weight > 0:  # a smoothness term on the image itself, first in the model
-        tv_loss = TotalVariationLoss(s.tv_weight)
+    if maths.tv_weight > 0:  # a smoothness term on the image itself, first in the model
+        tv_loss = TotalVariationLoss(maths.tv_weight)
         model = nn.Sequential(OrderedDict([("tv_loss", tv_loss), *model.named_children()]))
         extra_losses.append(tv_loss)
-    for i, image_loss in enumerate(s.image_losses):  # beyond the tutorial: the caller's terms (video/temporal.py)
+    for i, image_loss in enumerate(parts.image_losses):  # beyond the tutorial: the caller's terms (video/temporal.py)
         model = nn.Sequential(OrderedDict([(f"image_loss_{i}", image_loss), *model.named_children()]))
         extra_losses.append(image_loss)
     loop_model: nn.Module = model
     hooks: list[StepHooks] = []
-    if s.accelerate is not None:  # bf16 / channels_last / fused Gram (fast/fast.py)
-        fast_model, style_losses, content_losses = s.accelerate(model, style_losses, content_losses,
-                                                                0 if s.resume is None else s.resume.evaluations)
+    if parts.accelerate is not None:  # bf16 / channels_last / fused Gram (fast/fast.py)
+        fast_model, style_losses, content_losses = parts.accelerate(model, style_losses, content_losses,
+                                                                    0 if resume is None else resume.evaluations)
         loop_model, hooks = fast_model, [fast_model]  # its float32 start and finish join the loop's hooks
     return optimize(loop_model, style_losses, content_losses, input_img, num_steps, style_weight, content_weight,
-                    s, stats=s.stats, extra_losses=extra_losses, tiled=tiled, hooks=hooks)
+                    s, stats=s.watchers.stats, extra_losses=extra_losses, tiled=tiled, hooks=hooks)

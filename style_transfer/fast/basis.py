@@ -10,7 +10,7 @@ pixels, and evaluated by the same model; the gradient is the pixels' gradient ta
 Halfway through an LBFGS run the scale goes flat (``LATE_EXPONENT``, ``BasisImage.rebase``): coarse first, then the
 fine detail as fast.
 
-``FOURIER`` is the ``core.image.Basis`` a run hands the loop as ``TransferSettings.basis`` where it asks for this one
+``FOURIER`` is the ``core.image.Basis`` a run hands the loop as ``Parts.basis`` where it asks for this one
 (``basis_of``: ``StyleConfig.parametrization``, fourier with --fast); the default path moves the pixels
 (``core.image.PIXELS``), as the tutorial does.
 """

@@ -63,7 +63,7 @@ def stand_ins(images: torch.Tensor | Sequence[torch.Tensor]) -> torch.Tensor | l
 
 @dataclass(frozen=True)
 class Tiles:
-    """``run_style_transfer``'s ``TransferSettings.tiles``: evaluations over crops of at most ``tile`` px."""
+    """``run_style_transfer``'s ``Parts.tiles`` (``core.transfer``): evaluations over crops of at most ``tile`` px."""
 
     tile: int
 

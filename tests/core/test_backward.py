@@ -103,7 +103,7 @@ def spy(monkeypatch: pytest.MonkeyPatch, cnn) -> list[int]:
         calls.append(1)
         return per_module_backward(*args, **kwargs)
 
-    monkeypatch.setattr("style_transfer.core.transfer.per_module_backward", counting)
+    monkeypatch.setattr("style_transfer.core.evaluation.per_module_backward", counting)
     monkeypatch.setattr("style_transfer.run.run.load_network", lambda *args, **kwargs: cnn)
     return calls
 
@@ -173,7 +173,7 @@ def test_bad_backward_values(cnn, content_32, style_32) -> None:
         StyleConfig(backward="both")
     model, style_losses, content_losses, image, _ = style_model(cnn, content_32, style_32)
     with pytest.raises(ValueError, match="sideways"):
-        optimize(model, style_losses, content_losses, image, 1, settings=TransferSettings(backward="sideways"))
+        optimize(model, style_losses, content_losses, image, 1, settings=TransferSettings.of(backward="sideways"))
 
 
 def test_cli_backward_option(spy, tmp_path: Path) -> None:

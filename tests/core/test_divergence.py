@@ -71,7 +71,7 @@ def fourier_run(cnn, content, style, after: int | None, spike_at: int | None = N
     losses: list[float] = []
     gave_up: list[bool] = []
     stats = RunStats()
-    settings = TransferSettings(progress=lambda info: losses.append(info.loss), basis=FOURIER,
+    settings = TransferSettings.of(progress=lambda info: losses.append(info.loss), basis=FOURIER,
                                 on_step_end=lambda optimizer, image, n: gave_up.append(
                                     bool(optimizer.param_groups[0].get("gave_up_basis"))))
     out = optimize(model, style_losses, content_losses, content.clone(), STEPS, 1e9, 1e3, settings, stats=stats)
@@ -182,7 +182,7 @@ def pixel_run(cnn, content, style, basis, after: int | None = None,
         blown_up(style_losses[0], after, until)
     losses: list[float] = []
     stats = RunStats()
-    settings = TransferSettings(progress=lambda info: losses.append(info.loss), basis=basis)
+    settings = TransferSettings.of(progress=lambda info: losses.append(info.loss), basis=basis)
     out = optimize(model, style_losses, content_losses, content.clone(), STEPS, 1e9, 1e3, settings, stats=stats)
     return out, stats, losses
 
@@ -253,7 +253,7 @@ def test_a_rescue_travels_in_the_optimisers_state(content_32) -> None:
     assert isinstance(rescued.optimizer, LBFGS) and not isinstance(rescued.optimizer, StackedLBFGS)
     rescued.start_step(0)
     for loss in (10.0, *[100.0] * PERSISTS):
-        stats.check_finite(torch.tensor(loss), image)  # as the loop counts an evaluation before its hooks
+        stats.check_finite(loss, image)  # as the loop counts an evaluation before its hooks
         rescued.after_evaluation(loss)
     assert rescued.run_step(lambda: None) and stats.rescued_at == [1 + PERSISTS]
     assert isinstance(rescued.optimizer, StackedLBFGS)

@@ -194,3 +194,31 @@ def test_get_input_optimizer_gives_torchs_unless_asked() -> None:
         get_input_optimizer(image, two_loop="compact")
     with pytest.raises(ValueError, match="no line search"):
         StackedLBFGS([image], line_search_fn="strong_wolfe")
+
+
+@pytest.mark.parametrize("cls", [LBFGS, StackedLBFGS])
+def test_a_planned_step_runs_its_iterations_and_keeps_no_pair_across_a_switch(cls: type) -> None:
+    """``planned_step(closure, n, switched=True)`` (the loop's float32 finish, core/steps.py): a step of ``n``
+    iterations whose first gradient makes no pair with the last step's (a step of length 0 before it stores none,
+    torch's test ``y·s > 1e-10``), ``max_iter`` the optimiser's own after it; the same steps as that step of length
+    0 and a shorter ``max_iter`` set from outside, the way the loop once did it."""
+    a, b = problem()
+    runs = []
+    for planned in (True, False):
+        x = torch.zeros(SIZE, dtype=torch.float64, requires_grad=True)
+        optimizer = cls([x], max_iter=7)
+        closure = closure_of(optimizer, x, a, b)
+        optimizer.step(closure)
+        pairs = len(optimizer.state[x]["old_dirs"])
+        if planned:
+            optimizer.planned_step(closure, 3, switched=True)
+        else:
+            optimizer.state[x]["t"] = 0.0
+            optimizer.param_groups[0]["max_iter"] = 3
+            optimizer.step(closure)
+            optimizer.param_groups[0]["max_iter"] = 7
+        assert optimizer.param_groups[0]["max_iter"] == 7
+        assert optimizer.state[x]["n_iter"] == 10 and len(optimizer.state[x]["old_dirs"]) == pairs + 2
+        optimizer.step(closure)
+        runs.append(x.detach().clone())
+    assert torch.equal(*runs)

@@ -101,7 +101,7 @@ def test_fourier_evaluates_the_pixels_loss_and_keeps_the_result_in_the_box(cnn, 
         model, style_losses, content_losses = get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD,
                                                                          style_32, content_32)
         image = content_32.clone()
-        settings = TransferSettings(progress=lambda info, name=name: losses[name].append(info.loss),
+        settings = TransferSettings.of(progress=lambda info, name=name: losses[name].append(info.loss),
                                     basis=basis_named(name))
         result = optimize(model, style_losses, content_losses, image, 39, 1e9, 1e3, settings, stats=RunStats())
         assert float(result.min()) >= 0 and float(result.max()) <= 1
@@ -292,7 +292,7 @@ def test_an_lbfgs_run_in_the_basis_goes_flat_once_halfway(cnn, content_32, style
         ends: list[tuple[int, float]] = []
         model, style_losses, content_losses = get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD,
                                                                          style_32, content_32)
-        settings = TransferSettings(
+        settings = TransferSettings.of(
             progress=lambda info: evaluations.append(info.step), basis=FOURIER, optimizer_name=name,
             on_step_end=lambda optimizer, image, n: ends.append((n, optimizer.param_groups[0]["exponent"])))
         optimize(model, style_losses, content_losses, content_32.clone(), 39, 1e9, 1e3, settings, stats=RunStats())

@@ -181,14 +181,16 @@ def test_bf16_in_the_fourier_basis_runs_a_short_start_and_its_last_lbfgs_step_in
     assert BF16_EXACT_START_FOURIER == 4
 
 
-def test_optimize_skips_the_lbfgs_pair_across_a_change_of_arithmetic(cnn, content_32, style_32) -> None:
+@pytest.mark.parametrize("two_loop", ["torch", "stacked"])
+def test_optimize_skips_the_lbfgs_pair_across_a_change_of_arithmetic(cnn, content_32, style_32, two_loop: str) -> None:
     """optimize asks the model, one of its hooks, before each LBFGS step whether it is the run's last
     (switches_arithmetic), and where the model says its arithmetic changes there (a bf16 run's float32 finish) it
-    sets LBFGS's last step length to 0 before the step, so LBFGS keeps no pair from the gradients of the two arithmetics (y·s = 0); before every other step the
-    length is LBFGS's own (or none: a fresh LBFGS after a jump). The run's last LBFGS step runs as two: the first
-    ``LBFGS_MAX_ITER - finish_evaluations`` evaluations as before, then the finish's ``finish_evaluations`` as a step
-    of their own; the optimiser's ``max_iter`` is its own again afterwards. A float32 model told it finishes stands
-    in for a bf16 one on any CPU (its finish runs the same numbers)."""
+    has LBFGS keep no pair from the gradients of the two arithmetics (``LBFGS.planned_step(..., switched=True)``:
+    torch's with its last step length 0 first, y·s = 0; the stacked one told so); before every other step the
+    length is LBFGS's own (or none: a fresh LBFGS after a jump). The run's last LBFGS step runs as two
+    (``steps.step_parts``): the first ``LBFGS_MAX_ITER - finish_evaluations`` evaluations as before, then the
+    finish's ``finish_evaluations`` as a step of their own; the optimiser's ``max_iter`` is its own again afterwards.
+    A float32 model told it finishes stands in for a bf16 one on any CPU (its finish runs the same numbers)."""
     model, style_losses, content_losses = accelerate(
         *get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD, style_32, content_32), Speed("fp32", True, True))
     model.finishes = True  # and so its finish_evaluations are BF16_FINISH_EVALUATIONS
@@ -202,12 +204,15 @@ def test_optimize_skips_the_lbfgs_pair_across_a_change_of_arithmetic(cnn, conten
         return changes
 
     model.switches_arithmetic = spy  # type: ignore[method-assign]
-    steps: list[tuple[int, float | None, int]] = []  # (evaluations before, LBFGS's last step length, max_iter)
+    steps: list[tuple[int, bool, int]] = []  # (evaluations before, no pair across, its iterations)
     groups: list[dict] = []
 
-    def before_step(optimizer: torch.optim.Optimizer, args: object, kwargs: object) -> None:
-        steps.append((evaluations[0], next(iter(optimizer.state.values()), {}).get("t"),
-                      optimizer.param_groups[0]["max_iter"]))
+    def before_step(optimizer: torch.optim.Optimizer, args: object, kwargs: dict) -> None:
+        if two_loop == "torch":  # torch's step takes neither: they are in its state for the step
+            switched = next(iter(optimizer.state.values()), {}).get("t") == 0.0
+            steps.append((evaluations[0], switched, optimizer.param_groups[0]["max_iter"]))
+        else:
+            steps.append((evaluations[0], kwargs["switched"], kwargs["max_iter"]))
         groups.append(optimizer.param_groups[0])
 
     from torch.optim.optimizer import register_optimizer_step_pre_hook
@@ -215,14 +220,15 @@ def test_optimize_skips_the_lbfgs_pair_across_a_change_of_arithmetic(cnn, conten
     handle = register_optimizer_step_pre_hook(before_step)
     try:
         optimize(model, style_losses, content_losses, content_32.clone(), 40, 1e6, 1,
-                 TransferSettings(progress=lambda info: evaluations.__setitem__(0, info.step), basis=FOURIER),
+                 TransferSettings.of(progress=lambda info: evaluations.__setitem__(0, info.step), basis=FOURIER,
+                                     two_loop=two_loop),
                  stats=RunStats(), hooks=[model])
     finally:
         handle.remove()
     assert len(calls) == len(steps) >= 4
-    for (done, last, changes), (step_done, length, _) in zip(calls, steps):
+    for (done, last, changes), (step_done, switched, _) in zip(calls, steps):
         assert done == step_done
-        assert (length == 0.0) == changes, (done, length, changes)
+        assert switched == changes, (done, switched, changes)
     first_part = LBFGS_MAX_ITER - BF16_FINISH_EVALUATIONS
     lasts = [i for i, (_, last, _) in enumerate(calls) if last]
     assert lasts, calls

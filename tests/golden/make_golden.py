@@ -46,7 +46,7 @@ def first_evaluation() -> tuple[float, torch.Tensor]:
     try:
         run_style_transfer(load_vgg19_features(CONFIG.weights), IMAGENET_MEAN, IMAGENET_STD,
                            content, style, image, CONFIG.steps, CONFIG.style_weight, CONFIG.content_weight,
-                           TransferSettings(progress=stop))
+                           TransferSettings.of(progress=stop))
     except _Stop:
         pass
     return seen[0]

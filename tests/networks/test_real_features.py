@@ -153,7 +153,7 @@ def test_lbfgs_keeps_curvature_from_its_first_step_and_the_style_loss_falls(real
 
     def lowest(**objects) -> float:  # the lowest style loss of the run, as a share of its first
         pairs, style_losses = [], []
-        settings = TransferSettings(normalization=real.network.normalization(),
+        settings = TransferSettings.of(normalization=real.network.normalization(),
                                     progress=lambda e: style_losses.append(e.style_loss),
                                     on_step_end=lambda optimizer, image, n: pairs.append(
                                         len(optimizer.state[image]["old_dirs"])), **objects)

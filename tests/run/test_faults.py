@@ -161,7 +161,7 @@ def test_nan_loss_stops_keeping_last_finite_image() -> None:
     seen = []
     with pytest.raises(NonFiniteLoss, match="the loss became nan at step 4") as caught:
         optimize(poisoned, [], [poisoned], image, num_steps=50,
-                 settings=TransferSettings(progress=lambda info: seen.append(image.detach().clone())))
+                 settings=TransferSettings.of(progress=lambda info: seen.append(image.detach().clone())))
     assert caught.value.step == 3
     assert torch.equal(caught.value.image, seen[2])  # the image evaluated at step 3
     assert torch.isfinite(caught.value.image).all() and not torch.equal(seen[2], seen[0])
@@ -209,7 +209,7 @@ def test_cli_nan_at_first_step_writes_nothing(tmp_path: Path, monkeypatch: pytes
 def test_non_finite_result_and_interrupt_fall_back_to_last_good_image() -> None:
     stats = RunStats()
     image = torch.full((1, 3, 4, 4), 0.5)
-    stats.check_finite(torch.tensor(1.0), image)  # step 1: finite, its image kept
+    stats.check_finite(1.0, image)  # step 1: finite, its image kept
     image.fill_(float("nan"))  # then LBFGS's last (unevaluated) update breaks the image
     with pytest.raises(NonFiniteLoss, match="non-finite after step 1") as caught:
         stats.check_final(image)
@@ -443,7 +443,7 @@ def test_tolerance_change_exit_continues_like_the_tutorial(cnn, content_32, styl
     style = style_32[..., 5:26, :].contiguous()  # the tutorial needs both images the same size
     stats = RunStats()
     ours = transfer.run_style_transfer(cnn, IMAGENET_MEAN, IMAGENET_STD, content_32, style, content_32.clone(), 7,
-                                       settings=transfer.TransferSettings(stats=stats))
+                                       settings=transfer.TransferSettings.of(stats=stats))
     theirs, evaluations = tutorial.run_style_transfer(cnn, list(IMAGENET_MEAN), list(IMAGENET_STD), content_32,
                                                       style, content_32.clone(), num_steps=7)
     # One iteration = 2 evaluations per step; the loop runs until it passes 7, in both.
