@@ -55,6 +55,7 @@ def test_the_plan_and_the_loop_take_the_speed_whole() -> None:
     unshared = plan_run(config, 64, resolve_speed(StyleConfig(steps=300)))  # the default's speed: every step
     assert unshared.budgets == (300,)
     settings = transfer_settings(config, resolve_speed(StyleConfig()))
-    assert (settings.basis.name, settings.history_size, settings.two_loop) == ("pixels", 100, "torch")
+    assert (settings.parts.basis.name, settings.maths.history_size, settings.maths.two_loop) == ("pixels", 100, "torch")
     settings = transfer_settings(config, speed)
-    assert (settings.basis.name, settings.history_size, settings.two_loop) == ("fourier", 100, "stacked")
+    assert (settings.parts.basis.name, settings.maths.history_size, settings.maths.two_loop) == (
+        "fourier", 100, "stacked")
