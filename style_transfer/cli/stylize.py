@@ -13,7 +13,7 @@ from .print_config import show_config
 from .watch import EXIT_CODES, Signals, Watch, read_record
 from ..config.choices import INITS
 from ..config.style import StyleConfig
-from ..networks.weights import WEIGHTS_WORDS, preprocess_assumed
+from ..config.weights import WEIGHTS_WORDS, preprocess_assumed
 from ..errors import Interrupted, MissingExtra, RunStopped, StyleTransferError
 from ..io.files import check_not_an_input, shown
 from ..io.images import (INPUT_FORMATS_TEXT, MAX_PIXELS, MIN_INPUT_SIDE, check_output, header_size, open_image,

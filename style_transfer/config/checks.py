@@ -17,7 +17,7 @@ from ..layers import model_layer_names, resolve_layers
 from ..presets import STYLE_LOSSES, layer_weights, preset_values
 from .choices import INITS, TILING_REFUSAL
 from .fields import Setting, settings
-from ..networks.weights import WEIGHTS_WORDS, Unreadable, is_quantised_vgg19, onnx_preprocess, preprocess_by_name
+from .weights import WEIGHTS_WORDS, Unreadable, is_quantised_vgg19, onnx_preprocess, preprocess_by_name
 
 # The functions take the StyleConfig being made (``config.style`` imports this module, so it is not named here).
 StyleConfig = Any

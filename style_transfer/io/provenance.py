@@ -13,7 +13,7 @@ BMP    nothing: the format has no place for text (``save_options`` returns ``{}`
 =====  ============================================================================
 
 This module imports Pillow, never torch (``stylize-info`` must start quickly): versions come
-from ``importlib.metadata`` and the weights cache path from ``networks.weights``.
+from ``importlib.metadata`` and the weights cache path from ``config.weights``.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import Any
 from PIL import Image
 
 from ..config.choices import INITS
-from ..networks.weights import (IMAGENET_WEIGHTS_OF, ORIGINAL, ORIGINAL_PACKAGE, WEIGHTS_WORDS,
+from ..config.weights import (IMAGENET_WEIGHTS_OF, ORIGINAL, ORIGINAL_PACKAGE, WEIGHTS_WORDS,
                                 imagenet_weights_path, original_weights_file)
 from ..errors import ImageError, WeightsError
 from .files import open_regular, shown

@@ -29,7 +29,7 @@ from typing import Any
 from ..config.style import StyleConfig
 from ..errors import WeightsError, first_line
 from ..presets import STYLE_LOSSES, preset_values
-from .weights import (DOWNLOAD_TIMEOUT_S, IMAGENET_WEIGHTS_OF, ORIGINAL, ORIGINAL_EXTRA, imagenet_weights_path,
+from ..config.weights import (DOWNLOAD_TIMEOUT_S, IMAGENET_WEIGHTS_OF, ORIGINAL, ORIGINAL_EXTRA, imagenet_weights_path,
                       original_weights_file)
 
 DownloadProgress = Callable[[int, int], None]  # (bytes done, bytes in all or 0 if unknown)

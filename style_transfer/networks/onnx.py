@@ -1,6 +1,6 @@
 """VGG weights read from an ONNX file (the ONNX model zoo's, a Keras export): convolutions by order and shape.
 
-Only the graph's stored tensors are read (``networks.onnx_graph`` parses the protobuf, without the onnx package;
+Only the graph's stored tensors are read (``config.onnx_graph`` parses the protobuf, without the onnx package;
 nothing in the file runs). The convolutions and pools before the classifier must be a VGG16's or VGG19's, in
 order; the head is ignored.
 """
@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .onnx_graph import Attribute, Graph, Node, OnnxFormatError, OnnxTensorError, Tensor, read_graph
-from .weights import input_is_channels_last, producers
+from ..config.onnx_graph import Attribute, Graph, Node, OnnxFormatError, OnnxTensorError, Tensor, read_graph
+from ..config.weights import input_is_channels_last, producers
 from ..errors import WeightsError, first_line
 from ..io.files import open_regular, shown
 from ..layers import VGG_LAYOUTS as _LAYOUTS, conv_indices
@@ -112,7 +112,7 @@ def to_torch(tensor: Tensor) -> "torch.Tensor":
 
 
 def _graph(path: Path) -> Graph:
-    """The file's ONNX graph (``networks.onnx_graph`` reads the protobuf; nothing in it runs).
+    """The file's ONNX graph (``config.onnx_graph`` reads the protobuf; nothing in it runs).
 
     Raises:
         WeightsError: the file is missing, a folder, or not ONNX.

@@ -25,7 +25,7 @@ from ..io.files import open_regular, shown
 from ..layers import MODELS, VGG_LAYOUTS
 from . import download, quantised
 from .download import DownloadProgress
-from .weights import (ORIGINAL, ORIGINAL_EXTRA, ORIGINAL_PACKAGE, imagenet_weights_path, looks_onnx,
+from ..config.weights import (ORIGINAL, ORIGINAL_EXTRA, ORIGINAL_PACKAGE, imagenet_weights_path, looks_onnx,
                       original_weights_file, preprocess_by_name)
 
 # ImageNet statistics the VGG weights were trained with (the tutorial's values).

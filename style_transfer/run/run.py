@@ -59,7 +59,7 @@ class Run:
         download_progress: called while the pretrained weights download (first run only).
         init: a ``(1, 3, H, W)`` start image in [0, 1] in place of ``config.init`` (stretched to the working
             size; video/ passes the previous frame's warped result). image_losses: loss modules on the image
-            (``run_style_transfer``). cnn: the network already loaded with ``config.model`` and ``networks.weights``
+            (``run_style_transfer``). cnn: the network already loaded with ``config.model`` and ``config.weights``
             (a ``networks.vgg.Network``; a bare ``features`` block is taken to expect ``config.preprocess`` or
             torchvision's), reused across runs (video/ and batch/ load it once; never changed).
         style_targets: a cache of Gram targets shared by runs (batch), keyed by ``inputs.style_targets_key``;

@@ -17,7 +17,7 @@ from typing import Any, Callable
 import click
 
 from ..config.choices import PREPROCESSINGS
-from ..networks.weights import WEIGHTS_WORDS
+from ..config.weights import WEIGHTS_WORDS
 from ..io.files import shown
 from ..layers import MODELS
 from ..cli.options import DEFAULTS, OneLineCommand, note

@@ -30,7 +30,7 @@ from PIL import Image
 
 from ..config.run_options import RunOptions
 from ..config.style import StyleConfig
-from ..networks.weights import WEIGHTS_WORDS
+from ..config.weights import WEIGHTS_WORDS
 from ..errors import RunStopped, StyleTransferError, WeightsError, first_line
 from .gallery import Gallery, new_id
 
@@ -453,7 +453,7 @@ def weights_problem(exc: WeightsError, model: str = "vgg19") -> str:
     The library's message ends with a command-line fix ("...; pass weights=FILE") that a browser user
     cannot act on, so only its first part (what went wrong) is kept.
     """
-    from ..networks.weights import IMAGENET_WEIGHTS_OF
+    from ..config.weights import IMAGENET_WEIGHTS_OF
 
     what = first_line(exc).split("; ")[0]
     return (f"the server cannot load its {model.upper()} weights ({what}). The server's operator can put "

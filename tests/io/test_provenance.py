@@ -162,7 +162,7 @@ class TestWeights:
         weights, against torchvision's own entries."""
         from torchvision.models import VGG16_Weights, VGG19_Weights
 
-        from style_transfer.networks.weights import IMAGENET_WEIGHTS_FILE, IMAGENET_WEIGHTS_NAME, IMAGENET_WEIGHTS_OF
+        from style_transfer.config.weights import IMAGENET_WEIGHTS_FILE, IMAGENET_WEIGHTS_NAME, IMAGENET_WEIGHTS_OF
 
         weights = VGG19_Weights.IMAGENET1K_V1
         assert IMAGENET_WEIGHTS_NAME == f"{type(weights).__name__}.{weights.name}"
@@ -175,7 +175,7 @@ class TestWeights:
                                                    torch_loaded: bool) -> None:
         import torch.hub
 
-        from style_transfer.networks.weights import imagenet_weights_path
+        from style_transfer.config.weights import imagenet_weights_path
 
         def hub_path() -> Path:
             return Path(torch.hub.get_dir()) / "checkpoints" / "vgg19-dcbb9e9d.pth"

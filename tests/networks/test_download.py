@@ -85,7 +85,7 @@ def test_where_the_run_cannot_fall_back_the_network_is_not_asked(tmp_path: Path,
     asked = network(monkeypatch, tmp_path, up=False)
     config = {"vgg16": StyleConfig(model="vgg16"), "named": StyleConfig(weights="random")}.get(case, StyleConfig())
     if case == "cached":
-        from style_transfer.networks.weights import imagenet_weights_path
+        from style_transfer.config.weights import imagenet_weights_path
 
         imagenet_weights_path().parent.mkdir(parents=True)
         imagenet_weights_path().touch()

@@ -1,4 +1,4 @@
-"""Our ONNX reader (networks.onnx_graph, networks.onnx.to_torch) against the onnx package's own parse of the same bytes.
+"""Our ONNX reader (config.onnx_graph, networks.onnx.to_torch) against the onnx package's own parse of the same bytes.
 
 Models made with onnx.helper (raw_data and typed fields, float16, bfloat16, double, integer initializers, Constant
 nodes, attributes of each kind read) and bytes written here field by field (packed and unpacked repeated fields,
@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 import torch
 
-from style_transfer.networks.onnx_graph import OnnxFormatError, OnnxTensorError, Tensor, parse_graph, read_graph
-from style_transfer.networks.weights import Unreadable, onnx_preprocess
+from style_transfer.config.onnx_graph import OnnxFormatError, OnnxTensorError, Tensor, parse_graph, read_graph
+from style_transfer.config.weights import Unreadable, onnx_preprocess
 from style_transfer.networks.onnx import read_onnx_vgg, to_torch
 from style_transfer.errors import WeightsError
 from style_transfer.layers import VGG_LAYOUTS, conv_indices

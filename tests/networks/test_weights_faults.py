@@ -14,7 +14,7 @@ import torch
 
 from style_transfer import WeightsError, load_vgg19_features
 from style_transfer.networks import download
-from style_transfer.networks.weights import DOWNLOAD_TIMEOUT_S, imagenet_weights_path
+from style_transfer.config.weights import DOWNLOAD_TIMEOUT_S, imagenet_weights_path
 
 from ..conftest import IMAGES
 from ..helpers import one_error_line, invoke_stylize as invoke
