@@ -19,7 +19,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-
 PACKAGE = Path(__file__).resolve().parent.parent / "style_transfer"
 BENCHMARKS = PACKAGE.parent / "benchmarks"  # may import the package; the package never imports it
 RANK = {"config": 0, "presets": 0, "layers": 0, "errors": 0, "step_hooks": 0, "io": 1, "networks": 2, "losses": 2,
