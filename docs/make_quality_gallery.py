@@ -1,4 +1,4 @@
-"""Make docs/gallery.md's pictures of the quality controls (issue 26): masks and iterate averaging.
+"""Make docs/gallery.md's pictures of the quality controls: masks and iterate averaging.
 
     python docs/make_quality_gallery.py [--only NAME ...] [--force] [--threads N]
 
@@ -30,7 +30,7 @@ CAT, STAIN, STARS = "chelsea.png", "ihc.png", "hubble_deep_field.jpg"
 
 # name -> (styles, extra options), all on the cat. Masks: the stain on the face (a soft ellipse), the deep field
 # (no mask: it fills the rest); against the same two styles blended, at style weight 3, which keeps the cat
-# (at the preset's 300 the deep field painted it away in both: issue 33.5). Averaging: on and off for each optimiser.
+# (at the preset's 300 the deep field painted it away in both). Averaging: on and off for each optimiser.
 MASK_WEIGHT = ["--style-weight", "3"]
 QUALITY_RUNS: dict[str, tuple[list[str], list[str]]] = {
     "masks-off": ([STAIN, STARS], MASK_WEIGHT),
