@@ -464,6 +464,7 @@ class TestConfig:
         bf16 instructions, where oneDNN would convert); an explicit --precision bf16 still runs bf16 on a CPU that has
         it."""
         monkeypatch.setattr("style_transfer.fast.hardware.bf16_supported", lambda device: native_bf16)
+        monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)  # the CPU's flags decide here, not a cap in force
         flags = {"avx512f"} | {"amx": {"avx512_bf16", "amx_bf16", "amx_tile"}, "avx512_bf16": {"avx512_bf16"},
                                "avx512": set()}[cpu]
         monkeypatch.setattr("style_transfer.fast.hardware._cpu_flags", lambda: flags)
