@@ -1,7 +1,9 @@
 """The jump guard: an evaluation whose loss jumps ends LBFGS's step, and the run goes back to the step's best.
 
 ``--fast`` guards every step (``fast.basis``). The default runs the tutorial's LBFGS unguarded and is rescued only once
-one of its steps ends in a jump (``core.image.RescuedPixelImage``): from then on it is guarded the same way.
+one of its steps ends in a jump (``core.image.RescuedPixelImage``): from then on it is guarded the same way. How
+the constants were measured: benchmarks/NOTEBOOK.md, 2026-12-02 "Time to quality" and 2026-12-04 "--fast never hands
+back noise".
 """
 
 from __future__ import annotations
@@ -10,12 +12,12 @@ import torch
 
 # An evaluation whose loss is this many times the lowest of its LBFGS step ends the step: the run goes back to that
 # lowest image with a fresh LBFGS (``JumpGuard.observe``): without it LBFGS's first steps in --fast's basis can jump the
-# loss by orders of magnitude (benchmarks/NOTEBOOK.md, 2026-12-02 "Time to quality").
+# loss by orders of magnitude.
 JUMP = 3.0
 DAMPING = 4.0  # each jump divides LBFGS's learning rate by this; each step without one multiplies it by 2, up to 1
 # Restarts in a row (no step without a jump between them) after which damping has not helped (``exhausted``): --fast
 # then gives its basis up for the pixels (``fast.basis.FourierImage.run_step``): a step run unguarded instead could end
-# in noise (benchmarks/NOTEBOOK.md, 2026-12-04 "--fast never hands back noise").
+# in noise.
 RESTARTS_IN_A_ROW = 3
 
 
