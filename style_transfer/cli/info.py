@@ -103,12 +103,21 @@ def summary(name: str, record: dict[str, Any]) -> str:
     seconds = record.get("seconds")
     lines.append(f"  run:      {record.get('evaluations', '?')} evaluations, {record.get('stopped', '?')}"
                  + (f", {seconds:.1f} s" if isinstance(seconds, (int, float)) else "")
-                 + (f"; loss {terms}" if terms else ""))
+                 + (f"; loss {terms}" if terms else "")
+                 + _unfinished_text(record.get("unfinished")))
     versions = record.get("versions") or {}
     names = (("torch", "torch"), ("torchvision", "torchvision"), ("pillow", "Pillow"), ("python", "Python"))
     lines.append(f"  machine:  {record.get('device', '?')}; "
                  + ", ".join(f"{label} {versions[key]}" for key, label in names if versions.get(key)))
     return "\n".join(lines)
+
+
+def _unfinished_text(unfinished: Any) -> str:
+    """A stopped run of several sizes: which working size the picture is (the record's ``unfinished``)."""
+    if not isinstance(unfinished, dict) or not isinstance(unfinished.get("working"), list):
+        return ""
+    (width, height), scale, scales = unfinished["working"], unfinished.get("scale"), unfinished.get("scales")
+    return f"; stopped at size {scale} of {scales}: the {width}x{height} working image, upscaled"
 
 
 def _listed(value: Any) -> Any:

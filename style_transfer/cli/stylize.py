@@ -15,6 +15,7 @@ from ..config.choices import INITS
 from ..config.style import StyleConfig
 from ..config.weights import WEIGHTS_WORDS, preprocess_assumed
 from ..errors import Interrupted, MissingExtra, RunStopped, StyleTransferError
+from ..run import Unfinished
 from ..io.files import check_not_an_input, shown
 from ..io.images import (INPUT_FORMATS_TEXT, MAX_PIXELS, MIN_INPUT_SIDE, check_output, header_size, open_image,
                          save_image)
@@ -143,7 +144,7 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
     except RunStopped as exc:  # a second Ctrl-C, or a NaN loss: keep the last good image
         watch.close()
         hint = resume_hint(run_options.checkpoint, content, styles, output, run.config)
-        _keep_partial(exc, output, debug, watch.record(run, exc), hint)
+        _keep_partial(exc, output, debug, watch.record(run, exc), hint, run.unfinished)
     except (StyleTransferError, ValueError) as exc:  # ValueError: a setting only the model can check
         watch.close()
         one_line_error(exc, debug)
@@ -155,7 +156,8 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
         watch.close()
         unexpected_error(exc, debug)
     if result.stopped in EXIT_CODES:  # Ctrl-C, SIGTERM: the image so far was saved
-        click.echo(f"interrupted at step {result.evaluations}, saved {shown(output)}; "
+        what = f" ({result.unfinished.text()})" if result.unfinished is not None else ""
+        click.echo(f"interrupted at step {result.evaluations}, saved {shown(output)}{what}; "
                    f"{resume_hint(run_options.checkpoint, content, styles, output, run.config)}", err=True)
         raise SystemExit(EXIT_CODES[result.stopped])
     if result.ended_above_start:  # even with --quiet: the picture is not what was asked for
@@ -242,16 +244,17 @@ def _check_not_inputs(content: str, styles: tuple[str, ...], config: StyleConfig
 
 
 def _keep_partial(exc: RunStopped, output: str, debug: bool, record: dict[str, Any] | None,
-                  resume_hint: str = "") -> NoReturn:
+                  resume_hint: str = "", unfinished: Unfinished | None = None) -> NoReturn:
     """Save the image a stopped run carries (atomically, with ``record``), say so in one line, exit 130 or 1;
-    an interrupted run's line ends with ``resume_hint`` (how to continue it)."""
+    an interrupted run's line ends with ``resume_hint`` (how to continue it); ``unfinished``: which working size the
+    picture is, where a run of several sizes stopped before its last."""
     show_traceback(debug)
     if exc.image is None:
         message = f"{exc}; nothing written"
     else:
         try:
             save_image(exc.image, output, metadata=record)
-            message = f"{exc}, saved {shown(output)}"
+            message = f"{exc}, saved {shown(output)}" + (f" ({unfinished.text()})" if unfinished is not None else "")
         except StyleTransferError as error:
             message = f"{exc}; could not save it: {error}"
         except KeyboardInterrupt:

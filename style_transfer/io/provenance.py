@@ -200,7 +200,8 @@ def _own_version() -> str:
 def make_record(settings: Any, *, content: Any, styles: Sequence[Any], weights: str | Mapping[str, Any],
                 device: Any, evaluations: int, losses: Mapping[str, Any], seconds: float, stopped: str,
                 seed: int | None = None, created: datetime.datetime | None = None,
-                kept: int | None = None, rescued_at: Sequence[int] = ()) -> dict[str, Any]:
+                kept: int | None = None, rescued_at: Sequence[int] = (),
+                unfinished: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The provenance record of one output, as plain JSON values (lists, not tuples).
 
     Args:
@@ -223,6 +224,9 @@ def make_record(settings: Any, *, content: Any, styles: Sequence[Any], weights: 
             (``kept_evaluation``; absent otherwise).
         rescued_at: the evaluations after which a failed LBFGS step was rescued (``rescued_at``; absent where
             none was).
+        unfinished: a run of several sizes that stopped before its last: ``{"working": [w, h], "scale": k,
+            "scales": n}``, the picture being the working image of size k of n upscaled (``unfinished``; absent
+            otherwise).
 
     Raises:
         ImageError: an input file that cannot be read. WeightsError: a weights file that cannot.
@@ -259,6 +263,8 @@ def make_record(settings: Any, *, content: Any, styles: Sequence[Any], weights: 
         record["kept_evaluation"] = int(kept)
     if rescued_at:
         record["rescued_at"] = [int(n) for n in rescued_at]
+    if unfinished is not None:
+        record["unfinished"] = dict(unfinished)
     return jsonable(record)
 
 

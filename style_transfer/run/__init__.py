@@ -18,6 +18,20 @@ if TYPE_CHECKING:
 STOP_REASONS = ("done", "converged", "cancelled", "interrupted", "terminated", "plateau")
 
 
+@dataclass(frozen=True)
+class Unfinished:
+    """Where a run of several sizes stopped before its last: the picture it hands back is the working image of size
+    ``scale`` (from 1) of ``scales``, ``working`` (width, height) px, upscaled to the size asked for."""
+
+    working: tuple[int, int]
+    scale: int
+    scales: int
+
+    def text(self) -> str:
+        """As the command says it: ``the 375x250 working image of size 1 of 3, upscaled``."""
+        return f"the {self.working[0]}x{self.working[1]} working image of size {self.scale} of {self.scales}, upscaled"
+
+
 @dataclass
 class RunResult:
     """What a run made: the image (final colours and alpha) and how it went."""
@@ -30,6 +44,7 @@ class RunResult:
     record: dict[str, Any] = field(repr=False)  # provenance.make_record: embed it in every file written
     kept: int | None = None  # the evaluation whose image was handed back, its lowest loss (Run's keep_best); None: the last
     start_loss: float | None = None  # the loss of the last size's first evaluation (its start image)
+    unfinished: Unfinished | None = None  # a run of several sizes stopped before its last: which size the picture is
 
     @property
     def ended_above_start(self) -> bool:

@@ -39,7 +39,7 @@ from ..networks.download import DownloadProgress, Notice, resolve_weights
 from ..networks.vgg import IMAGENET_MEAN, IMAGENET_STD, Network, load_network
 from ..tiling import tiling
 from ..tiling.plans import plan_tiles, tiled_speed
-from . import STOP_REASONS, RunResult
+from . import STOP_REASONS, RunResult, Unfinished
 from .checkpoints import Checkpoints, Saved, fingerprint
 from .inputs import Content, Inputs, style_targets_key
 from .plans import plan_run
@@ -98,6 +98,8 @@ class Run:
         self._preprocess: str | None = None  # the preprocessing the loaded network expects, once known
         self._stats: RunStats | None = None  # the running one, once execute began (the record names its rescues)
         self._content: Content | None = None  # the content as read, once planned
+        # Set where a run of several sizes stopped before its last (the record and RunResult name the size).
+        self.unfinished: Unfinished | None = None
 
     def cancel(self, reason: str = "cancelled") -> None:
         """Stop the run at the end of the evaluation under way; ``execute`` returns its image then.
@@ -145,7 +147,8 @@ class Run:
         return provenance.make_record(config, content=content, styles=self.styles,
                                       weights=config.weights, device=str(device), evaluations=evaluations,
                                       losses=losses, seconds=seconds, stopped=stopped, kept=kept,
-                                      rescued_at=self._stats.rescued_at if self._stats is not None else ())
+                                      rescued_at=self._stats.rescued_at if self._stats is not None else (),
+                                      unfinished=dataclasses.asdict(self.unfinished) if self.unfinished else None)
 
     def _resolve(self) -> tuple[torch.device, int]:
         """The device the run takes and its long side (``prepare.device_and_size``), resolved once."""
@@ -266,7 +269,9 @@ class Run:
         plan.keeper.save()  # the state after the last whole LBFGS step, to resume from
         if watch.averager is not None and watch.averager.count:
             exc.image = watch.averager.value()
-        # A run stopped at a coarse size still gives a picture of the size asked for.
+        # A run stopped at a coarse size still gives a picture of the size asked for, and says which size it is.
+        if watch.scale < len(plan.sizes) - 1:
+            self.unfinished = Unfinished(inputs.size, watch.scale + 1, len(plan.sizes))
         kept = None if exc.image is None else inputs.moved_to(exc.image.to(plan.device), plan.final)
         if isinstance(exc, NonFiniteLoss) or not self._stop.is_set():
             exc.image = None if kept is None else plan.final.finish_tensor(kept).cpu()
@@ -277,7 +282,7 @@ class Run:
     def _result(self, image: Image.Image, evaluations: int, stopped: str, losses: dict[str, float],
                 seconds: float, kept: int | None = None, start_loss: float | None = None) -> RunResult:
         return RunResult(image, evaluations, stopped, dict(losses), seconds,
-                         self.record(evaluations, stopped, losses, seconds, kept), kept, start_loss)
+                         self.record(evaluations, stopped, losses, seconds, kept), kept, start_loss, self.unfinished)
 
 
 
