@@ -22,7 +22,7 @@ _EXPORTS = {
     "StepInfo": "core.transfer", "get_input_optimizer": "core.transfer",
     "get_style_model_and_losses": "core.style_model", "run_style_transfer": "core.transfer",
     "TransferSettings": "core.transfer",
-    "Run": "run.run", "RunResult": "run", "stylize": "run.run",
+    "Run": "run.run", "RunResult": "run", "Unfinished": "run", "stylize": "run.run",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
@@ -52,5 +52,5 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
     from .networks.vgg import Network, Normalization, load_network, load_vgg19_features
     from .core.style_model import get_style_model_and_losses
     from .core.transfer import StepInfo, TransferSettings, get_input_optimizer, run_style_transfer
-    from .run import RunResult
+    from .run import RunResult, Unfinished
     from .run.run import Run, stylize
