@@ -17,6 +17,7 @@ re-exports a name it imports from another module of the package when it lists it
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "style_transfer"
@@ -214,3 +215,25 @@ def test_the_tutorial_names_import_from_the_package_root() -> None:
     assert style_transfer.stylize is stylize and style_transfer.Run is Run
     for name in style_transfer.__all__:
         assert getattr(style_transfer, name) is not None, name
+
+
+def pointer_faults(path: Path) -> list[str]:
+    """What ``path``'s text points to that a reader cannot follow or reads twice: an issue number (the issues are
+    not in the repository), or the notebook named more than once (a module says where its history is, once)."""
+    text = path.read_text(encoding="utf-8")
+    faults = [f"{path.name}: {match.group(0)!r}" for match in re.finditer(r"\b[Ii]ssues? \d+(\.\d+)?", text)]
+    if text.count("NOTEBOOK") > 1:
+        faults.append(f"{path.name}: the notebook named {text.count('NOTEBOOK')} times")
+    return faults
+
+
+def test_no_module_points_to_an_issue_or_to_the_notebook_twice() -> None:
+    faults = [fault for root in (PACKAGE, BENCHMARKS) for path in sorted(root.rglob("*.py"))
+              for fault in pointer_faults(path)]
+    assert faults == []
+
+
+def test_a_planted_pointer_is_found(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text('"""As measured (issue 12.3; benchmarks/NOTEBOOK.md)."""\n# see benchmarks/NOTEBOOK.md\n')
+    assert pointer_faults(module) == ["m.py: 'issue 12.3'", "m.py: the notebook named 2 times"]

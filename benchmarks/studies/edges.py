@@ -1,4 +1,4 @@
-"""The edge strip (issue 33): how much busier each edge of a picture is than the band 5 to 15 px inside it.
+"""The edge strip: how much busier each edge of a picture is than the band 5 to 15 px inside it.
 
 Without a border and with ``--margin``, beside the photo's own (docs/usage.md, "Edges"):
 

@@ -1,4 +1,4 @@
-"""Does --fast ever hand back noise? Every photo against every style, the default beside --fast (issue 44).
+"""Does --fast ever hand back noise? Every photo against every style, the default beside --fast.
 
     python -m benchmarks robustness --network vgg19 --size 300 --size 400 --json benchmarks/results/robustness/X.json
     python -m benchmarks robustness --photos chelsea --styles starry_night --size 384   # one pair

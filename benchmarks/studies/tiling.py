@@ -1,4 +1,4 @@
-"""Tiled against untiled evaluations (issue 16): peak memory and seconds per evaluation, in one run.
+"""Tiled against untiled evaluations: peak memory and seconds per evaluation, in one run.
 
     python -m benchmarks tiling                                  # 128 256 384 512 px, tile 128, CPU
     python -m benchmarks tiling --sizes 1024 2048 4096 --tile 512 --no-untiled-above 2048

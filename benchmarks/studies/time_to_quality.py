@@ -7,7 +7,7 @@ Per photo and style pair (``--pairs``: indices into ``scoring.PAIRS``) the defau
 fresh process. As ratios to the default: ``loss`` and ``content`` of the picture handed back, scored by the default
 path's float32 model; ``wall`` and ``cpu`` from the process's start to its saved picture (with ``--repeats``: the
 medians of the paired ratios); ``reach``, the evaluation where the run's own loss first came to the default's final
-loss. Issue 32's bar for ``--fast``: ``BAR``. ``control``: the default in channels_last (LBFGS's own spread).
+loss. The bar for ``--fast``: ``BAR``. ``control``: the default in channels_last (LBFGS's own spread).
 
 ``--defaults REPORT`` takes the default's rows from an earlier report of this study on the same kind of machine,
 network, size and steps (the default's path unchanged since: its golden tests say so) and runs the default only for
@@ -35,7 +35,7 @@ CANDIDATES: dict[str, dict[str, Any]] = {  # StyleConfig fields over the default
     "control": {"channels_last": True},
     "fast": {"fast": True},
 }
-BAR = {"loss": 1.05, "content": 1.25, "wall": 0.4}  # issue 32's, for --fast at 256 px
+BAR = {"loss": 1.05, "content": 1.25, "wall": 0.4}  # --fast's bar at 256 px
 
 
 def worker(args: argparse.Namespace) -> None:

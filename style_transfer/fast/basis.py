@@ -3,7 +3,7 @@
 The tutorial's LBFGS moves the image's pixels. ``FourierBasis`` lets it move the image's 2-D Fourier coefficients
 instead, each scaled by ``1 / f**exponent`` (``f`` the spatial frequency): a gradient step then moves coarse
 structure more than fine noise, which is the direction the style loss's minimum lies in, and LBFGS reaches a given
-loss in fewer evaluations (benchmarks/NOTEBOOK.md, 2026-12-02 "Time to quality"). The loss as a function of the
+loss in fewer evaluations. The loss as a function of the
 image is unchanged: the image is decoded from the coefficients, clamped to [0, 1] as the tutorial's loop clamps its
 pixels, and evaluated by the same model; the gradient is the pixels' gradient taken back through the decoding
 (``backward``), except where a pixel lies outside [0, 1] and the step would move it further out (``inward``).
@@ -13,6 +13,9 @@ fine detail as fast.
 ``FOURIER`` is the ``core.image.Basis`` a run hands the loop as ``Parts.basis`` where it asks for this one
 (``basis_of``: ``StyleConfig.parametrization``, fourier with --fast); the default path moves the pixels
 (``core.image.PIXELS``), as the tutorial does.
+
+The measurements behind each choice here are in benchmarks/NOTEBOOK.md (2026-12-02 "Time to quality", 2026-12-03
+"Coarse first, then flat", 2026-12-04 "The guard on the pixels arms").
 """
 
 from __future__ import annotations
@@ -30,20 +33,18 @@ from ..core.run_stats import RunStats
 from ..core.lbfgs import pairs_changed
 from .speed import Speed
 
-FOURIER_EXPONENT = 0.5  # the scale 1/f**0.5: 0.35, 0.75 and a Laplacian pyramid measured worse (benchmarks/NOTEBOOK.md)
+FOURIER_EXPONENT = 0.5  # the scale 1/f**0.5: 0.35, 0.75 and a Laplacian pyramid measured worse
 # An LBFGS run in the Fourier basis moves to a flat scale (exponent 0) after this share of its planned evaluations,
 # LBFGS's memory carried across (``BasisImage.rebase``): late in a run the loss is mostly content, fine detail that
-# 1/f**0.5 moves slowly (benchmarks/NOTEBOOK.md, 2026-12-03 "Coarse first, then flat").
+# 1/f**0.5 moves slowly.
 LATE_EXPONENT = 0.0
 LATE_SHARE = 0.5
 # Once the basis is given up, the guard over the pixels arms when the loss has come below this share of the pixels'
-# first: before, a jump is LBFGS's early overshoot, which the tutorial's own path makes and comes back from (the cat in
-# the Hubble deep field on VGG16 at 300 px: 300x at the default's third evaluation, back by its 70th), where damped
-# restarts crawled to 2.6x the default's loss (benchmarks/NOTEBOOK.md, 2026-12-04 "The guard on the pixels arms").
+# first: before, a jump is LBFGS's early overshoot, which the tutorial's path comes back from (damped restarts crawled).
 ARM_BELOW = 0.1
 # A run in this basis is not the tutorial's path: it hands back its best evaluated image, unless its last evaluation
 # is within this share of it (``Fourier.keep_within``). Not 0: bf16's loss of an image is up to 2.3 % below its
-# float32 loss, and a strict best would hand back a bf16 image over the float32 finish's (benchmarks/NOTEBOOK.md).
+# float32 loss, and a strict best would hand back a bf16 image over the float32 finish's.
 KEEP_WITHIN = 0.05
 
 
@@ -54,7 +55,7 @@ def inward(decoded: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
     The clamp's own gradient would stop every pixel outside: on the real VGG16 LBFGS's third evaluation put whole
     regions out, its gradient vanished there and the jump guard had to restart (the astronaut in the IHC stain at
     128 px: 3.5e10 at the third evaluation, 7.45e5 at the 180th; with this 8.2e8 and 7.07e5). On four pairs at 256 px
-    it ended 2 to 16 % lower than the clamp's own gradient at 180 evaluations (benchmarks/NOTEBOOK.md, 2026-12-03).
+    it ended 2 to 16 % lower than the clamp's own gradient at 180 evaluations.
     """
     return ((decoded >= 0) & (decoded <= 1)) | ((decoded > 1) & (grad > 0)) | ((decoded < 0) & (grad < 0))
 
@@ -121,7 +122,7 @@ class BasisImage(JumpGuard):
     on the pixel path. ``backward`` takes that image's gradient back to the coefficients through the decoding, where
     ``inward`` lets it through: inside the box, and outside it only where the descent step leads back in. The
     coefficients LBFGS holds are never changed behind its back: projecting them onto the box after each update made
-    LBFGS's curvature pairs describe steps it had not taken (benchmarks/NOTEBOOK.md, 2026-12-03). ``settle`` ends an
+    LBFGS's curvature pairs describe steps it had not taken. ``settle`` ends an
     optimiser step: the coefficients are re-encoded from the (unclamped) image they decode to, which is what a
     checkpoint keeps, so a resumed run continues from the very coefficients it stopped at.
     """

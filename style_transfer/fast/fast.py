@@ -37,11 +37,10 @@ def speed_from_config(config: StyleConfig, device: torch.device) -> Speed:
 BF16_EXACT_START = LBFGS_MAX_ITER  # evaluations a bf16 model runs in float32 first: LBFGS's first step
 # In the Fourier basis (--fast): 4 evaluations in float32 first, and the run's last evaluations in float32 again
 # (FastStyleModel.switches_arithmetic), so the picture ends at the float32 loss's minimum, not bf16's
-# (benchmarks/NOTEBOOK.md, 2026-12-03 "A float32 finish").
+# (benchmarks/NOTEBOOK.md, 2026-12-03 "A float32 finish" and "(late)").
 BF16_EXACT_START_FOURIER = 4
 # The finish is the last BF16_FINISH_EVALUATIONS of the last LBFGS step, run as an LBFGS step of their own after the
-# step's first 10 in bf16 (transfer.optimize): 0.3 % more loss than a whole float32 step for about 4 % less time
-# (benchmarks/NOTEBOOK.md, 2026-12-03 (late)).
+# step's first 10 in bf16 (transfer.optimize): 0.3 % more loss than a whole float32 step for about 4 % less time.
 BF16_FINISH_EVALUATIONS = 10
 
 
