@@ -13,6 +13,7 @@ from typing import TypeVar, cast
 
 import torch
 from torch import nn
+from torch.nn.modules.utils import _pair
 
 from ..config.style import StyleConfig
 from ..core.hooks import HookedModel
@@ -81,6 +82,10 @@ class FastStyleModel(HookedModel):
         self._relu_gram = {i + 1: m for i, m in enumerate(modules[:-1])
                            if type(m) is FusedStyleLoss and isinstance(modules[i + 1], nn.ReLU)}
         self._deferred = {i - 1 for i in self._relu_gram}  # those style losses' own indices
+        # A max-pool right after such a ReLU runs in the same step, before the ReLU (_ReluGram): ReLU index -> pool.
+        self._pools = {i: _pool_arguments(modules[i + 1]) for i in self._relu_gram
+                       if i + 1 < len(modules) and type(modules[i + 1]) is nn.MaxPool2d}
+        self._deferred |= {i + 1 for i in self._pools}
 
     def finish_evaluations(self) -> int:
         """The float32 finish's evaluations (0: none): ``optimize`` runs the run's last LBFGS step as two, the
@@ -124,10 +129,10 @@ class FastStyleModel(HookedModel):
             for i, module in enumerate(self.body):
                 if i in self._relu_gram:  # this ReLU and the style loss before it, in one step
                     with torch.autocast(self.device_type, enabled=False):
-                        x, gram = _ReluGram.apply(x, x.numel())
+                        x, gram = _ReluGram.apply(x, x.numel(), self._pools.get(i))
                         self._relu_gram[i].score(gram)
                 elif i in self._deferred:
-                    continue  # scored by the ReLU step that follows
+                    continue  # scored by the ReLU step that follows, or pooled by the one before
                 elif isinstance(module, (FusedStyleLoss, FastContentLoss)):
                     with torch.autocast(self.device_type, enabled=False):
                         module(x)  # widens to float32 itself
@@ -140,6 +145,13 @@ class FastStyleModel(HookedModel):
                 else:
                     x = module(x)
         return x
+
+
+def _pool_arguments(pool: nn.MaxPool2d) -> tuple[list[int], list[int], list[int], list[int], bool]:
+    """A max-pool's kernel, stride, padding, dilation and ceil mode as ``aten.max_pool2d_with_indices`` takes them."""
+    kernel, stride, padding, dilation = (list(_pair(v)) for v in (pool.kernel_size, pool.stride or pool.kernel_size,
+                                                                   pool.padding, pool.dilation))
+    return kernel, stride, padding, dilation, pool.ceil_mode
 
 
 def accelerator(speed: Speed) -> Callable[..., tuple[nn.Module, list[StyleLoss], list[ContentLoss]]] | None:

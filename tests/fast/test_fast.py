@@ -283,6 +283,24 @@ class TestReluGram:
         torch.testing.assert_close(fused_grad, grad, rtol=1e-5, atol=1e-6 * grad.abs().max().item())
 
 
+    @pytest.mark.parametrize("precision", ["fp32", "bf16"])
+    def test_pool_before_the_relu_changes_no_bit(self, cnn, content_32, style_32, precision: str) -> None:
+        """The max-pools after conv_2's and conv_4's ReLU steps run before their ReLU (they commute): the loss and the
+        image's gradient bit for bit as with each ReLU before its pool."""
+        if precision == "bf16" and not bf16_supported(torch.device("cpu")):
+            pytest.skip("no native bf16 on this CPU")
+        speed = Speed(precision, True, True)
+        pooled, _, loss, grad = first_evaluation(cnn, content_32, style_32, speed)
+        assert sorted(pooled._pools) == [6, 14]  # relu_2 and relu_4, each before its pool
+        model = get_style_model_and_losses(cnn, IMAGENET_MEAN, IMAGENET_STD, style_32, content_32)
+        plain = accelerate(*model, speed)
+        plain[0].exact_left = 0
+        plain[0]._deferred -= {i + 1 for i in plain[0]._pools}
+        plain[0]._pools = {}
+        _, _, plain_loss, plain_grad = first_evaluation(cnn, content_32, style_32, None, model=plain)
+        assert torch.equal(loss, plain_loss) and torch.equal(grad, plain_grad)
+
+
 class TestAccelerate:
     def test_same_first_loss_and_gradient_in_fp32(self, cnn, content_32, style_32) -> None:
         """fp32 with channels_last and the fused Gram: the same loss and gradient up to rounding."""
