@@ -282,7 +282,6 @@ class TestReluGram:
         assert [float(s.loss.detach()) for s in fused_sl] == pytest.approx(losses, rel=1e-6)
         torch.testing.assert_close(fused_grad, grad, rtol=1e-5, atol=1e-6 * grad.abs().max().item())
 
-
     @pytest.mark.parametrize("precision", ["fp32", "bf16"])
     def test_pool_before_the_relu_changes_no_bit(self, cnn, content_32, style_32, precision: str) -> None:
         """The max-pools after conv_2's and conv_4's ReLU steps run before their ReLU (they commute): the loss and the
