@@ -45,15 +45,16 @@ class ProgressLines:
     stays there (some 25 kB on one line for 240 evaluations). A plain line when the count has moved
     by a tenth of the total, or 10 s have passed, since the last line; and, on ``close``, the last news if it was
     not written. So at most 11 lines, and one more per 10 s: ``12/40 evaluations (30%)  style 3.1  1.2 s, 2.8 s
-    left`` (the time left at the rate so far, as the bar shows it).
+    left`` (the time left at the rate so far, as the bar shows it; ``counts_left=False``: none, where the detail
+    carries the library's own, as stylize-video's does).
     """
 
     SHARE = 0.1  # of the total, between two lines
     SECONDS = 10.0  # between two lines, however little the count moved: a slow run is never silent for long
 
     def __init__(self, total: int, unit: str, *, clock: Callable[[], float] = time.monotonic,
-                 write: Callable[[str], None] | None = None) -> None:
-        self.total, self.unit, self.clock = total, unit, clock
+                 write: Callable[[str], None] | None = None, counts_left: bool = True) -> None:
+        self.total, self.unit, self.clock, self.counts_left = total, unit, clock, counts_left
         self.write = write if write is not None else lambda line: click.echo(line, err=True)
         self.start = self.written_at = clock()
         self.written = 0  # the count of the last line
@@ -89,7 +90,8 @@ class ProgressLines:
     def _line(self, now: float) -> None:
         done, detail = self.news
         elapsed = now - self.start
-        left = f", {elapsed / done * (self.total - done):.1f} s left" if 0 < done < self.total and elapsed > 0 else ""
+        left = (f", {elapsed / done * (self.total - done):.1f} s left"
+                if self.counts_left and 0 < done < self.total and elapsed > 0 else "")
         self.write(f"{done}/{self.total} {self.unit} ({100 * done // max(self.total, 1)}%)"
                    + (f"  {detail}" if detail else "") + f"  {elapsed:.1f} s{left}")
         self.written, self.written_at, self.pending = done, now, False

@@ -224,7 +224,9 @@ class _Progress:
     def __init__(self, video: Any, quiet: bool) -> None:
         self.video, self.count, self.quiet, self.frame = video, video.clip.count, quiet, 0
         self.bar: Any = None
-        self.lines = ProgressLines(self.count, "frames") if not quiet and ProgressLines.wanted() else None
+        # one time left, the library's (a frame count's rate would count the first frame's double share alike)
+        self.lines = (ProgressLines(self.count, "frames", counts_left=False)
+                      if not quiet and ProgressLines.wanted() else None)
         self.estimated = quiet
 
     def _bar(self) -> Any:

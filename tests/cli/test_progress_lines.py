@@ -120,3 +120,13 @@ def test_stylize_writes_a_few_plain_lines_into_a_pipe(tmp_path: Path) -> None:
                                 f"content {losses['content']:.4g}  ")
     quiet, _ = piped_stderr(code, [*args, "-q"], ROOT)
     assert quiet == ""
+
+
+def test_no_time_left_of_its_own_where_the_detail_says_the_library_s() -> None:
+    clock, written = Clock(), []
+    lines = ProgressLines(20, "frames", clock=clock, write=written.append, counts_left=False)
+    for frame in range(1, 4):
+        clock.now += 5
+        lines.update(frame, f"frame {frame + 1}: 8/60 evaluations, {(20 - frame) * 5} s left")
+    assert written[0] == "2/20 frames (10%)  frame 3: 8/60 evaluations, 90 s left  10.0 s"  # one time left, not two
+    assert made(20)[0].counts_left  # the other commands' lines count their own

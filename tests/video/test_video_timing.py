@@ -102,6 +102,7 @@ def test_the_library_estimates_the_run_and_the_command_shows_it(tmp_path: Path,
     assert len(said) == 1 and re.search(r"for 3 frames on this machine", said[0]), result.stderr
     progress = [line for line in result.stderr.splitlines() if re.match(r"\d+/3 frames", line)]
     assert progress[-1].startswith("3/3 frames (100%)  0 s left"), result.stderr
+    assert all(line.count(" left") <= 1 for line in progress), result.stderr  # the library's time left alone
     quiet = run_command(main, [clip, style, "-o", tmp_path / "quiet.mp4", "--size", "32", "--steps", "4",
                                "--weights", "random", "--threads", "1", "-q"])
     assert quiet.stderr == ""
