@@ -83,8 +83,8 @@ class FastStyleModel(HookedModel):
                            if type(m) is FusedStyleLoss and isinstance(modules[i + 1], nn.ReLU)}
         self._deferred = {i - 1 for i in self._relu_gram}  # those style losses' own indices
         # A max-pool right after such a ReLU runs in the same step, before the ReLU (_ReluGram): ReLU index -> pool.
-        self._pools = {i: _pool_arguments(modules[i + 1]) for i in self._relu_gram
-                       if i + 1 < len(modules) and type(modules[i + 1]) is nn.MaxPool2d}
+        self._pools = {i: _pool_arguments(pool) for i in self._relu_gram
+                       if i + 1 < len(modules) and type(pool := modules[i + 1]) is nn.MaxPool2d}
         self._deferred |= {i + 1 for i in self._pools}
 
     def finish_evaluations(self) -> int:

@@ -94,8 +94,9 @@ class _ReluGram(torch.autograd.Function):
                 pool: tuple[list[int], list[int], list[int], list[int], bool] | None = None,
                 ) -> tuple[torch.Tensor, torch.Tensor]:
         features, rows_last = _feature_matrix(x)
+        saved: tuple[torch.Tensor, ...] = ()
         if pool is None:
-            out, saved = torch.relu(x), ()
+            out = torch.relu(x)
         else:
             pooled, indices = torch.ops.aten.max_pool2d_with_indices(x, *pool)
             out, saved = torch.relu_(pooled), (indices,)
