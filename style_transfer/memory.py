@@ -25,8 +25,8 @@ BASE_BYTES = 256 * 2**20
 # plus LBFGS's history of 100 (step, gradient-change) pairs of 3 floats each (2400 B).
 ACTIVATION_BYTES_PER_PIXEL = 3072
 LBFGS_HISTORY_BYTES_PER_PIXEL = 100 * 2 * 3 * 4
-# The bf16 fast path keeps half the bytes for backward (1174 B/px against 1900, tests/run/test_faults.py), but
-# its first LBFGS step runs in float32 (the default's 1900 B/px: fast.FastStyleModel) and its peak RSS
+# The bf16 fast path keeps half the bytes for backward (982 B/px against 1900, tests/run/test_faults.py), but
+# its first LBFGS step runs in float32 (1516 B/px: fast.FastStyleModel) and its peak RSS
 # grows nearly as fast (python -m benchmarks memory --fast: 3550 B/px from 128 to 384 px, the default 3706), so
 # the estimate keeps ACTIVATION_BYTES_PER_PIXEL for it; only the LBFGS history follows the speed.
 # Per pixel of the style image: its one no_grad pass keeps about two feature maps of 64 channels.
