@@ -17,7 +17,7 @@ import click
 
 from ..io import metadata
 from . import recorders
-from .options import ProgressLines, note
+from .options import ProgressLines, duration, note
 from ..errors import RunStopped
 from ..io.files import shown
 from ..io.images import save_image
@@ -65,6 +65,7 @@ class Watch:
         self.bars: dict[str, tqdm] = {}  # made on first use, so an early error prints one line only
         self.lines: ProgressLines | None = None  # in place of the steps bar where stderr is no terminal
         self.planned = 0  # the evaluations the run plans (StepInfo.total), known from its first event
+        self.estimated = quiet  # the run's estimate said (once its first size has run a few evaluations)
         self.preview_every = recorders.preview_interval(save_every or None,
                                                         self.animation.every if self.animation is not None else None) or 0
 
@@ -101,7 +102,16 @@ class Watch:
             bar.close()
 
     def on_event(self, info: StepInfo) -> None:
-        """After each evaluation: the bar, and whatever files the options asked for."""
+        """After each evaluation: the bar (and once, the run's time on this machine), and whatever files the options
+        asked for."""
+        if not self.estimated and self.run is not None and (estimate := self.run.estimate()) is not None:
+            self.estimated = True
+            line = (f"estimate: about {duration(estimate.seconds)} on this machine (an evaluation "
+                    f"{estimate.evaluation_seconds:.2g} s at the last size)")
+            if "steps" in self.bars:
+                self.bars["steps"].write(line, file=sys.stderr)
+            else:
+                click.echo(line, err=True)
         self._bar(info)
         if self.frames is not None:
             self.frames(info)
@@ -116,19 +126,24 @@ class Watch:
         if "steps" not in self.bars and self.lines is None:
             self.planned = info.total
             if not self.quiet and ProgressLines.wanted():
-                self.lines = ProgressLines(info.total, "evaluations")
+                self.lines = ProgressLines(info.total, "evaluations", counts_left=False)
             else:
                 from tqdm import tqdm
 
+                # tqdm's own time left would count every size's evaluations alike: the run's only (StepInfo)
                 self.bars["steps"] = tqdm(total=info.total, unit="step", file=sys.stderr, disable=self.quiet,
-                                          dynamic_ncols=True)
+                                          dynamic_ncols=True, bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} "
+                                          "[{elapsed}{postfix}]")
         losses = {"style": f"{info.style_loss:.4g}", "content": f"{info.content_loss:.4g}"}
         if info.tv_loss:
             losses["tv"] = f"{info.tv_loss:.4g}"
         if info.scales > 1:
             losses["size"] = f"{info.size[0]}x{info.size[1]}"
+        if info.time_left is not None and info.step < info.total:
+            losses["left"] = duration(info.time_left)
         if self.lines is not None:
-            self.lines.update(info.step, "  ".join(f"{name} {value}" for name, value in losses.items()))
+            self.lines.update(info.step, "  ".join(f"{value} left" if name == "left" else f"{name} {value}"
+                                                   for name, value in losses.items()))
             return
         bar = self.bars["steps"]
         if info.step > bar.total:

@@ -49,6 +49,8 @@ class StepInfo:
     scale: int = 0  # which coarse-to-fine size, from 0 (the smallest)
     scales: int = 1  # how many sizes the run has
     preview: Image.Image | None = field(default=None, repr=False)  # the image of this evaluation, when asked for
+    # the run's seconds left by its planned work at its rate so far, each size's megapixels counted (run.timing)
+    planned_left: float | None = None
 
     @property
     def loss(self) -> float:
@@ -56,8 +58,11 @@ class StepInfo:
 
     @property
     def time_left(self) -> float | None:
-        """Seconds the run's planned evaluations still take at its rate so far (None: no time measured yet, as in the
-        tutorial's loop, which leaves ``elapsed`` at 0)."""
+        """Seconds the run's planned evaluations still take at its rate so far: ``planned_left`` where the run API
+        gave it (a larger size's evaluations take longer), else the seconds per evaluation so far (None: no time
+        measured yet, as in the tutorial's loop, which leaves ``elapsed`` at 0)."""
+        if self.planned_left is not None:
+            return self.planned_left
         if self.step <= 0 or self.elapsed <= 0:
             return None
         return self.elapsed / self.step * max(0, self.total - self.step)

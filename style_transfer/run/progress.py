@@ -19,6 +19,7 @@ from ..core.transfer import StepInfo
 from ..io.files import shown
 from .checkpoints import Checkpoints, Saved
 from .inputs import Inputs
+from .timing import Stage, Timing
 
 EventCallback = Callable[[StepInfo], None]
 
@@ -75,13 +76,15 @@ class Progress:
         run: the run watched (its cancel). total, scales: the evaluations planned and the working sizes.
         saved: the checkpoint resumed from, or None. keeper: the run's checkpoints (they save the plateau's window
             and the average). final: the images at the last size. preview_every: ``RunOptions.preview_every``.
+        stages: each size this process runs, smallest first: its evaluations left and its megapixels (the time left).
     """
 
     def __init__(self, run: Cancellable, config: StyleConfig, *, total: int, scales: int, saved: Saved | None,
                  keeper: Checkpoints, final: Inputs, preview_every: int, stats: RunStats, clock: Clock,
-                 on_event: EventCallback | None) -> None:
+                 on_event: EventCallback | None, stages: list[Stage]) -> None:
         self.run, self.stats, self.clock, self.on_event = run, stats, clock, on_event
         self.total, self.scales, self.preview_every = total, scales, preview_every
+        self.timing = Timing([[stage] for stage in stages], clock=clock)  # each size a part of its own
         self.done = saved.evaluations if saved else 0
         self.first_size = True  # on_stage is told of the first size's model only
         self.last: dict[str, float] = {}
@@ -95,6 +98,9 @@ class Progress:
         self.scale, self.inputs, self.last_scale = 0, final, False
 
     def start_size(self, scale: int, inputs: Inputs) -> None:
+        if self.timing.frames:
+            self.timing.end_frame()
+        self.timing.start_frame()
         self.scale, self.inputs, self.last_scale = scale, inputs, scale == self.scales - 1
         if self.averager is not None:
             self.averager.reset()
@@ -116,8 +122,12 @@ class Progress:
             shown_image = self._last_image() if self.averager is None else self.averager.value()
             assert shown_image is not None  # the averager has just taken an image
             preview = self.inputs.finish(shown_image)
-        event = dataclasses.replace(info, step=self.done, total=self.total, elapsed=self.clock(),
-                                    size=self.inputs.size, scale=self.scale, scales=self.scales, preview=preview)
+        now = self.clock()
+        width, height = self.inputs.size
+        self.timing.evaluated(width * height / 1e6, now)
+        event = dataclasses.replace(info, step=self.done, total=self.total, elapsed=now, size=self.inputs.size,
+                                    scale=self.scale, scales=self.scales, preview=preview,
+                                    planned_left=self.timing.time_left())
         self.last.update(style=event.style_loss, content=event.content_loss, tv=event.tv_loss, loss=event.loss)
         if not event.loss >= self.lowest.get("loss", float("inf")):
             self.lowest.update(self.last)

@@ -45,6 +45,7 @@ from .inputs import Content, Inputs, style_targets_key
 from .plans import plan_run
 from .prepare import device_and_size, fit_to, header_sizes
 from .progress import Clock, EventCallback, Progress, building_text, loading_text
+from .timing import Estimate, size_stages
 from .settings import transfer_settings
 
 
@@ -90,16 +91,19 @@ class Run:
         self.options = options or RunOptions()
         self.download_progress = download_progress
         self.style_targets = style_targets
-        self.on_notice = on_notice
-        self.on_stage = on_stage
-        self._stop = threading.Event()
-        self._reason = "cancelled"
+        self.on_notice, self.on_stage = on_notice, on_stage
+        self._stop, self._reason = threading.Event(), "cancelled"
         self._where: tuple[torch.device, int] | None = None  # the device and the long side, once resolved
         self._preprocess: str | None = None  # the preprocessing the loaded network expects, once known
         self._stats: RunStats | None = None  # the running one, once execute began (the record names its rescues)
+        self._watch: Progress | None = None  # the running one's progress, once execute began (its clock)
         self._content: Content | None = None  # the content as read, once planned
         # Set where a run of several sizes stopped before its last (the record and RunResult name the size).
         self.unfinished: Unfinished | None = None
+
+    def estimate(self) -> Estimate | None:
+        """The whole run's time on this machine at its rate so far, once its first size has run a few evaluations."""
+        return None if self._watch is None else self._watch.timing.estimate()
 
     def cancel(self, reason: str = "cancelled") -> None:
         """Stop the run at the end of the evaluation under way; ``execute`` returns its image then.
@@ -162,9 +166,11 @@ class Run:
         config, device, keeper, saved, final = plan.config, plan.device, plan.keeper, plan.saved, plan.final
         clock = Clock(saved.seconds if saved else 0.0)
         stats.evaluations = saved.evaluations if saved else 0
-        watch = Progress(self, config, total=plan.total, scales=len(plan.sizes), saved=saved, keeper=keeper,
-                         final=final, preview_every=self.options.preview_every, stats=stats, clock=clock,
-                         on_event=on_event)
+        stages = size_stages(plan.sizes, plan.evaluations, final.size, *((saved.scale, saved.evaluations_in_scale)
+                                                                          if saved else ()))
+        watch = self._watch = Progress(self, config, total=sum(plan.evaluations), scales=len(plan.sizes), saved=saved,
+                                       keeper=keeper, final=final, preview_every=self.options.preview_every,
+                                       stats=stats, clock=clock, on_event=on_event, stages=stages)
         image: torch.Tensor | None = None
         inputs = final
         for scale, working_size in enumerate(plan.sizes):
@@ -230,7 +236,7 @@ class Run:
             # The tutorial's cnn: an nn.Sequential of convs, ReLUs and pools.
             network = Network(cast(torch.nn.Sequential, network), config.model, config.preprocess or "torchvision")
         self._preprocess = network.preprocess
-        return _Plan(config, device, size, speed, tuple(plan.sizes), tuple(plan.loop_steps), plan.total, tuple(tiles),
+        return _Plan(config, device, size, speed, tuple(plan.sizes), tuple(plan.loop_steps), tuple(plan.evaluations), tuple(tiles),
                      content, final, alpha, keeper, saved, network.features.to(device), network.normalization())
 
     def _run_size(self, plan: _Plan, scale: int, inputs: Inputs, image: torch.Tensor, resume: Resume | None,
@@ -296,7 +302,7 @@ class _Plan:
     speed: Speed
     sizes: tuple[int, ...]  # the working sizes, smallest first
     budgets: tuple[int, ...]  # each size's evaluations (plans.plan_run)
-    total: int  # the evaluations the run plans in all
+    evaluations: tuple[int, ...]  # each size's planned evaluations (their sum: StepInfo.total)
     tiles: tuple[int | None, ...]  # each size's tile (None: untiled)
     content: Content  # the content as read (once)
     final: Inputs  # the images at the last size

@@ -19,8 +19,8 @@ from .. import __version__
 from ..config.choices import INITS
 from ..errors import Interrupted, MissingExtra, RunStopped, StyleTransferError
 from ..io.files import atomic_output, check_not_an_input, check_writable, shown
-from ..cli.options import (OneLineCommand, ProgressLines, UsageFault, check_input_paths, config_from_options, note,
-                           one_line_error, own_process, setting_inputs, settings_options, show_traceback)
+from ..cli.options import (OneLineCommand, ProgressLines, UsageFault, check_input_paths, config_from_options, duration,
+                           note, one_line_error, own_process, setting_inputs, settings_options, show_traceback)
 from . import DEFAULT_TEMPORAL_WEIGHT, VideoError
 
 EXIT_CODES = {"interrupted": 130, "cancelled": 130, "terminated": 143}
@@ -260,8 +260,8 @@ class _Progress:
             estimate = self.video.estimate()
             if estimate is not None:
                 self.estimated = True
-                self._say(f"estimate: about {_duration(estimate.seconds)} for {estimate.frames} frames on this machine "
-                          f"(a frame {_duration(estimate.frame_seconds)}, an evaluation "
+                self._say(f"estimate: about {duration(estimate.seconds)} for {estimate.frames} frames on this machine "
+                          f"(a frame {duration(estimate.frame_seconds)}, an evaluation "
                           f"{estimate.evaluation_seconds:.2g} s)")
         detail = f"frame {index + 1}: {info.step}/{info.total} evaluations"
         left = _left(self.video.time_left())
@@ -279,15 +279,7 @@ class _Progress:
 
 
 def _left(seconds: float | None) -> str:
-    return "" if seconds is None else f"{_duration(seconds)} left"
-
-
-def _duration(seconds: float) -> str:
-    """``45 s``, ``12 min``, ``2 h 05 min``."""
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    minutes = round(seconds / 60)
-    return f"{minutes} min" if minutes < 120 else f"{minutes // 60} h {minutes % 60:02d} min"
+    return "" if seconds is None else f"{duration(seconds)} left"
 
 
 __all__ = ["main"]

@@ -35,7 +35,7 @@ from ..io.provenance import base_name
 from ..io.images import ImageSource
 from . import VideoError, default_temporal_weight
 from .io import Clip, folder_frames, frames, probe
-from .timing import Estimate, Stage, VideoTiming
+from ..run.timing import Estimate, Stage, Timing
 
 
 WORK_VERSION = 1
@@ -105,7 +105,7 @@ class VideoRun:
         self._reason = "cancelled"
         self._run: Any = None
         self._memory: dict[int, Image.Image] = {}
-        self._timing: VideoTiming | None = None
+        self._timing: Timing | None = None
         self._made: list[str] = []  # the work folder and work.json, where this run created them
         if config.keep_alpha:
             raise ValueError("keep_alpha: video frames have no transparency")
@@ -123,7 +123,7 @@ class VideoRun:
         return self._stop.is_set()
 
     def time_left(self) -> float | None:
-        """Seconds this run has left at its rate so far on this machine (``timing.VideoTiming``): the frame under
+        """Seconds this run has left at its rate so far on this machine (``run.timing.Timing``): the frame under
         way's evaluations left and each later frame's; None before its first frame has run two evaluations."""
         return None if self._timing is None else self._timing.time_left()
 
@@ -242,7 +242,7 @@ class VideoRun:
         size = config.size or default_size(device)
         result = VideoResult("done", done, self.clip.count)
         first_steps = settings.first_frame_steps or 2 * config.steps
-        timing = self._timing = VideoTiming([self._stages(index, size, first_steps)
+        timing = self._timing = Timing([self._stages(index, size, first_steps)
                                              for index in range(done, self.clip.count)])
         cnn = None
         previous_in = previous_out = None

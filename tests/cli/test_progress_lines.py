@@ -4,6 +4,7 @@ stderr a pipe. The batch and video commands' lines are tested in tests/batch/ an
 from __future__ import annotations
 
 import io
+import re
 import sys
 from pathlib import Path
 
@@ -108,7 +109,8 @@ def test_lines_are_wanted_where_stderr_is_no_terminal(monkeypatch: pytest.Monkey
 @pytest.mark.slow
 def test_stylize_writes_a_few_plain_lines_into_a_pipe(tmp_path: Path) -> None:
     """120 evaluations, which the bar redrew as one line of \\r-separated updates: at most eleven plain lines, the
-    last one the run's last evaluation with the record's losses; -q writes none."""
+    last one the run's last evaluation with the record's losses, the others one time left each (the run's,
+    StepInfo.time_left); the run's estimate once, before them; -q writes none."""
     out = tmp_path / "out.png"
     args = [IMAGES / "chelsea.png", IMAGES / "ihc.png", "-o", out, "--weights", "random", "--size", "32",
             "--steps", "100", "--device", "cpu", "--threads", "1"]
@@ -118,6 +120,12 @@ def test_stylize_writes_a_few_plain_lines_into_a_pipe(tmp_path: Path) -> None:
     losses = read_record(out)["losses"]
     assert lines[-1].startswith(f"120/120 evaluations (100%)  style {losses['style']:.4g}  "
                                 f"content {losses['content']:.4g}  ")
+    assert all(re.search(r"  \d+ s left  [\d.]+ s$", line) for line in lines[:-1]), stderr
+    assert "left" not in lines[-1]
+    estimates = [line for line in stderr.splitlines() if line.startswith("estimate: about ")]
+    assert len(estimates) == 1 and re.fullmatch(r"estimate: about \d+ s on this machine \(an evaluation [\d.e-]+ s "
+                                                r"at the last size\)", estimates[0]), stderr
+    assert stderr.index(estimates[0]) < stderr.index(lines[0])
     quiet, _ = piped_stderr(code, [*args, "-q"], ROOT)
     assert quiet == ""
 

@@ -241,7 +241,7 @@ def test_each_redraw_of_the_bar_shows_the_losses_of_the_evaluation_it_counts(tmp
     out, log = tmp_path / "out.png", tmp_path / "run.jsonl"
     result = invoke([CONTENT, STYLE, "-o", str(out), *TINY[:-1], "--steps", "1", "--log", str(log)])
     rows = {row["step"]: row for row in map(json.loads, log.read_text().splitlines())}
-    shown_steps = re.findall(r"(\d+)/20 \[[^\]]*style=([^,\]]+), content=([^,\]]+)\]", result.stderr)
+    shown_steps = re.findall(r"(\d+)/20 \[[^\]]*style=([^,\]]+), content=([^,\]]+)(?:, left=[^\]]+)?\]", result.stderr)
     # the bar as on a terminal (terminal_stderr), into CliRunner's stderr: each redraw kept (the close draws the last
     # one again)
     assert sorted({int(s) for s, _, _ in shown_steps}) == list(range(1, 21)), result.stderr

@@ -294,13 +294,28 @@ def test_stages_are_told_before_the_first_evaluation(images) -> None:
 
 
 def test_each_event_tells_the_time_left_at_the_rate_so_far(images) -> None:
-    """StepInfo.time_left: the seconds per evaluation so far times the planned evaluations still to run (by hand
-    below); None where no time was measured (the tutorial's loop leaves elapsed at 0); 0 at the last evaluation."""
+    """StepInfo.time_left: the planned work left at the run's seconds per megapixel-evaluation so far (run.timing; by
+    hand below from the events' clock and sizes, each size's first evaluation left out of the rate, as it also builds
+    the model); in a run of two sizes the larger size's evaluations count at their own size. Without the run's figure
+    (the tutorial's loop, a size's first evaluation), the seconds per evaluation so far; None where no time was
+    measured; 0 at the last evaluation."""
     from style_transfer.core.transfer import StepInfo
 
     assert StepInfo(5, 20, 1.0, 1.0, elapsed=10.0).time_left == pytest.approx(30.0)
     assert StepInfo(5, 20, 1.0, 1.0).time_left is None and StepInfo(25, 20, 1.0, 1.0, elapsed=1.0).time_left == 0
-    events: list = []
-    Run(*images, config()).execute(events.append)
-    assert all(e.time_left == pytest.approx(e.elapsed / e.step * (e.total - e.step)) for e in events)
-    assert events[0].time_left > 0 and events[-1].time_left == 0
+    assert StepInfo(5, 20, 1.0, 1.0, elapsed=10.0, planned_left=7.0).time_left == 7.0
+    for scales in (1, 2):
+        events: list = []
+        Run(*images, config(size=64, scales=scales)).execute(events.append)
+        assert events[0].planned_left is None and events[-1].time_left == 0
+        seconds = work = 0.0
+        for before, event in zip(events, events[1:]):
+            if event.scale != before.scale:
+                continue  # a size's first evaluation: no rate from it
+            megapixels = event.size[0] * event.size[1] / 1e6
+            seconds, work = seconds + event.elapsed - before.elapsed, work + megapixels
+            if event.scale == scales - 1:  # no later size, so no set-up: the figure by hand
+                assert event.time_left == pytest.approx(seconds / work * megapixels * (event.total - event.step),
+                                                        rel=1e-9, abs=1e-12), (event.step, scales)
+        if scales == 2:
+            assert events[0].size != events[-1].size

@@ -1,4 +1,4 @@
-"""Video: the run's time on this machine (``timing.VideoTiming``) worked out by hand on a fake clock, and given by the
+"""Video: the run's time on this machine (``run.timing.Timing``) worked out by hand on a fake clock, and given by the
 library (``VideoRun.estimate``, ``time_left``, ``FrameInfo.time_left``) and shown by ``stylize-video`` on stderr."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from style_transfer.video.timing import VideoTiming, work
+from style_transfer.run.timing import Timing, work
 
 from ..helpers import run_command
 
@@ -33,7 +33,7 @@ def test_the_time_left_is_the_planned_work_at_the_measured_rate_plus_each_frame_
     """Three frames: the first plans 40 evaluations, the others 20, all at 0.5 megapixels. The first frame's set-up
     (building the model) takes 3 s before its first evaluation ends, then each evaluation 1 s; saving it 0.5 s."""
     clock = FakeClock()
-    timing = VideoTiming([[(40, 0.5)], [(20, 0.5)], [(20, 0.5)]], clock=clock)
+    timing = Timing([[(40, 0.5)], [(20, 0.5)], [(20, 0.5)]], clock=clock)
     assert timing.time_left() is None and timing.estimate() is None  # nothing measured
     clock.now += 2.0  # loading the first frame
     timing.start_frame()

@@ -1,4 +1,5 @@
-"""How long a video run takes on this machine, from its own evaluations (``VideoRun.estimate``, ``time_left``).
+"""How long a run takes on this machine, from its own evaluations: a still's sizes (``StepInfo.time_left``) or a
+video's frames (``VideoRun.estimate``, ``time_left``), each a "frame" here.
 
 Each frame's plan is its working sizes (one, or coarse-to-fine's) with the evaluations each runs (``run.plans``), so
 its work is in megapixel-evaluations. The clock measures seconds per megapixel-evaluation over the evaluations after
@@ -36,8 +37,9 @@ class _Frame:
     end: float | None = None
 
 
-class VideoTiming:
-    """The clock of a video run: told when frames start and end and after each evaluation; asked for the time left.
+class Timing:
+    """The clock of a run: told when frames (a still's sizes) start and end and after each evaluation; asked for the
+    time left.
 
     Args:
         plans: each frame this run stylises, in order: its stages (evaluations, megapixels), smallest size first.
@@ -57,9 +59,10 @@ class VideoTiming:
     def start_frame(self) -> None:
         self.frames.append(_Frame(self.clock()))
 
-    def evaluated(self, megapixels: float) -> None:
-        """After an evaluation of the frame under way at ``megapixels`` (its working size)."""
-        now, frame = self.clock(), self.frames[-1]
+    def evaluated(self, megapixels: float, now: float | None = None) -> None:
+        """After an evaluation of the frame under way at ``megapixels`` (its working size); ``now``: the clock's
+        reading, where the caller has just taken it."""
+        now, frame = self.clock() if now is None else now, self.frames[-1]
         if frame.last is None:
             frame.first, frame.first_megapixels = now, megapixels
         else:
@@ -114,3 +117,12 @@ def work(plan: Sequence[Stage], skip: int = 0) -> float:
         skip = max(0, skip - evaluations)
         total += run * megapixels
     return total
+
+
+def size_stages(sizes: Sequence[int], evaluations: Sequence[int], final: tuple[int, int], start: int = 0,
+                done: int = 0) -> list[Stage]:
+    """A still's sizes as ``Timing`` frames: each from ``start`` on (a resumed run's), its evaluations (the first
+    less the ``done`` it had run) and its megapixels at the picture's aspect (``final``: its (width, height))."""
+    width, height = final
+    return [(count - (done if k == start else 0), width * height * (side / max(final)) ** 2 / 1e6)
+            for k, (side, count) in enumerate(zip(sizes, evaluations)) if k >= start]
