@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import torch
@@ -19,7 +19,7 @@ from ..core.transfer import StepInfo
 from ..io.files import shown
 from .checkpoints import Checkpoints, Saved
 from .inputs import Inputs
-from .timing import Stage, Timing
+from .timing import Timing, size_stages
 
 EventCallback = Callable[[StepInfo], None]
 
@@ -73,18 +73,21 @@ class Progress:
     asked, keeps the losses the result reports, tells ``on_event``, stops on a plateau or a cancel.
 
     Args:
-        run: the run watched (its cancel). total, scales: the evaluations planned and the working sizes.
-        saved: the checkpoint resumed from, or None. keeper: the run's checkpoints (they save the plateau's window
-            and the average). final: the images at the last size. preview_every: ``RunOptions.preview_every``.
-        stages: each size this process runs, smallest first: its evaluations left and its megapixels (the time left).
+        run: the run watched (its cancel). sizes, evaluations: the working sizes (long side) and the evaluations
+            each plans, smallest first. saved: the checkpoint resumed from, or None. keeper: the run's checkpoints
+            (they save the plateau's window and the average). final: the images at the last size. preview_every:
+            ``RunOptions.preview_every``.
     """
 
-    def __init__(self, run: Cancellable, config: StyleConfig, *, total: int, scales: int, saved: Saved | None,
-                 keeper: Checkpoints, final: Inputs, preview_every: int, stats: RunStats, clock: Clock,
-                 on_event: EventCallback | None, stages: list[Stage]) -> None:
+    def __init__(self, run: Cancellable, config: StyleConfig, *, sizes: Sequence[int], evaluations: Sequence[int],
+                 saved: Saved | None, keeper: Checkpoints, final: Inputs, preview_every: int, stats: RunStats,
+                 clock: Clock, on_event: EventCallback | None) -> None:
         self.run, self.stats, self.clock, self.on_event = run, stats, clock, on_event
-        self.total, self.scales, self.preview_every = total, scales, preview_every
-        self.timing = Timing([[stage] for stage in stages], clock=clock)  # each size a part of its own
+        self.total, self.scales, self.preview_every = sum(evaluations), len(sizes), preview_every
+        # each size this process runs a part of its own (the time left), a resumed one less what it had run
+        stages = size_stages(sizes, evaluations, final.size, start=saved.scale if saved else 0,
+                             done=saved.evaluations_in_scale if saved else 0)
+        self.timing = Timing([[stage] for stage in stages], clock=clock)
         self.done = saved.evaluations if saved else 0
         self.first_size = True  # on_stage is told of the first size's model only
         self.last: dict[str, float] = {}

@@ -45,7 +45,7 @@ from .inputs import Content, Inputs, style_targets_key
 from .plans import plan_run
 from .prepare import device_and_size, fit_to, header_sizes
 from .progress import Clock, EventCallback, Progress, building_text, loading_text
-from .timing import Estimate, size_stages
+from .timing import Estimate
 from .settings import transfer_settings
 
 
@@ -166,11 +166,9 @@ class Run:
         config, device, keeper, saved, final = plan.config, plan.device, plan.keeper, plan.saved, plan.final
         clock = Clock(saved.seconds if saved else 0.0)
         stats.evaluations = saved.evaluations if saved else 0
-        stages = size_stages(plan.sizes, plan.evaluations, final.size, *((saved.scale, saved.evaluations_in_scale)
-                                                                          if saved else ()))
-        watch = self._watch = Progress(self, config, total=sum(plan.evaluations), scales=len(plan.sizes), saved=saved,
+        watch = self._watch = Progress(self, config, sizes=plan.sizes, evaluations=plan.evaluations, saved=saved,
                                        keeper=keeper, final=final, preview_every=self.options.preview_every,
-                                       stats=stats, clock=clock, on_event=on_event, stages=stages)
+                                       stats=stats, clock=clock, on_event=on_event)
         image: torch.Tensor | None = None
         inputs = final
         for scale, working_size in enumerate(plan.sizes):
@@ -236,8 +234,9 @@ class Run:
             # The tutorial's cnn: an nn.Sequential of convs, ReLUs and pools.
             network = Network(cast(torch.nn.Sequential, network), config.model, config.preprocess or "torchvision")
         self._preprocess = network.preprocess
-        return _Plan(config, device, size, speed, tuple(plan.sizes), tuple(plan.loop_steps), tuple(plan.evaluations), tuple(tiles),
-                     content, final, alpha, keeper, saved, network.features.to(device), network.normalization())
+        return _Plan(config, device, size, speed, tuple(plan.sizes), tuple(plan.loop_steps), tuple(plan.evaluations),
+                     tuple(tiles), content, final, alpha, keeper, saved, network.features.to(device),
+                     network.normalization())
 
     def _run_size(self, plan: _Plan, scale: int, inputs: Inputs, image: torch.Tensor, resume: Resume | None,
                   watch: Progress, stats: RunStats, clock: Clock) -> torch.Tensor:
