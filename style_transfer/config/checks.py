@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from ..layers import model_layer_names, resolve_layers
 from ..presets import STYLE_LOSSES, layer_weights, preset_values
-from .choices import INITS, TILING_REFUSAL
+from .choices import COMPOSITION_SIZE, INITS, PRINT_SIZE, TILING_REFUSAL
 from .fields import Setting, settings
 from .weights import WEIGHTS_WORDS, Unreadable, is_quantised_vgg19, onnx_preprocess, preprocess_by_name
 
@@ -129,8 +129,11 @@ def _as_tuples(config: StyleConfig) -> None:
 def _check_speed(config: StyleConfig) -> None:
     """The speed fields' rules between fields (docs/speed.md)."""
     if config.scales is None:  # resolved here, like the preset's fields, so the config shows what runs
-        # One size, --fast too: on the real VGG16 at 256 px 3 sizes ended at 3.1x the default's content loss.
+        # One size up to a print's size; a print is coarse-to-fine from the size that sets its composition.
+        auto = config.min_size is None and not config.scale_steps and (config.size or 0) > PRINT_SIZE
         object.__setattr__(config, "scales", 1)
+        if auto:
+            object.__setattr__(config, "min_size", COMPOSITION_SIZE)
     if config.min_size is not None and config.scales > 1:
         raise ValueError("give scales or min_size, not both")
     if (config.min_improvement is None) != (config.patience is None):

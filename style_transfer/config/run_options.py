@@ -18,13 +18,14 @@ class RunOptions:
     checkpoint: str | None = None  # write the run's state to this file (atomically) to resume it later
     checkpoint_every: int = 0  # also every N evaluations (at the LBFGS step that passes them); 0: only on a stop
     resume: str | None = None  # continue the run saved in this checkpoint file (same inputs and settings)
+    rates: str | None = None  # the book of this machine's rates to keep this run's in (run/rates.py); None: none
 
     def __post_init__(self) -> None:
         for name in ("preview_every", "checkpoint_every"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
-        for name in ("checkpoint", "resume"):
+        for name in ("checkpoint", "resume", "rates"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, (str, os.PathLike)):
                 raise ValueError(f"{name} must be a file path, got {value!r}")

@@ -19,9 +19,6 @@ FAST_HISTORY_SIZE = 20
 # --fast at one size runs this share of --steps (300 steps: 240 evaluations): 240 brought the untuned pairs within 5 %
 # of the default's loss at about 0.4x its time, where 180 did not.
 FAST_STEPS_SHARE = 0.8
-# Evaluations per size as shares of --steps, smallest size first, for --fast made coarse-to-fine with --scales 3
-# (300 steps give 100, 60 and 100 evaluations at 128, 256 and 512 px).
-FAST_SCALE_SHARES = (1 / 3, 1 / 5, 1 / 3)
 
 
 @dataclass(frozen=True)
@@ -35,8 +32,7 @@ class Speed:
     history_size: int = TORCH_LBFGS_HISTORY
     parametrization: str = "pixels"  # what the optimiser moves (fast/basis.py)
     two_loop: str = "torch"  # which LBFGS: torch's or the stacked one (core/lbfgs.py)
-    steps_share: float | None = None  # the share of --steps a run at one size plans (None: all of them)
-    scale_shares: tuple[float, ...] | None = None  # each size's share of --steps, coarse-to-fine (None: the default split)
+    steps_share: float | None = None  # the share of --steps one size plans, or a coarse-to-fine run's first (None: all)
     levers_optional: bool = False  # the model's levers are --fast's, dropped at a tiled size (not asked one by one)
     reason: str = field(default="", compare=False)  # why this precision, where --fast chose it ("on this CPU (AMX)...")
 
@@ -76,7 +72,6 @@ def resolve_speed(config: StyleConfig, device_kind: str = "cpu", bf16: Bf16 | No
                  # the stacked LBFGS also keeps its first steps in scale where torch's would not (core/lbfgs.py)
                  two_loop="stacked" if fast and config.optimizer == "lbfgs" else "torch",
                  steps_share=FAST_STEPS_SHARE if fast else None,
-                 scale_shares=FAST_SCALE_SHARES if fast else None,
                  levers_optional=fast, reason=reason)
 
 

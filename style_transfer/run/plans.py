@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..config.choices import CPU_DEFAULT_SIZE, GPU_DEFAULT_SIZE
+from ..config.choices import CPU_DEFAULT_SIZE, GPU_DEFAULT_SIZE, LATER_SHARE
 from ..config.checks import filled
 from ..config.style import StyleConfig
 from ..core.steps import planned_evaluations  # the plan's counts are the loop's
@@ -35,25 +35,17 @@ def scale_sizes(size: int, scales: int = 1, min_size: int | None = None) -> list
 
 
 def scale_budgets(total_steps: int, count: int, scale_steps: Sequence[int] | None = None,
-                  shares: Sequence[float] | None = None) -> list[int]:
-    """Evaluations per scale, smallest first: ``scale_steps`` when given, else split ``total_steps``.
-
-    ``shares`` (one fraction of ``total_steps`` per size, used when it has ``count`` entries: --fast's
-    ``fast.speed.FAST_SCALE_SHARES``) gives each size ``round(share * total_steps)``, at least one. Otherwise the
-    split gives the final size a quarter of the evaluations (at least one) and the rest to the
-    coarser sizes in equal parts: coarse evaluations are 4x cheaper per halving.
+                  first: int | None = None) -> list[int]:
+    """Evaluations per scale, smallest first: ``scale_steps`` when given; else the first size ``first`` (a run at
+    one size's budget; None: ``total_steps``), where the picture's composition is set, and each larger size
+    ``LATER_SHARE`` of ``total_steps`` (at least one), which refines the size before it, upsampled.
     """
     if scale_steps:
         if len(scale_steps) != count:
             raise ValueError(f"scale_steps has {len(scale_steps)} entries for {count} sizes; give one per size")
         return list(scale_steps)
-    if count == 1:
-        return [total_steps]
-    if shares is not None and len(shares) == count:
-        return [max(1, round(share * total_steps)) for share in shares]
-    final = max(1, total_steps // 4)
-    coarse = max(1, (total_steps - final) // (count - 1))
-    return [coarse] * (count - 1) + [final]
+    later = max(1, round(LATER_SHARE * total_steps))
+    return [total_steps if first is None else first] + [later] * (count - 1)
 
 
 @dataclass(frozen=True)
@@ -78,16 +70,18 @@ def plan_run(config: StyleConfig, size: int, speed: Speed | None = None) -> RunP
     Raises:
         ValueError: ``scale_steps`` does not give one entry per size.
     """
-    speed = speed if speed is not None else resolve_speed(config)  # the shares do not depend on the device
+    speed = speed if speed is not None else resolve_speed(config)  # the share does not depend on the device
     sizes = scale_sizes(size, filled(config.scales), config.min_size)  # [size] unless coarse-to-fine
-    budgets = scale_budgets(config.steps, len(sizes), config.scale_steps, speed.scale_shares)
-    share = speed.steps_share if len(sizes) == 1 else None
-    shared = share is not None
-    if share is not None:  # --fast at one size: its share of --steps
-        budgets = [max(1, round(share * config.steps))]
-    # The tutorial's loop for one size runs `steps`; coarse-to-fine sizes (and --fast's share) get their budget - 1
-    # so that each runs its budget rounded up to whole LBFGS steps (the loop ends with the step that passes `steps`).
-    loop_steps = [config.steps] if len(sizes) == 1 and not shared else [budget - 1 for budget in budgets]
+    share = speed.steps_share  # --fast's share of --steps at one size, and at a coarse-to-fine run's first
+    first = None if share is None else max(1, round(share * config.steps))
+    budgets = scale_budgets(config.steps, len(sizes), config.scale_steps, first)
+    if len(sizes) == 1 and first is not None:
+        budgets = [first]
+    # The tutorial's loop given --steps runs `steps` (whole LBFGS steps past it): one size, or a coarse-to-fine run's
+    # first. A size given a budget of its own (--fast's share, a larger size, --scale-steps) gets budget - 1, so that
+    # it runs its budget rounded up to whole LBFGS steps (the loop ends with the step that passes `steps`).
+    tutorial = first is None and (len(sizes) == 1 or not config.scale_steps)
+    loop_steps = [config.steps if k == 0 and tutorial else budget - 1 for k, budget in enumerate(budgets)]
     evaluations = [planned_evaluations(n, config.optimizer) for n in loop_steps]
     return RunPlan(tuple(sizes), tuple(budgets), tuple(loop_steps), tuple(evaluations))
 

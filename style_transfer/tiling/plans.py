@@ -15,7 +15,7 @@ from ..config.checks import filled
 from ..core.steps import TORCH_LBFGS_HISTORY
 from ..errors import ResourceError
 from ..layers import model_layer_names, resolve_layers
-from .crops import check_tile, vgg19_geometry, vgg19_mask_bytes, vgg19_target_bytes
+from .crops import Geometry, check_tile, vgg19_geometry, vgg19_mask_bytes, vgg19_target_bytes
 from ..fast.speed import Speed
 
 
@@ -68,20 +68,14 @@ def plan_tiles(sizes: Sequence[int], size_fn: memory.SizeFn, config: StyleConfig
             the tile given.
     """
     available = memory.available_bytes(device) if available is None else available
-    names = model_layer_names(config.model)
-    content_layers = resolve_layers(filled(config.content_layers), names)
-    style_layers = resolve_layers(filled(config.style_layers), names)
-    geometry = vgg19_geometry(tuple(content_layers) + tuple(style_layers), config.model)
-    guided = styles if config.style_masks else 0  # masks followed to each loss's whole map (tiling.tiling)
-    targets = vgg19_target_bytes(content_layers, config.model) + vgg19_mask_bytes(
-        style_layers, content_layers, guided, config.content_mask is not None, config.model)
+    geometry, targets = _geometry_and_targets(config, styles)
     losses = memory.StyleLossPlan.of(config, styles)
     tiles: list[int | None] = []
 
     def in_tiles(size: int) -> tuple[int, int] | None:
         return largest_tiled_size(size, size_fn, available, speed, targets, geometry.minimum_tile)
 
-    for size in sizes:
+    for size in reversed(sizes):  # the largest (last) first: a refusal names the size asked for
         content_hw, style_hw = size_fn(size)
         if config.tile is not None:
             tiles.append(config.tile)
@@ -116,7 +110,33 @@ def plan_tiles(sizes: Sequence[int], size_fn: memory.SizeFn, config: StyleConfig
                 raise ResourceError(f"{exc}; tiles of {tile} px would fit, but tiling cannot run with {why}") \
                     from None
         tiles.append(tile)
-    return tiles
+    return tiles[::-1]
+
+
+def _geometry_and_targets(config: StyleConfig, styles: int) -> tuple[Geometry, float]:
+    """The layers' geometry (halo, alignment, smallest tile) and what a tiled run keeps per pixel for its content
+    targets and masks."""
+    names = model_layer_names(config.model)
+    content_layers = resolve_layers(filled(config.content_layers), names)
+    style_layers = resolve_layers(filled(config.style_layers), names)
+    geometry = vgg19_geometry(tuple(content_layers) + tuple(style_layers), config.model)
+    guided = styles if config.style_masks else 0  # masks followed to each loss's whole map (tiling.tiling)
+    return geometry, vgg19_target_bytes(content_layers, config.model) + vgg19_mask_bytes(
+        style_layers, content_layers, guided, config.content_mask is not None, config.model)
+
+
+def planned_bytes(sizes: Sequence[int], size_fn: memory.SizeFn, config: StyleConfig, speed: Speed,
+                  tiles: Sequence[int | None], styles: int = 1) -> list[int]:
+    """The memory each working size needs (``plan_tiles``' estimates): untiled, or in its tile."""
+    targets = _geometry_and_targets(config, styles)[1]
+    losses = memory.StyleLossPlan.of(config, styles)
+    needed = []
+    for size, tile in zip(sizes, tiles):
+        content_hw, style_hw = size_fn(size)
+        needed.append(tiled_estimate_bytes(content_hw, style_hw, tile, tiled_speed(speed), targets)
+                      if needs_tiles(*content_hw, tile) and tile is not None else
+                      memory.estimate_bytes(content_hw, style_hw, speed, losses))
+    return needed
 
 
 ADVICE_TILE = 512  # the largest tile a refusal suggests: larger crops save little time (docs/print-size.md)

@@ -18,7 +18,7 @@ from style_transfer.fast.fast import (BF16_EXACT_START, BF16_EXACT_START_FOURIER
 from style_transfer.fast.kernels import FastContentLoss, FusedStyleLoss, fused_gram_matrix
 from style_transfer.fast.basis import FOURIER
 from style_transfer.fast.hardware import bf16_supported
-from style_transfer.fast.speed import FAST_HISTORY_SIZE, FAST_SCALE_SHARES, FAST_STEPS_SHARE, Speed
+from style_transfer.fast.speed import FAST_HISTORY_SIZE, FAST_STEPS_SHARE, Speed
 from style_transfer.run.plans import plan_run, scale_budgets, scale_sizes
 from style_transfer.core.steps import LBFGS_MAX_ITER
 from style_transfer.io.images import load_image, pil_to_tensor
@@ -414,7 +414,9 @@ def test_coarse_to_fine_returns_the_requested_size(cnn, content_32, style_32, ex
         image = stylize(content_32, style_32, config, progress=infos.append)
         assert image.size == (32, 21)
         assert [i.step for i in infos] == list(range(1, len(infos) + 1))  # one running count over both sizes
-        assert len(infos) == 40 and infos[-1].total == 40  # each size: its budget rounded up to one LBFGS step
+        plan = plan_run(config, 32)  # each size: its budget rounded up to whole LBFGS steps
+        assert [sum(i.scale == k for i in infos) for k in (0, 1)] == list(plan.evaluations)
+        assert infos[-1].total == plan.total == (60 if "scales" in extra else 40)
         out = pil_to_tensor(image)
         return tutorial_loss(cnn, content_32, style_32, out) / tutorial_loss(cnn, content_32, style_32, content_32)
 
@@ -438,21 +440,40 @@ class TestSchedules:
 
     def test_fast_runs_its_share_of_the_steps_at_one_size(self) -> None:
         """--fast: FAST_STEPS_SHARE of --steps at --size, in whole LBFGS steps (300 runs 240): on the real VGG16
-        coarse-to-fine painted the photo away (docs/speed.md). --scales 3 with it keeps the old shares."""
+        coarse-to-fine painted the photo away (docs/speed.md)."""
         assert FAST_STEPS_SHARE == 0.8
         fast = plan_run(StyleConfig(fast=True, steps=300), 512)
         assert (fast.sizes, fast.evaluations, fast.total) == ((512,), (240,), 240)
         assert plan_run(StyleConfig(fast=True, steps=30), 512).evaluations == (40,)  # 24, up to a whole step
         assert plan_run(StyleConfig(steps=300), 512).evaluations == (320,)  # the default: the tutorial's count
-        coarse = plan_run(StyleConfig(fast=True, scales=3, steps=300), 512)
-        assert (coarse.sizes, coarse.evaluations) == ((128, 256, 512), (100, 60, 100))
+        coarse = plan_run(StyleConfig(fast=True, scales=3, steps=300), 512)  # the first size as one, then 20 % each
+        assert (coarse.sizes, coarse.evaluations) == ((128, 256, 512), (240, 60, 60))
+        default = plan_run(StyleConfig(scales=3, steps=300), 512)  # the tutorial's count first
+        assert (default.loop_steps, default.evaluations) == ((300, 59, 59), (320, 60, 60))
+        given = plan_run(StyleConfig(scales=3, steps=300, scale_steps=(100, 40, 20)), 512)
+        assert given.evaluations == (100, 40, 20)
 
     def test_scale_budgets(self) -> None:
         assert scale_budgets(300, 1) == [300]
-        assert scale_budgets(300, 3) == [112, 112, 75]
+        assert scale_budgets(300, 3) == [300, 60, 60]
+        assert scale_budgets(300, 3, first=240) == [240, 60, 60]
+        assert scale_budgets(3, 2) == [3, 1]  # a larger size runs at least one evaluation
         assert scale_budgets(300, 3, (100, 60, 20)) == [100, 60, 20]
         with pytest.raises(ValueError, match="scale_steps has 2 entries for 3 sizes"):
             scale_budgets(300, 3, (100, 60))
+
+    @pytest.mark.parametrize("size, sizes", [(1024, (1024,)), (1025, (512, 724, 1025)), (1280, (512, 810, 1280)),
+                                             (2048, (512, 1024, 2048)), (4096, (512, 1024, 2048, 4096))])
+    def test_a_print_is_coarse_to_fine_by_itself(self, size: int, sizes: tuple[int, ...]) -> None:
+        """docs/print-size.md: above twice the composition size (512 px) a run given no --scales, --min-size or
+        --scale-steps starts at 512 px, sizes at most 2x apart; --scales 1 keeps one size."""
+        config = StyleConfig(size=size)
+        assert plan_run(config, size).sizes == sizes
+        assert config.min_size == (512 if size > 1024 else None)  # resolved: the record and a replay say it
+        assert plan_run(StyleConfig(size=size, scales=1), size).sizes == (size,)
+        assert plan_run(StyleConfig(size=size, scales=2), size).sizes == (round(size / 2), size)
+        assert plan_run(StyleConfig(size=size, min_size=700), size).sizes[0] == min(700, size)
+        assert StyleConfig().min_size is None and StyleConfig(size=2048, scale_steps=(100,)).min_size is None
 
 
 class TestConfig:
@@ -487,7 +508,7 @@ class TestConfig:
         monkeypatch.setattr("style_transfer.fast.hardware._cpu_flags", lambda: flags)
         speed = speed_from_config(StyleConfig(fast=True), torch.device(device))
         assert speed == Speed(precision, True, True, 100, "fourier", "stacked",  # the stacked LBFGS on any device
-                              FAST_STEPS_SHARE, FAST_SCALE_SHARES, levers_optional=True)
+                              FAST_STEPS_SHARE, levers_optional=True)
         assert speed.reason.startswith(f"on {'this CPU' if device == 'cpu' else 'a GPU'}" if native_bf16 else "on this")
         assert speed_from_config(StyleConfig(fast=True, optimizer="adam"), torch.device(device)).two_loop == "torch"
         pixels = speed_from_config(StyleConfig(fast=True, parametrization="pixels"), torch.device(device))
