@@ -25,6 +25,8 @@ IMAGES = Path(__file__).resolve().parent.parent / "images"
 def pytest_configure(config: pytest.Config) -> None:
     # No test may touch the network: an empty hub cache in a temp folder, and urlopen refused.
     os.environ.setdefault("TORCH_HOME", str(Path(config.rootpath) / ".pytest_cache" / "torch_home_unused"))
+    # The commands keep this machine's evaluation rates (run/rates.py): the suite's in a book of its own.
+    os.environ["STYLE_TRANSFER_CACHE"] = str(Path(config.rootpath) / ".pytest_cache" / "style_transfer_rates")
     tiers.configure(config)
 
 

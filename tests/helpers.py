@@ -48,10 +48,11 @@ def pixels(image: Path | str | Image.Image) -> np.ndarray:
 
 def one_error_line(result: Result) -> str:
     """The command's only error line, an ``Error: ...`` line with no traceback: the only stderr line but for the
-    run's stage lines before it (``loading VGG19 weights from vgg.pth ...``: what it was doing when it failed)."""
+    run's stage lines before it (``loading VGG19 weights from vgg.pth ...``: what it was doing when it failed) and the
+    plan said before those."""
     lines = [line for line in result.stderr.splitlines() if line.strip()]
-    while len(lines) > 1 and lines[0].endswith(" ...") and not lines[0].startswith("Error: "):
-        lines.pop(0)  # Watch.on_stage's lines (issue 33.6)
+    while len(lines) > 1 and (lines[0].endswith(" ...") or lines[0].startswith("plan: ")):
+        lines.pop(0)  # Watch.on_stage's lines (issue 33.6), the plan said before them
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("Error: ")
     assert "Traceback" not in result.output

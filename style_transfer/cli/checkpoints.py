@@ -13,6 +13,7 @@ from ..config.run_options import RunOptions
 from ..config.style import StyleConfig
 from ..io.files import check_writable, shown
 from ..run.plans import checkpoint_bytes
+from ..run.rates import rates_path
 from .options import SETTINGS_FIELDS, UsageFault
 
 
@@ -68,7 +69,7 @@ def make_run_options(preview_every: int, checkpoint: str | None, checkpoint_ever
             raise ValueError(f"--checkpoint {shown(checkpoint)}: is a directory; give a file name")
         check_writable(checkpoint)
     return RunOptions(preview_every=preview_every, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
-                      resume=resume)
+                      resume=resume, rates=str(rates_path()))  # the command keeps this machine's rates
 
 
 def resume_hint(checkpoint: str | None, content: str, styles: tuple[str, ...], output: str,

@@ -41,14 +41,6 @@ def note(message: str) -> None:
 
 
 
-def duration(seconds: float) -> str:
-    """A time as a person reads it: ``45 s``, ``12 min``, ``2 h 05 min``."""
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    minutes = round(seconds / 60)
-    return f"{minutes} min" if minutes < 120 else f"{minutes // 60} h {minutes % 60:02d} min"
-
-
 class ProgressLines:
     """Progress where stderr is no terminal (a log file, CI, a pipe), in place of a tqdm bar, whose every redraw
     stays there (some 25 kB on one line for 240 evaluations). A plain line when the count has moved

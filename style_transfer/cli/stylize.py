@@ -24,6 +24,7 @@ from .options import (MASK_FIELDS, OneLineCommand, RECORDED_FIELDS, UsageFault, 
                       settings_options, show_traceback, unexpected_error)
 from ..fast.speed import resolve_speed
 from ..core.steps import LBFGS_MAX_ITER
+from ..run.plans import plan_run
 from ..networks.download import planned_weights
 from ..io.provenance import check_replay_inputs, replay_config
 
@@ -129,9 +130,15 @@ def main(content: str | None, styles: tuple[str, ...], output: str | None, print
         except (ValueError, StyleTransferError) as exc:
             raise UsageFault(f"--replay {shown(replay)}: {exc}") from None
 
+    from ..run.fits import forecast
     from ..run.run import Run
 
     own_process(config.threads)
+    if not quiet:  # what the run will take, said once its checks pass (a size that cannot fit: the run's error)
+        try:
+            watch.plan = f"plan: {forecast(content, list(styles), config).text()}"
+        except (StyleTransferError, ValueError):
+            pass
     checkpoint_before = stamp(run_options.checkpoint)  # the summary names the checkpoint if this run wrote it
     run = Run(content, list(styles) if len(styles) > 1 else styles[0], config, run_options,
               download_progress=watch.on_download, on_notice=watch.on_notice, on_stage=watch.on_stage)
@@ -187,6 +194,9 @@ def _why_evaluations(result: Any, config: StyleConfig) -> str:
     if result.stopped != "done" or result.evaluations == config.steps or config.optimizer != "lbfgs":
         return ""
     why = f": whole LBFGS steps of {LBFGS_MAX_ITER} past "
+    plan = plan_run(config, max(result.image.size))
+    if len(plan.sizes) > 1:  # coarse-to-fine: the first size as a run at one size, the larger ones a share each
+        return f": {' + '.join(map(str, plan.evaluations))} at {', '.join(map(str, plan.sizes))} px"
     share = resolve_speed(config).steps_share
     if share is not None:
         return why + f"{round(share * 100)} % of --steps {config.steps} (--fast), jumps cutting some short"

@@ -17,7 +17,8 @@ import click
 
 from ..io import metadata
 from . import recorders
-from .options import ProgressLines, duration, note
+from .options import ProgressLines, note
+from ..run.timing import duration
 from ..errors import RunStopped
 from ..io.files import shown
 from ..io.images import save_image
@@ -66,6 +67,7 @@ class Watch:
         self.lines: ProgressLines | None = None  # in place of the steps bar where stderr is no terminal
         self.planned = 0  # the evaluations the run plans (StepInfo.total), known from its first event
         self.estimated = quiet  # the run's estimate said (once its first size has run a few evaluations)
+        self.plan: str | None = None  # the run's forecast, said before its first stage (run.fits.forecast)
         self.preview_every = recorders.preview_interval(save_every or None,
                                                         self.animation.every if self.animation is not None else None) or 0
 
@@ -93,6 +95,9 @@ class Watch:
         if self.quiet:
             return
         self._close_download()
+        if self.plan is not None:  # the run's checks passed: what it will take, then what it starts
+            click.echo(self.plan, err=True)
+            self.plan = None
         click.echo(f"{message} ...", err=True)
 
     def _close_download(self) -> None:

@@ -45,6 +45,7 @@ from .inputs import Content, Inputs, style_targets_key
 from .plans import plan_run
 from .prepare import device_and_size, fit_to, header_sizes
 from .progress import Clock, EventCallback, Progress, building_text, loading_text
+from .rates import keep_rate
 from .timing import Estimate
 from .settings import transfer_settings
 
@@ -98,18 +99,15 @@ class Run:
         self._stats: RunStats | None = None  # the running one, once execute began (the record names its rescues)
         self._watch: Progress | None = None  # the running one's progress, once execute began (its clock)
         self._content: Content | None = None  # the content as read, once planned
-        # Set where a run of several sizes stopped before its last (the record and RunResult name the size).
-        self.unfinished: Unfinished | None = None
+        self.unfinished: Unfinished | None = None  # where a run of several sizes stopped before its last
 
     def estimate(self) -> Estimate | None:
         """The whole run's time on this machine at its rate so far, once its first size has run a few evaluations."""
         return None if self._watch is None else self._watch.timing.estimate()
 
     def cancel(self, reason: str = "cancelled") -> None:
-        """Stop the run at the end of the evaluation under way; ``execute`` returns its image then.
-
-        Thread-safe, and safe from a signal handler. ``reason`` becomes ``RunResult.stopped``.
-        """
+        """Stop the run after the evaluation under way (``execute`` returns its image then, ``reason`` becomes
+        ``RunResult.stopped``). Thread-safe, and safe from a signal handler."""
         if reason not in STOP_REASONS:
             raise ValueError(f"reason must be one of {', '.join(STOP_REASONS)}, got {reason!r}")
         self._reason = reason
@@ -141,8 +139,7 @@ class Run:
     def record(self, evaluations: int, stopped: str, losses: dict[str, float], seconds: float,
                kept: int | None = None) -> dict[str, Any]:
         """The provenance record of an image of this run (``provenance.make_record``); ``kept``: the evaluation
-        whose image the run handed back, where not its last (``RunResult.kept``); with the evaluations after which a
-        failed LBFGS step was rescued (``RunStats.rescued_at``), where any was."""
+        whose image it handed back, where not its last; with the rescues' evaluations (``RunStats.rescued_at``)."""
         device = self._resolve()[0]
         config = self.config  # the record names the preprocessing the weights told (replay passes it back)
         if config.preprocess is None and self._preprocess is not None:
@@ -195,6 +192,7 @@ class Run:
             except (Interrupted, NonFiniteLoss) as exc:
                 return self._stopped(exc, plan, inputs, image, watch, stats, clock)
         keeper.save_if_asked()
+        keep_rate(self.options.rates, watch.timing, config, plan.speed, device, plan.tiles)  # this machine's book
         assert image is not None  # the last size always runs (a checkpoint's scale is one of the plan's sizes)
         stopped = "converged" if stats.converged else "done"
         kept = stats.handed_back
@@ -272,6 +270,7 @@ class Run:
                  watch: Progress, stats: RunStats, clock: Clock) -> RunResult:
         """A run stopped inside the loop: its result where it was cancelled; ``exc`` again, with the picture, else."""
         plan.keeper.save()  # the state after the last whole LBFGS step, to resume from
+        keep_rate(self.options.rates, watch.timing, plan.config, plan.speed, plan.device, plan.tiles)
         if watch.averager is not None and watch.averager.count:
             exc.image = watch.averager.value()
         # A run stopped at a coarse size still gives a picture of the size asked for, and says which size it is.
@@ -288,7 +287,6 @@ class Run:
                 seconds: float, kept: int | None = None, start_loss: float | None = None) -> RunResult:
         return RunResult(image, evaluations, stopped, dict(losses), seconds,
                          self.record(evaluations, stopped, losses, seconds, kept), kept, start_loss, self.unfinished)
-
 
 
 @dataclass(frozen=True, eq=False)

@@ -35,6 +35,7 @@ class _Frame:
     last: float | None = None  # when its latest evaluation ended
     step: int = 0  # evaluations so far
     end: float | None = None
+    seconds: float = 0.0  # its evaluations after its first: their seconds
 
 
 class Timing:
@@ -55,6 +56,7 @@ class Timing:
         self.frames: list[_Frame] = []
         self.work = 0.0  # megapixel-evaluations timed (each frame's after its first)
         self.seconds = 0.0  # and their seconds
+        self.timed = 0  # and their count
 
     def start_frame(self) -> None:
         self.frames.append(_Frame(self.clock()))
@@ -68,6 +70,8 @@ class Timing:
         else:
             self.work += megapixels
             self.seconds += now - frame.last
+            frame.seconds += now - frame.last
+            self.timed += 1
         frame.last, frame.step = now, frame.step + 1
 
     def end_frame(self) -> None:
@@ -83,6 +87,17 @@ class Timing:
         setups = [f.first - f.start - rate * f.first_megapixels + ((f.end - f.last) if f.end is not None else 0.0)
                   for f in self.frames if rate is not None and f.first is not None and f.last is not None]
         return max(0.0, sum(setups) / len(setups)) if setups else 0.0
+
+    def measured(self) -> list[tuple[float, int, float, float]]:
+        """Each frame's own figures, for those with an evaluation after their first: its megapixels, the
+        evaluations timed, seconds per megapixel-evaluation, and its set-up at that rate."""
+        figures = []
+        for f in self.frames:
+            if f.first is not None and f.last is not None and f.step > 1:
+                rate = f.seconds / (f.first_megapixels * (f.step - 1))
+                setup = f.first - f.start - rate * f.first_megapixels + ((f.end - f.last) if f.end is not None else 0.0)
+                figures.append((f.first_megapixels, f.step - 1, rate, max(0.0, setup)))
+        return figures
 
     def time_left(self) -> float | None:
         """Seconds the run has left at its rate so far (0 once the last frame ended); None before two evaluations."""
@@ -126,3 +141,11 @@ def size_stages(sizes: Sequence[int], evaluations: Sequence[int], final: tuple[i
     width, height = final
     return [(count - (done if k == start else 0), width * height * (side / max(final)) ** 2 / 1e6)
             for k, (side, count) in enumerate(zip(sizes, evaluations)) if k >= start]
+
+
+def duration(seconds: float) -> str:
+    """A time as a person reads it: ``45 s``, ``12 min``, ``2 h 05 min``."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 120 else f"{minutes // 60} h {minutes % 60:02d} min"

@@ -19,8 +19,9 @@ from .. import __version__
 from ..config.choices import INITS
 from ..errors import Interrupted, MissingExtra, RunStopped, StyleTransferError
 from ..io.files import atomic_output, check_not_an_input, check_writable, shown
-from ..cli.options import (OneLineCommand, ProgressLines, UsageFault, check_input_paths, config_from_options, duration,
-                           note, one_line_error, own_process, setting_inputs, settings_options, show_traceback)
+from ..cli.options import (OneLineCommand, ProgressLines, UsageFault, check_input_paths, config_from_options, note,
+                           one_line_error, own_process, setting_inputs, settings_options, show_traceback)
+from ..run.timing import duration
 from . import DEFAULT_TEMPORAL_WEIGHT, VideoError
 
 EXIT_CODES = {"interrupted": 130, "cancelled": 130, "terminated": 143}

@@ -132,8 +132,10 @@ def test_interrupt_before_the_first_step_leaves_output(tmp_path: Path, monkeypat
     out = tmp_path / "o.png"
     out.write_bytes(b"precious")
     result = invoke([CONTENT, STYLE, "-o", str(out), *FAST], 130)
-    assert result.stderr.strip().split("\n") == ["making VGG19 with seeded random weights ...",  # what was under way
-                                                f"interrupted before the result was written; {out} left as it was"]
+    lines = result.stderr.strip().split("\n")
+    assert lines[0].startswith("plan: 32x21 px, ")  # what the run would take, once its checks passed
+    assert lines[1:] == ["making VGG19 with seeded random weights ...",  # what was under way
+                         f"interrupted before the result was written; {out} left as it was"]
     assert out.read_bytes() == b"precious"
     assert os.listdir(tmp_path) == ["o.png"]
 
