@@ -179,9 +179,12 @@ class Worker:
         try:
             from ..run.run import Run
             from ..run.prepare import resolve_device
+            from ..run.rates import rates_path
+            from ..config.run_options import RunOptions
 
             device = resolve_device(config.device)
             run = Run(content or item.content, list(styles or item.styles), config,
+                      RunOptions(rates=str(rates_path())),  # this machine's book of rates, as the command keeps it
                       cnn=self.network(config, device), style_targets=self.targets)
             with self._lock:
                 if self._cancelled:

@@ -252,8 +252,8 @@ class StyleConfig:
         help=('Speed: LBFGS moves the Fourier coefficients (--parametrization fourier, unless given) for 80 % of '
               '--steps at --size, plus --channels-last, --fused-gram and bf16 on a CPU with AMX or AVX512-BF16 or a '
               'GPU with native bf16 (--print-config says which this machine gets). Not the tutorial\'s numbers; what '
-              'it gains on each kind of machine: docs/speed.md. Explicit --scales, --min-size or --scale-steps make '
-              'it coarse-to-fine (which lost the content on real features).'))
+              'it gains on each kind of machine: docs/speed.md. A coarse-to-fine run (a print above 1,024 px, or '
+              '--scales, --min-size) runs --fast at each size, its first with these 80 %.'))
     # fp32 | bf16: VGG layers autocast to bfloat16; losses, image, LBFGS stay float32
     precision: str = setting(
         "fp32", "choice", "Speed",
@@ -291,26 +291,29 @@ class StyleConfig:
               "from half the run on unscaled (LBFGS), for the fine detail: the same loss of the same clamped image, "
               "lower at every evaluation count measured (docs/speed.md); a loss that jumps 3x within an LBFGS step "
               "sends it back to that step's best image. Default: fourier with --fast, pixels without."))
-    # coarse-to-fine: this many sizes, each half the next, ending at size (None: 1)
+    # coarse-to-fine: this many sizes, each half the next, ending at size (None: 1, or a print's sizes: checks.py)
     scales: int | None = setting(
         None, "int", "Speed",
         minimum=1,
-        short='Coarse-to-fine over this many sizes (default 1).',
-        help=('Speed: coarse-to-fine over this many sizes, each half the next, ending at --size; each result, '
-              'upsampled, starts the next. Needs fewer full-size evaluations; on a real VGG16 it loses content '
-              '(docs/speed.md). Default: 1.'))
+        short='Coarse-to-fine over this many sizes (default 1; a print: from 512 px).',
+        help=('Coarse-to-fine over this many sizes, each half the next, ending at --size; each result, upsampled, '
+              'starts the next: the first size runs what a run at one size would, each larger one 20 % of --steps. '
+              'Default: one size up to --size 1024; above it a print, from 512 px up (--min-size 512), where the '
+              "network sees the painting's forms whole (docs/print-size.md). --scales 1 keeps one size."))
     # or coarse-to-fine from this size up, sizes at most 2x apart
     min_size: int | None = setting(
         None, "int", "Speed",
         minimum=MIN_SIZE, unit="px",
         short='Coarse-to-fine from this size up to --size.',
-        help=('Speed: coarse-to-fine from this size up to --size (sizes at most 2x apart).'))
+        help=('Coarse-to-fine from this size up to --size (sizes at most 2x apart). Default: 512 above --size 1024 '
+              '(unless --scales or --scale-steps is given), else none.'))
     # evaluations per size, smallest first; () splits steps
     scale_steps: tuple[int, ...] = setting(
         (), "integers", "Speed",
         short='Evaluations per coarse-to-fine size, e.g. 100,60,100.',
         help=('Evaluations per coarse-to-fine size, smallest first, e.g. 100,100,40, each rounded up to whole LBFGS '
-              'steps of 20. Default: --steps split, a quarter at the final size.'))
+              "steps of 20. Default: a run at one size's evaluations at the first size, 20 % of --steps at each larger "
+              'one.'))
     # CPU threads, None: physical cores; set by the CLI, never by the library
     threads: int | None = setting(
         None, "int", "Speed",

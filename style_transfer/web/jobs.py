@@ -32,6 +32,7 @@ from ..config.run_options import RunOptions
 from ..config.style import StyleConfig
 from ..config.weights import WEIGHTS_WORDS
 from ..errors import RunStopped, StyleTransferError, WeightsError, first_line
+from ..run.rates import rates_path
 from .gallery import Gallery, new_id
 
 FINAL_EVENTS = ("done", "cancelled", "failed")
@@ -329,7 +330,7 @@ class JobQueue:
         config = dataclasses.replace(job.config, device=device) if device != job.config.device else job.config
         styles: Any = [str(path) for path in job.styles]
         run = self.run_factory(str(job.content), styles if len(styles) > 1 else styles[0], config,
-                               RunOptions(preview_every=self.preview_every))
+                               RunOptions(preview_every=self.preview_every, rates=str(rates_path())))  # the book
         with self._lock:
             job.run = run
             reason = job.cancel_reason

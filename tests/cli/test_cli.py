@@ -224,6 +224,13 @@ def test_print_config_shows_what_fast_resolves_to(imagenet_cached: Path) -> None
     plain = dict(line.split(": ", 1) for line in invoke(["--print-config"], 0).stdout.splitlines())
     assert (plain["channels_last"], plain["history_size"], plain["scale_steps"]) == ("False", "100", "")
     assert plain["sizes"] == "448 on a CPU; 512 on a GPU" and plain["evaluations"].startswith("320,")
+    # a print: coarse-to-fine from 512 px by itself, the first size as a run at one size, 20 % of --steps after it
+    printed = dict(line.split(": ", 1) for line in invoke(["--print-config", "--size", "2048"], 0).stdout.splitlines())
+    assert (printed["sizes"], printed["min_size"], printed["scales"]) == ("512,1024,2048", "512", "1")
+    assert printed["evaluations"].startswith("440 (320,60,60),")
+    one = dict(line.split(": ", 1) for line in invoke(["--print-config", "--size", "2048", "--scales", "1"], 0)
+               .stdout.splitlines())
+    assert (one["sizes"], one["min_size"]) == ("2048", "None")
 
 
 # --- an output that is an input (issue 24) ---
