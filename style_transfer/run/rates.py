@@ -1,7 +1,7 @@
 """How fast this machine runs an evaluation, kept between runs: each run measures its seconds per
 megapixel-evaluation (``timing.Timing``) and ``Rates`` keeps the latest, by what sets it (the device and its threads,
-the network, the precision and what the evaluation computes); ``forecast`` tells a run's time before it starts from
-that.
+the network, the precision and what the evaluation computes); ``fits.forecast`` tells a run's time before it starts
+from that.
 
 The book is a small JSON file, ``$STYLE_TRANSFER_CACHE/rates.json`` (default ``$XDG_CACHE_HOME/style_transfer``, else
 ``~/.cache/style_transfer``). It is a cache: one that cannot be read or written is left alone, never an error. This
@@ -33,8 +33,8 @@ MIN_TIMED = 10  # evaluations a run times (after each size's first) before its r
 
 @dataclass(frozen=True)
 class Rate:
-    """What an evaluation costs on this machine: seconds per megapixel-evaluation, and each size's set-up (the model
-    and style targets at its first evaluation, the picture saved) in seconds."""
+    """What an evaluation costs on this machine: seconds per megapixel-evaluation, and a size's set-up (building the
+    model and style targets, in its first evaluation) in seconds."""
 
     seconds_per_megapixel: float
     setup: float

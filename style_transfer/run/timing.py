@@ -47,7 +47,9 @@ class Timing:
         clock: seconds, monotonic (``time.perf_counter``; a test's fake).
     """
 
-    READY = 5  # evaluations of the first frame before an estimate: the first also builds the model
+    # Evaluations of the first frame before an estimate: one LBFGS step. --fast's first 4 run in float32 at another
+    # pace than the rest; from 5, a 2,048 px print's was a third short, from 20 an eighth (benchmarks/NOTEBOOK.md).
+    READY = 20
 
     def __init__(self, plans: Sequence[Sequence[Stage]], clock: Callable[[], float] = time.perf_counter) -> None:
         self.plans = [list(plan) for plan in plans]

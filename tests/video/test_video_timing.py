@@ -47,15 +47,20 @@ def test_the_time_left_is_the_planned_work_at_the_measured_rate_plus_each_frame_
     assert timing.setup() == pytest.approx(2.0)  # the first evaluation's 3 s less one evaluation
     # 36 evaluations of the first frame left, then two frames of 2 s set-up and 20 evaluations
     assert timing.time_left() == pytest.approx(36 + 2 * (2 + 20))
-    assert timing.estimate() is None  # 4 evaluations: not yet READY (5)
-    clock.now += 1.0
-    timing.evaluated(0.5)
+    assert timing.estimate() is None  # 4 evaluations: not yet READY
+    ready = Timing.READY
+    assert 4 < ready < 40
+    for _ in range(ready - 4):
+        assert timing.estimate() is None
+        clock.now += 1.0
+        timing.evaluated(0.5)
     estimate = timing.estimate()
     assert estimate is not None
-    assert estimate.seconds == pytest.approx(9.0 + 35 + 2 * 22)  # spent since the start (2 + 3 + 3 + 1 s), and left
+    # spent since the start (2 s loading, 3 s set-up and first evaluation, then 1 s each), and left
+    assert estimate.seconds == pytest.approx(5.0 + (ready - 1) + (40 - ready) + 2 * 22)
     assert (estimate.frames, estimate.frame_seconds, estimate.evaluation_seconds) == (3, pytest.approx(22),
                                                                                        pytest.approx(1.0))
-    for _ in range(35):
+    for _ in range(40 - ready):
         clock.now += 1.0
         timing.evaluated(0.5)
     clock.now += 0.5  # saving the frame: part of its set-up
