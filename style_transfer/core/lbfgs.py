@@ -92,6 +92,16 @@ class StackedLBFGS(LBFGS):
     def planned_step(self, closure: Callable[[], Any], iterations: int, *, switched: bool = False) -> Any:
         return self.step(closure, max_iter=iterations, switched=switched)
 
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """torch's, but the pairs' float64 products come back as saved: torch casts them to the variable's dtype,
+        and worked out again from the pairs they differ by rounding from those the saving run had, so a resumed run
+        was not the uninterrupted one bit for bit."""
+        saved = {key: value for memory in state_dict.get("state", {}).values() for key, value in memory.items()
+                 if key in PRODUCTS and isinstance(value, torch.Tensor) and value.dtype == torch.float64}
+        super().load_state_dict(state_dict)
+        if saved and self.state:
+            self.state[self._params[0]].update({key: value.to("cpu", copy=True) for key, value in saved.items()})
+
     @torch.no_grad()
     def step(self, closure: Callable[[], Any], *, max_iter: int | None = None,  # type: ignore[override]
              switched: bool = False) -> Any:  # LBFGS needs its closure: torch types Optimizer.step's as optional
@@ -207,7 +217,7 @@ class StackedLBFGS(LBFGS):
                          ro=[float(r) for r in state.get("ro", [])][-history:])
             pairs_changed(state)
         if not all(key in state and state[key].dtype == torch.float64 and state[key].device.type == "cpu"
-                   for key in PRODUCTS):  # missing, or cast by load_state_dict to the variable's dtype and device
+                   for key in PRODUCTS):  # missing: pairs stacked anew, a torch LBFGS's state
             used, rows_y, rows_s = len(state["slots"]), state["y_rows"], state["s_rows"]
             state["sy"] = torch.zeros(history, history, dtype=torch.float64)
             state["yy"] = torch.zeros(history, history, dtype=torch.float64)

@@ -110,7 +110,8 @@ class Rates:
         """Keep ``rate``, measured at ``megapixels``, under ``key`` (the whole book written to a temporary file,
         then renamed: a reader never sees half of it)."""
         book = self._read()
-        sizes = book.get(key) if isinstance(book.get(key), dict) else {}
+        found = book.get(key)
+        sizes = found if isinstance(found, dict) else {}
         sizes[str(round(2 * math.log2(megapixels)))] = {"megapixels": megapixels, **dataclasses.asdict(rate)}
         book[key] = sizes
         try:
