@@ -130,7 +130,7 @@ def _check_speed(config: StyleConfig) -> None:
     """The speed fields' rules between fields (docs/speed.md)."""
     if config.scales is None:  # resolved here, like the preset's fields, so the config shows what runs
         # One size up to a print's size; a print is coarse-to-fine from the size that sets its composition.
-        auto = config.min_size is None and not config.scale_steps and (config.size or 0) > PRINT_SIZE
+        auto = config.min_size is None and not config.scale_steps and (config.size or 0) >= PRINT_SIZE
         object.__setattr__(config, "scales", 1)
         if auto:
             object.__setattr__(config, "min_size", COMPOSITION_SIZE)

@@ -6,7 +6,7 @@ from __future__ import annotations
 # 128 on a CPU; 448 px keeps the default 300 steps to a few minutes on 2 CPU cores (docs/speed.md).
 GPU_DEFAULT_SIZE = 512
 CPU_DEFAULT_SIZE = 448
-# A print: above PRINT_SIZE px a run given no --scales, --min-size or --scale-steps is coarse-to-fine from
+# A print: from PRINT_SIZE px up a run given no --scales, --min-size or --scale-steps is coarse-to-fine from
 # COMPOSITION_SIZE, a size at which VGG's style layers see a painting's forms whole (at 1,024 px and one size they see
 # brush texture only: docs/print-size.md); each larger size refines the one before with LATER_SHARE of --steps.
 COMPOSITION_SIZE = 512

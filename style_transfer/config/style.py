@@ -252,7 +252,7 @@ class StyleConfig:
         help=('Speed: LBFGS moves the Fourier coefficients (--parametrization fourier, unless given) for 80 % of '
               '--steps at --size, plus --channels-last, --fused-gram and bf16 on a CPU with AMX or AVX512-BF16 or a '
               'GPU with native bf16 (--print-config says which this machine gets). Not the tutorial\'s numbers; what '
-              'it gains on each kind of machine: docs/speed.md. A coarse-to-fine run (a print above 1,024 px, or '
+              'it gains on each kind of machine: docs/speed.md. A coarse-to-fine run (a print of 1,024 px or more, or '
               '--scales, --min-size) runs --fast at each size, its first with these 80 %.'))
     # fp32 | bf16: VGG layers autocast to bfloat16; losses, image, LBFGS stay float32
     precision: str = setting(
@@ -298,14 +298,14 @@ class StyleConfig:
         short='Coarse-to-fine over this many sizes (default 1; a print: from 512 px).',
         help=('Coarse-to-fine over this many sizes, each half the next, ending at --size; each result, upsampled, '
               'starts the next: the first size runs what a run at one size would, each larger one 20 % of --steps. '
-              'Default: one size up to --size 1024; above it a print, from 512 px up (--min-size 512), where the '
+              'Default: one size below --size 1024; from it a print, from 512 px up (--min-size 512), where the '
               "network sees the painting's forms whole (docs/print-size.md). --scales 1 keeps one size."))
     # or coarse-to-fine from this size up, sizes at most 2x apart
     min_size: int | None = setting(
         None, "int", "Speed",
         minimum=MIN_SIZE, unit="px",
         short='Coarse-to-fine from this size up to --size.',
-        help=('Coarse-to-fine from this size up to --size (sizes at most 2x apart). Default: 512 above --size 1024 '
+        help=('Coarse-to-fine from this size up to --size (sizes at most 2x apart). Default: 512 from --size 1024 '
               '(unless --scales or --scale-steps is given), else none.'))
     # evaluations per size, smallest first; () splits steps
     scale_steps: tuple[int, ...] = setting(

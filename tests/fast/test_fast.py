@@ -462,14 +462,14 @@ class TestSchedules:
         with pytest.raises(ValueError, match="scale_steps has 2 entries for 3 sizes"):
             scale_budgets(300, 3, (100, 60))
 
-    @pytest.mark.parametrize("size, sizes", [(1024, (1024,)), (1025, (512, 724, 1025)), (1280, (512, 810, 1280)),
+    @pytest.mark.parametrize("size, sizes", [(1023, (1023,)), (1024, (512, 1024)), (1280, (512, 810, 1280)),
                                              (2048, (512, 1024, 2048)), (4096, (512, 1024, 2048, 4096))])
     def test_a_print_is_coarse_to_fine_by_itself(self, size: int, sizes: tuple[int, ...]) -> None:
-        """docs/print-size.md: above twice the composition size (512 px) a run given no --scales, --min-size or
+        """docs/print-size.md: from twice the composition size (512 px) a run given no --scales, --min-size or
         --scale-steps starts at 512 px, sizes at most 2x apart; --scales 1 keeps one size."""
         config = StyleConfig(size=size)
         assert plan_run(config, size).sizes == sizes
-        assert config.min_size == (512 if size > 1024 else None)  # resolved: the record and a replay say it
+        assert config.min_size == (512 if size >= 1024 else None)  # resolved: the record and a replay say it
         assert plan_run(StyleConfig(size=size, scales=1), size).sizes == (size,)
         assert plan_run(StyleConfig(size=size, scales=2), size).sizes == (round(size / 2), size)
         assert plan_run(StyleConfig(size=size, min_size=700), size).sizes[0] == min(700, size)
