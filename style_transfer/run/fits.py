@@ -75,7 +75,8 @@ class Forecast:
 def forecast(content: ImageSource | tuple[int, int], style: ImageSource | Sequence[ImageSource],
              config: StyleConfig | None = None, *, rates: Rates | None = None) -> Forecast:
     """The sizes, evaluations, memory and time of a run, before it starts: ``check_fits``' arithmetic on the images'
-    declared sizes, and the time at the rate ``rates`` (``rates.Rates()``: this machine's book) keeps for a run like it.
+    declared sizes (its check too), and the time at the rate ``rates`` (``rates.Rates()``: this machine's book) keeps
+    for a run like it.
 
     Raises:
         ResourceError, ImageError, ValueError: as ``check_fits``.
@@ -86,7 +87,7 @@ def forecast(content: ImageSource | tuple[int, int], style: ImageSource | Sequen
     speed = speed_from_config(config, device)
     plan = plan_run(config, size, speed)
     size_fn = header_sizes(content, styles, config)
-    tiles = check_fits(content, styles, config)
+    tiles = plan_tiles(list(plan.sizes), size_fn, config, speed, device, styles=len(styles))  # check_fits' check
     hw = [size_fn(s)[0] for s in plan.sizes]
     book, key = rates if rates is not None else Rates(), rate_key(config, speed, device, any(tiles))
     found = [book.get(key, h * w / 1e6) for h, w in hw]  # each size at the rate measured nearest its size

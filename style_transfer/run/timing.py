@@ -58,7 +58,6 @@ class Timing:
         self.frames: list[_Frame] = []
         self.work = 0.0  # megapixel-evaluations timed (each frame's after its first)
         self.seconds = 0.0  # and their seconds
-        self.timed = 0  # and their count
 
     def start_frame(self) -> None:
         self.frames.append(_Frame(self.clock()))
@@ -73,7 +72,6 @@ class Timing:
             self.work += megapixels
             self.seconds += now - frame.last
             frame.seconds += now - frame.last
-            self.timed += 1
         frame.last, frame.step = now, frame.step + 1
 
     def end_frame(self) -> None:
@@ -86,8 +84,7 @@ class Timing:
     def setup(self) -> float:
         """A frame's seconds besides its evaluations: the mean over the frames timed (0 before a rate)."""
         rate = self.rate()
-        setups = [f.first - f.start - rate * f.first_megapixels + ((f.end - f.last) if f.end is not None else 0.0)
-                  for f in self.frames if rate is not None and f.first is not None and f.last is not None]
+        setups = [_setup(f, rate) for f in self.frames if rate is not None and f.first is not None]
         return max(0.0, sum(setups) / len(setups)) if setups else 0.0
 
     def measured(self) -> list[tuple[float, int, float, float]]:
@@ -95,10 +92,9 @@ class Timing:
         evaluations timed, seconds per megapixel-evaluation, and its set-up at that rate."""
         figures = []
         for f in self.frames:
-            if f.first is not None and f.last is not None and f.step > 1:
+            if f.first is not None and f.step > 1:
                 rate = f.seconds / (f.first_megapixels * (f.step - 1))
-                setup = f.first - f.start - rate * f.first_megapixels + ((f.end - f.last) if f.end is not None else 0.0)
-                figures.append((f.first_megapixels, f.step - 1, rate, max(0.0, setup)))
+                figures.append((f.first_megapixels, f.step - 1, rate, max(0.0, _setup(f, rate))))
         return figures
 
     def time_left(self) -> float | None:
@@ -124,6 +120,13 @@ class Timing:
         later = self.plans[-1] if len(self.plans) > 1 else self.plans[0]
         return Estimate(self.clock() - self.began + left, len(self.plans), self.setup() + rate * work(later),
                         rate * later[-1][1])
+
+
+def _setup(frame: _Frame, rate: float) -> float:
+    """A frame's seconds besides its evaluations at ``rate``: its first evaluation's beyond the rate, and its end."""
+    assert frame.first is not None and frame.last is not None  # it has run an evaluation
+    end = frame.end - frame.last if frame.end is not None else 0.0
+    return frame.first - frame.start - rate * frame.first_megapixels + end
 
 
 def work(plan: Sequence[Stage], skip: int = 0) -> float:
