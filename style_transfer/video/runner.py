@@ -6,8 +6,9 @@
     write_video("out.mp4", video.stylised_frames(), video.clip)
 
 Frame 0 runs ``first_frame_steps`` evaluations from ``config.init``; frame t > 0 starts from the result of
-frame t-1 warped into t (unreliable pixels from the content frame) and adds the temporal loss
-(``losses.temporal``), unless ``independent``: then every frame runs like a picture of its own (the baseline).
+frame t-1 warped into t (unreliable pixels from the content frame, or, where they make a region, from frame t first
+run as a still: ``temporal.painted``) and adds the temporal loss (``losses.temporal``), unless ``independent``: then
+every frame runs like a picture of its own (the baseline).
 Each finished frame is written to the work folder as a PNG, with ``work.json`` saying which run made them;
 a run started again with the same inputs and settings continues after the last finished frame and gives
 the same frames as an uninterrupted one (frame t-1 is always taken from its 8-bit PNG).
@@ -229,7 +230,7 @@ class VideoRun:
         from ..run.run import Run
         from ..run.prepare import resolve_device, default_size
         from ..losses.temporal import TemporalLoss
-        from .temporal import SETTLE, frame_start
+        from .temporal import SETTLE, frame_start, painted
 
         began = time.perf_counter()
         config, settings = self.config, self.settings
@@ -278,6 +279,15 @@ class VideoRun:
                 start = frame_start(previous_out, previous_in, content, counts, SETTLE * first_steps)
                 counts = start.evaluations
                 flow_seconds = start.flow_seconds
+                self._replan(timing, index, size, first_steps, start.paint is not None)
+                if start.paint is not None:  # what entered or was uncovered starts from the frame painted as a still
+                    run = Run(content, self.styles, dataclasses.replace(config, steps=first_steps), cnn=cnn,
+                              keep_best=0.0)
+                    painting = self._frame(run, index, on_event)
+                    if isinstance(painting, str):
+                        result.stopped = painting
+                        return result
+                    start = painted(start, pil_to_tensor(painting.image.convert("RGB")).to(device))
                 warped, begin = start.warped, start.start
                 if config.preserve_colors == "luminance":  # the run optimises the luminance (gray) image
                     from ..core.colors import gray, luminance
@@ -287,14 +297,10 @@ class VideoRun:
                 # The frame's best evaluated image: its total loss is then at most its start's, which bounds the
                 # temporal term (temporal.py); LBFGS's last update may have overshot.
                 run = Run(content, self.styles, config, init=begin, image_losses=losses, cnn=cnn, keep_best=0.0)
-            self._run = run
-            if self._stop.is_set():
-                run.cancel(self._reason)
-            frame_result = run.execute(functools.partial(self._event, run, index, on_event=on_event))
+            frame_result = self._frame(run, index, on_event)
             timing.end_frame()
-            self._run = None
-            if frame_result.stopped in CANCEL_REASONS:
-                result.stopped = frame_result.stopped
+            if isinstance(frame_result, str):
+                result.stopped = frame_result
                 return result
             image = frame_result.image.convert("RGB")
             self._keep(index, image)
@@ -313,18 +319,36 @@ class VideoRun:
                                    timing.time_left()))
         return result
 
+    def _frame(self, run: Any, index: int, on_event: Callable[[int, Any], None] | None) -> Any:
+        """``run`` executed as frame ``index``'s (cancellable, its evaluations timed and told); its result, or the
+        reason it was cancelled."""
+        self._run = run
+        if self._stop.is_set():
+            run.cancel(self._reason)
+        outcome = run.execute(functools.partial(self._event, run, index, on_event=on_event))
+        self._run = None
+        return outcome.stopped if outcome.stopped in CANCEL_REASONS else outcome
+
+    def _replan(self, timing: Timing, index: int, size: int, first_steps: int, paint: bool) -> None:
+        """Frame ``index`` and, as a guess, every later one: painted first or not (``temporal.painted``)."""
+        plan = self._stages(index, size, first_steps)
+        if paint:
+            plan = self._stages(0, size, first_steps) + plan
+        at = index - (self.clip.count - len(timing.plans))
+        timing.plans[at:] = [plan] * (len(timing.plans) - at)
+
     def _counted(self, index: int, counts: Any, previous_in: Any, content: Any, first_steps: int) -> Any:
         """Each pixel's evaluations once frame ``index`` is done: the planned ones (not the run's count, so a resumed
         run, which carries them through the flows of the frames it skips, gets the same). ``previous_in`` None: the
         counts are this frame's already (``FrameStart.evaluations``)."""
         import numpy as np
 
-        from .temporal import carried_evaluations
+        from .temporal import SETTLE, carried_evaluations
 
         if index == 0 or counts is None:
             return np.full(tuple(content.shape[-2:]), float(first_steps), np.float32)
         if previous_in is not None:
-            counts = carried_evaluations(previous_in, content, counts)
+            counts = carried_evaluations(previous_in, content, counts, SETTLE * first_steps)
         return counts + float(self.config.steps)
 
     def _stages(self, index: int, size: int, first_steps: int) -> list[Stage]:

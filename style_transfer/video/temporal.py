@@ -5,8 +5,9 @@ The temporal loss that holds a frame to it is ``losses.temporal``; its default w
 Pixels the flow marks as new (disoccluded, or entering at the frame's edge) start from the content frame, and each
 pixel's evaluations are counted through the flow (``FrameStart.evaluations``): the temporal loss holds a pixel only
 once it has had ``SETTLE`` times the first frame's evaluations. A new strip is a small share of the frame's Gram
-matrices, so the style pulls it weakly; held after one frame it stays close to the content and piles up as the
-view moves.
+matrices, so the style pulls it weakly: from the content it stays pale and, carried along, piles up as the view moves.
+So a frame whose new pixels make a region (``PAINT_SHARE``) is first painted on its own as a still (the first frame's
+evaluations), and those pixels start from that painting instead (``painted``) and count as settled.
 """
 
 from __future__ import annotations
@@ -16,11 +17,17 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from . import flow
+from . import flow, require
 
 # Times the first frame's evaluations a new pixel runs before the temporal loss holds it (0: held in the frame after it
 # appears). 2 brought a panned texture's entered band nearest the rest's style; 1, 3 and 4 left it further.
 SETTLE = 2.0
+# A frame is painted first when its new pixels, opened by 3x3 (so that pixels where the flows disagree on noise
+# alone do not count: a still clip's noise marked 2 % of its pixels, none after the opening), cover this share of it.
+PAINT_SHARE = 0.002
+# px: the painting reaches this far into the warp around what it paints, blended, and the temporal loss does not hold
+# there this frame, so the seam is worked on (a panned clip's entered part showed fainter vertical lines than without).
+SEAM = 2
 
 
 @dataclass
@@ -33,6 +40,8 @@ class FrameStart:
     flow_seconds: float  # time spent on flow and masks
     reliable: torch.Tensor | None = None  # (1, 1, H, W): 1 where the warp is reliable (flow.reliable)
     evaluations: np.ndarray | None = None  # (H, W): evaluations each pixel had before frame t (0 where new)
+    paint: torch.Tensor | None = None  # (1, 1, H, W): 1 on the pixels to start from a painting (``painted``); None:
+    # no painting (the new pixels make no region)
 
 
 def frame_start(previous_output: torch.Tensor, previous_input: torch.Tensor, current_input: torch.Tensor,
@@ -52,21 +61,58 @@ def frame_start(previous_output: torch.Tensor, previous_input: torch.Tensor, cur
     backward, reliable = _motion(prev_in, cur_in)
     warped = flow.warp(prev_out, backward)
     start = warped * reliable[..., None] + cur_in * (1 - reliable[..., None])
-    mask, carried = reliable, None
-    if evaluations is not None:
-        carried = carry(evaluations, backward, reliable)
-        mask = reliable * (carried >= settled)
+    carried = None if evaluations is None else carry(evaluations, backward, reliable)
+    mask = reliable if carried is None else reliable * (carried >= settled)
+    new, carried = settle(reliable, carried, settled)
     seconds = time.perf_counter() - began
     device = current_input.device
+    paint = _mask(new, device) if new is not None else None
     return FrameStart(_tensor(warped, device), _mask(mask, device), _tensor(start, device).clamp(0, 1), seconds,
-                      _mask(reliable, device), carried)
+                      _mask(reliable, device), carried, paint)
+
+
+def settle(reliable: np.ndarray, carried: np.ndarray | None, settled: float) -> tuple[np.ndarray | None,
+                                                                                    np.ndarray | None]:
+    """The pixels to paint, those the flow marks as new (None: they make no region, the frame is not painted), and
+    the counts ``carried`` after it: the painted pixels count as ``settled``."""
+    new = reliable < 1
+    if _opened(new).mean() < PAINT_SHARE:
+        return None, carried
+    if carried is not None:
+        carried = np.where(new, np.float32(settled), carried).astype(np.float32)
+    return new.astype(np.float32), carried
+
+
+def painted(start: FrameStart, painting: torch.Tensor) -> FrameStart:
+    """``start`` with the pixels ``start.paint`` marks taken from ``painting`` (the frame run as a still), blended into
+    the warp over ``SEAM`` px around them, where the temporal loss does not hold this frame."""
+    import dataclasses
+
+    import torch.nn.functional as F
+
+    if start.paint is None:
+        return start
+    width = 2 * SEAM + 1
+    keep = 1 - F.max_pool2d(start.paint, width, 1, SEAM)  # 0 on the painted pixels and the seam around them
+    blend = F.avg_pool2d(keep, width, 1, SEAM, count_include_pad=False)  # still 0 on the painted pixels
+    begin = blend * start.warped + (1 - blend) * painting.to(start.warped)
+    return dataclasses.replace(start, start=begin.clamp(0, 1), mask=start.mask * keep)
+
+
+def _opened(region: np.ndarray) -> np.ndarray:
+    """A morphological opening by 3x3: ``region`` without its parts thinner than 3 px."""
+    cv2 = require("cv2")
+    return cv2.morphologyEx(region.astype(np.uint8), cv2.MORPH_OPEN, np.ones((3, 3), np.uint8)) > 0
 
 
 def carried_evaluations(previous_input: torch.Tensor, current_input: torch.Tensor,
-                        evaluations: np.ndarray) -> np.ndarray:
-    """``FrameStart.evaluations`` alone: frame t-1's counts carried into t (for frames a resumed run skips)."""
+                        evaluations: np.ndarray, settled: float) -> np.ndarray:
+    """``FrameStart.evaluations`` alone: frame t-1's counts carried into t, painted pixels settled (for frames a
+    resumed run skips)."""
     backward, reliable = _motion(_hwc(previous_input), _hwc(current_input))
-    return carry(evaluations, backward, reliable)
+    counts = settle(reliable, carry(evaluations, backward, reliable), settled)[1]
+    assert counts is not None
+    return counts
 
 
 def carry(evaluations: np.ndarray, backward: np.ndarray, reliable: np.ndarray) -> np.ndarray:
