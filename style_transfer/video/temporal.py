@@ -100,7 +100,8 @@ def painted(start: FrameStart, painting: torch.Tensor) -> FrameStart:
 
 
 def _opened(region: np.ndarray) -> np.ndarray:
-    """A morphological opening by 3x3: ``region`` without its parts thinner than 3 px."""
+    """A morphological opening by 3x3: ``region`` without its parts thinner than 3 px, but for those along the frame's
+    edge (outside counts as in the region): a thin strip entering there stays."""
     cv2 = require("cv2")
     return cv2.morphologyEx(region.astype(np.uint8), cv2.MORPH_OPEN, np.ones((3, 3), np.uint8)) > 0
 
