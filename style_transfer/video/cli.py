@@ -264,7 +264,8 @@ class _Progress:
                 self._say(f"estimate: about {duration(estimate.seconds)} for {estimate.frames} frames on this machine "
                           f"(a frame {duration(estimate.frame_seconds)}, an evaluation "
                           f"{estimate.evaluation_seconds:.2g} s)")
-        detail = f"frame {index + 1}: {info.step}/{info.total} evaluations"
+        painting = " (painting what entered)" if self.video.painting else ""
+        detail = f"frame {index + 1}{painting}: {info.step}/{info.total} evaluations"
         left = _left(self.video.time_left())
         detail += f", {left}" if left else ""
         if self.lines is not None:

@@ -108,6 +108,7 @@ class VideoRun:
         self._memory: dict[int, Image.Image] = {}
         self._timing: Timing | None = None
         self._made: list[str] = []  # the work folder and work.json, where this run created them
+        self.painting = False  # True while the frame under way runs as a still first (``temporal.painted``)
         if config.keep_alpha:
             raise ValueError("keep_alpha: video frames have no transparency")
 
@@ -283,7 +284,9 @@ class VideoRun:
                 if start.paint is not None:  # what entered or was uncovered starts from the frame painted as a still
                     run = Run(content, self.styles, dataclasses.replace(config, steps=first_steps), cnn=cnn,
                               keep_best=0.0)
+                    self.painting = True
                     painting = self._frame(run, index, on_event)
+                    self.painting = False
                     if isinstance(painting, str):
                         result.stopped = painting
                         return result
@@ -339,14 +342,14 @@ class VideoRun:
 
     def _counted(self, index: int, counts: Any, previous_in: Any, content: Any, first_steps: int) -> Any:
         """Each pixel's evaluations once frame ``index`` is done: the planned ones (not the run's count, so a resumed
-        run, which carries them through the flows of the frames it skips, gets the same). ``previous_in`` None: the
-        counts are this frame's already (``FrameStart.evaluations``)."""
+        run, which carries them through the flows of the frames it skips, gets the same), frame 0's as settled.
+        ``previous_in`` None: the counts are this frame's already (``FrameStart.evaluations``)."""
         import numpy as np
 
         from .temporal import SETTLE, carried_evaluations
 
-        if index == 0 or counts is None:
-            return np.full(tuple(content.shape[-2:]), float(first_steps), np.float32)
+        if index == 0 or counts is None:  # a still's run: settled (frames 1 and 2 were not held when it counted once)
+            return np.full(tuple(content.shape[-2:]), SETTLE * first_steps, np.float32)
         if previous_in is not None:
             counts = carried_evaluations(previous_in, content, counts, SETTLE * first_steps)
         return counts + float(self.config.steps)

@@ -169,3 +169,42 @@ def test_what_enters_a_pan_is_painted_as_the_rest(texture: str, tmp_path: Path, 
     before = measured(style)
     print(texture, "from the content", before)
     assert not as_the_rest(before)
+
+
+def test_the_first_frames_pixels_are_held_from_the_next_frame(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Frame 0 ran as a still: in frame 1 every reliable pixel is held (frame 0's pixels counted its evaluations once,
+    half of ``SETTLE``'s, so frames 1 and 2 were held nowhere)."""
+    from benchmarks.studies.flicker import moving_pattern, style_picture
+
+    starts = []
+    real = temporal.frame_start
+
+    def spy(*args: Any, **kwargs: Any) -> temporal.FrameStart:
+        starts.append(real(*args, **kwargs))
+        return starts[-1]
+
+    monkeypatch.setattr(temporal, "frame_start", spy)
+    clip = write_frames(str(tmp_path / "clip"), moving_pattern(48, 32, 3, (1, 0)))
+    style_picture(64).save(tmp_path / "style.png")
+    config = StyleConfig(size=48, steps=2, weights="random", style_weight=1e9, content_weight=1e3)
+    assert VideoRun(clip, [tmp_path / "style.png"], config, VideoSettings()).execute().stopped == "done"
+    assert len(starts) == 2 and float(starts[0].reliable.mean()) > 0.5  # type: ignore[union-attr]
+    torch.testing.assert_close(starts[0].mask, starts[0].reliable)
+
+
+def test_a_painted_frame_runs_its_painting_first_and_says_so(tmp_path: Path) -> None:
+    """In a pan every frame after the first is painted first: ``VideoRun.painting`` is True during the painting's
+    evaluations (the first frame's count) and False during the frame's own; frame 0 is never painted."""
+    from benchmarks.studies.flicker import moving_pattern, style_picture
+
+    clip = write_frames(str(tmp_path / "clip"), moving_pattern(48, 32, 3, (3, 0)))
+    style_picture(64).save(tmp_path / "style.png")
+    config = StyleConfig(size=48, steps=2, weights="random", style_weight=1e9, content_weight=1e3)
+    video = VideoRun(clip, [tmp_path / "style.png"], config, VideoSettings(first_frame_steps=3))
+    seen: dict[int, list[tuple[bool, int]]] = {}
+    video.execute(on_event=lambda index, info: seen.setdefault(index, []).append((video.painting, info.total)))
+    assert {painting for painting, _ in seen[0]} == {False}
+    for index in (1, 2):
+        flags = [painting for painting, _ in seen[index]]
+        assert flags == sorted(flags, reverse=True) and flags[0] and not flags[-1], flags  # painting, then the frame
+        assert {total for painting, total in seen[index] if painting} == {total for _, total in seen[0]}
