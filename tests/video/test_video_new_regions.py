@@ -5,7 +5,6 @@ From the content alone a pan's entering strip stayed pale, striped along the pan
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ import torch.nn.functional as F
 pytest.importorskip("av", reason="the video extra is not installed")
 pytest.importorskip("cv2", reason="the video extra is not installed")
 
-from benchmarks.studies.flicker import write_frames  # noqa: E402
+from benchmarks.studies.flicker import moving_pattern, style_picture, write_frames  # noqa: E402
 from style_transfer.config.style import StyleConfig  # noqa: E402
 from style_transfer.io.images import load_image, pil_to_tensor  # noqa: E402
 from style_transfer.losses.tutorial import gram_matrix  # noqa: E402
@@ -174,8 +173,6 @@ def test_what_enters_a_pan_is_painted_as_the_rest(texture: str, tmp_path: Path, 
 def test_the_first_frames_pixels_are_held_from_the_next_frame(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Frame 0 ran as a still: in frame 1 every reliable pixel is held (frame 0's pixels counted its evaluations once,
     half of ``SETTLE``'s, so frames 1 and 2 were held nowhere)."""
-    from benchmarks.studies.flicker import moving_pattern, style_picture
-
     starts = []
     real = temporal.frame_start
 
@@ -195,8 +192,6 @@ def test_the_first_frames_pixels_are_held_from_the_next_frame(tmp_path: Path, mo
 def test_a_painted_frame_runs_its_painting_first_and_says_so(tmp_path: Path) -> None:
     """In a pan every frame after the first is painted first: ``VideoRun.painting`` is True during the painting's
     evaluations (the first frame's count) and False during the frame's own; frame 0 is never painted."""
-    from benchmarks.studies.flicker import moving_pattern, style_picture
-
     clip = write_frames(str(tmp_path / "clip"), moving_pattern(48, 32, 3, (3, 0)))
     style_picture(64).save(tmp_path / "style.png")
     config = StyleConfig(size=48, steps=2, weights="random", style_weight=1e9, content_weight=1e3)
