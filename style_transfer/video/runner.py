@@ -285,8 +285,10 @@ class VideoRun:
                     run = Run(content, self.styles, dataclasses.replace(config, steps=first_steps), cnn=cnn,
                               keep_best=0.0)
                     self.painting = True
-                    painting = self._frame(run, index, on_event)
-                    self.painting = False
+                    try:
+                        painting = self._frame(run, index, on_event)
+                    finally:
+                        self.painting = False
                     if isinstance(painting, str):
                         result.stopped = painting
                         return result
