@@ -107,12 +107,17 @@ class Rates:
         return min(found, key=lambda pair: pair[0])[1] if found else None
 
     def put(self, key: str, megapixels: float, rate: Rate) -> None:
-        """Keep ``rate``, measured at ``megapixels``, under ``key`` (the whole book written to a temporary file,
-        then renamed: a reader never sees half of it)."""
+        """Keep ``rate``, measured at ``megapixels``, under ``key`` (``put_all``)."""
+        self.put_all(key, [(megapixels, rate)])
+
+    def put_all(self, key: str, measured: Sequence[tuple[float, Rate]]) -> None:
+        """Keep each ``(megapixels, rate)`` under ``key``: the whole book written once, to a temporary file then
+        renamed (a reader never sees half of it)."""
         book = self._read()
         found = book.get(key)
         sizes = found if isinstance(found, dict) else {}
-        sizes[str(round(2 * math.log2(megapixels)))] = {"megapixels": megapixels, **dataclasses.asdict(rate)}
+        for megapixels, rate in measured:
+            sizes[str(round(2 * math.log2(megapixels)))] = {"megapixels": megapixels, **dataclasses.asdict(rate)}
         book[key] = sizes
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -134,7 +139,7 @@ def keep_rate(path: str | os.PathLike | None, timing: Timing | None, config: Sty
     if path is None or timing is None:
         return
     key = rate_key(config, speed, device, any(tile is not None for tile in tiles))
-    book = Rates(path)
-    for megapixels, timed, seconds, setup in timing.measured():
-        if timed >= MIN_TIMED:
-            book.put(key, megapixels, Rate(seconds, setup))
+    measured = [(megapixels, Rate(seconds, setup)) for megapixels, timed, seconds, setup in timing.measured()
+                if timed >= MIN_TIMED]
+    if measured:
+        Rates(path).put_all(key, measured)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -51,9 +52,14 @@ def test_a_damaged_or_unwritable_book_is_no_error(tmp_path: Path) -> None:
     assert blocked.get("k", 1.0) is None and list(tmp_path.iterdir()) == [path]
 
 
-def test_each_size_keeps_its_own_rate(tmp_path: Path) -> None:
+def test_each_size_keeps_its_own_rate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A fake clock: size 1 (0.5 Mpx) takes 2 s for its first evaluation and 1 s for each after; size 2 (2 Mpx) 5 s,
-    then 3 s each, and 4 s to save. Each size's rate is its own: 2 s/Mpx and 1.5 s/Mpx, set-ups 1 s and 6 s."""
+    then 3 s each, and 4 s to save. Each size's rate is its own: 2 s/Mpx and 1.5 s/Mpx, set-ups 1 s and 6 s; the book
+    is written once for both."""
+    from style_transfer.run import rates
+
+    written, replace = [], os.replace
+    monkeypatch.setattr(rates.os, "replace", lambda *args: written.append(args) or replace(*args))
     now = [0.0]
     timing = Timing([[(MIN_TIMED + 1, 0.5)], [(MIN_TIMED + 1, 2.0)]], clock=lambda: now[0])
     for megapixels, first, each in ((0.5, 2.0, 1.0), (2.0, 5.0, 3.0)):
@@ -66,6 +72,7 @@ def test_each_size_keeps_its_own_rate(tmp_path: Path) -> None:
     config = StyleConfig(weights="random")
     path = tmp_path / "rates.json"
     keep_rate(path, timing, config, speed_from_config(config, CPU), CPU, [None])
+    assert len(written) == 1
     key = rate_key(config, speed_from_config(config, CPU), CPU)
     assert Rates(path).get(key, 0.5) == Rate(pytest.approx(2.0), pytest.approx(1.0))
     assert Rates(path).get(key, 2.0) == Rate(pytest.approx(1.5), pytest.approx(6.0))
