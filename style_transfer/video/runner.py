@@ -246,6 +246,8 @@ class VideoRun:
         first_steps = settings.first_frame_steps or 2 * config.steps
         timing = self._timing = Timing([self._stages(index, size, first_steps)
                                              for index in range(done, self.clip.count)])
+        later = self._stages(1, size, first_steps)  # a frame after the first; painted first, a first frame's run too
+        plans = {False: later, True: self._stages(0, size, first_steps) + later}
         cnn = None
         previous_in = previous_out = None
         counts = None  # the evaluations each pixel has had, carried through the flow (temporal.py)
@@ -280,7 +282,8 @@ class VideoRun:
                 start = frame_start(previous_out, previous_in, content, counts, SETTLE * first_steps)
                 counts = start.evaluations
                 flow_seconds = start.flow_seconds
-                self._replan(timing, index, size, first_steps, start.paint is not None)
+                # this frame's plan and, as a guess, every later one's: painted first or not (temporal.painted)
+                timing.plans[index - done:] = [plans[start.paint is not None]] * (self.clip.count - index)
                 if start.paint is not None:  # what entered or was uncovered starts from the frame painted as a still
                     run = Run(content, self.styles, dataclasses.replace(config, steps=first_steps), cnn=cnn,
                               keep_best=0.0)
@@ -333,14 +336,6 @@ class VideoRun:
         outcome = run.execute(functools.partial(self._event, run, index, on_event=on_event))
         self._run = None
         return outcome.stopped if outcome.stopped in CANCEL_REASONS else outcome
-
-    def _replan(self, timing: Timing, index: int, size: int, first_steps: int, paint: bool) -> None:
-        """Frame ``index`` and, as a guess, every later one: painted first or not (``temporal.painted``)."""
-        plan = self._stages(index, size, first_steps)
-        if paint:
-            plan = self._stages(0, size, first_steps) + plan
-        at = index - (self.clip.count - len(timing.plans))
-        timing.plans[at:] = [plan] * (len(timing.plans) - at)
 
     def _counted(self, index: int, counts: Any, previous_in: Any, content: Any, first_steps: int) -> Any:
         """Each pixel's evaluations once frame ``index`` is done: the planned ones (not the run's count, so a resumed

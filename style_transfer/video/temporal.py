@@ -12,10 +12,11 @@ evaluations), and those pixels start from that painting instead (``painted``) an
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from . import flow, require
 
@@ -86,17 +87,13 @@ def settle(reliable: np.ndarray, carried: np.ndarray | None, settled: float) -> 
 def painted(start: FrameStart, painting: torch.Tensor) -> FrameStart:
     """``start`` with the pixels ``start.paint`` marks taken from ``painting`` (the frame run as a still), blended into
     the warp over ``SEAM`` px around them, where the temporal loss does not hold this frame."""
-    import dataclasses
-
-    import torch.nn.functional as F
-
     if start.paint is None:
         return start
     width = 2 * SEAM + 1
     keep = 1 - F.max_pool2d(start.paint, width, 1, SEAM)  # 0 on the painted pixels and the seam around them
     blend = F.avg_pool2d(keep, width, 1, SEAM, count_include_pad=False)  # still 0 on the painted pixels
     begin = blend * start.warped + (1 - blend) * painting.to(start.warped)
-    return dataclasses.replace(start, start=begin.clamp(0, 1), mask=start.mask * keep)
+    return replace(start, start=begin.clamp(0, 1), mask=start.mask * keep)
 
 
 def _opened(region: np.ndarray) -> np.ndarray:
