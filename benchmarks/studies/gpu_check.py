@@ -8,7 +8,8 @@ Exit 0 when every check passed or was skipped with a reason, 1 when one failed, 
 cpu``) or on a bad option. The checks: the first evaluation's loss and image gradient at 128 px, the GPU's float32
 (TF32 off) against the CPU's (on the CPU: float32 against float64), within ``LOSS_TOLERANCE`` and
 ``GRAD_TOLERANCE``; the bf16 Gram kernel within ``2^-8 * sum_m |F_im F_jm| / n`` of the float64 Gram, entry by
-entry. The timings: seconds per evaluation, a whole ``stylize()`` run and its peak memory, default and --fast.
+entry. The timings: a whole run of the default and of --fast as the command makes it (``benchmarks/loop.py``): its
+median interval between evaluations, wall time, start and peak memory.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import json
 import math
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,15 +29,13 @@ from typing import Any
 
 import torch
 
-from style_transfer import StyleConfig, stylize
 from style_transfer.errors import StyleTransferError
 from style_transfer.io.images import load_image
-from style_transfer.fast.fast import accelerator, speed_from_config
+from style_transfer.fast.fast import speed_from_config
 from style_transfer.fast.hardware import bf16_supported
 from style_transfer.fast.kernels import _gram_forward
-from style_transfer.run.settings import transfer_settings
 
-from .. import memory, network as networks, report as reports, timing
+from .. import loop, memory, network as networks, report as reports, timing
 from ..scoring import CONTENT, STYLE
 
 STYLE_WEIGHT, CONTENT_WEIGHT = 1e6 * 1000, 1.0 * 1000  # the tutorial's x1000: LBFGS stores curvature pairs
@@ -43,8 +43,6 @@ STYLE_WEIGHT, CONTENT_WEIGHT = 1e6 * 1000, 1.0 * 1000  # the tutorial's x1000: L
 LOSS_TOLERANCE = 1e-5  # |loss - reference| / |reference|: about 100x the CPU's own float32-vs-float64 difference
 GRAD_TOLERANCE = 1e-4  # max |grad - reference| / max |reference|: about 300x
 GRAM_BOUND_FACTOR = 2.0**-8  # fast._gram_forward: each entry within 2^-8 sum_m |F_im F_jm| / n
-TIMED_EVALUATIONS = 40  # the per-evaluation timing's evaluations: two LBFGS steps
-LBFGS_STEP = 20  # evaluations per LBFGS step (torch's max_iter)
 SEED = 0  # the network's weights
 
 
@@ -153,77 +151,27 @@ def check_first_evaluation(device: torch.device, size: int, network: Any) -> dic
 
 # 2. Timings of the default path and --fast.
 
-class _Timed(Exception):
-    """The timed evaluations ran: the rest of the planned run is not needed."""
-
-
-def seconds_per_evaluation(network: Any, config: StyleConfig, device: torch.device,
-                           smoke: bool) -> dict[str, Any]:
-    """Median interval between evaluations 22 to 40 at ``config.size`` (smoke: 3 to 20): the second LBFGS step, so
-    start-up, a bf16 run's float32 first step and the evaluation after it are left out. The loop runs as ``stylize``
-    runs it (``config``'s basis, history and two-loop) for a run planned two LBFGS steps longer, stopped after those
-    evaluations: a --fast run's float32 finish (its last step's last evaluations) is not among them."""
-    speed = speed_from_config(config, device)
-    content, style = load_image(CONTENT, config.size, device), load_image(STYLE, config.size, device)
-    stop = LBFGS_STEP if smoke else TIMED_EVALUATIONS
-    settings = transfer_settings(config, accelerate=accelerator(speed))  # its history and two-loop: the config's
-
-    def run(clock: timing.Clock) -> None:
-        def progress(info: Any) -> None:
-            clock(info)
-            if clock.evaluations >= stop:
-                raise _Timed
-
-        with contextlib.suppress(_Timed):
-            networks.transfer(network, content, style, stop + 2 * LBFGS_STEP,
-                              (config.style_weight, config.content_weight),
-                              settings.changed(progress=progress))
-
-    result = memory.clocked(run, device, peak=device.type == "cuda")  # CPU peaks: benchmark's
-    clock = result.pop("clock")
-    # An LBFGS that stopped before the second step leaves what it ran, its first two evaluations left out.
-    skip = 2 if smoke or clock.evaluations <= LBFGS_STEP + 1 else LBFGS_STEP + 1
-    return {"s_per_eval": clock.per_evaluation(skip), "timed_intervals": max(clock.evaluations - skip, 0),
-            "evaluations": clock.evaluations, "shape": list(content.shape[-2:]), "speed": speed.__dict__,
-            "basis": settings.parts.basis.name, **result}
-
-
-def whole_run(config: StyleConfig, device: torch.device) -> dict[str, Any]:
-    """``stylize()`` from the files, as a user runs it: wall time, evaluations, peak memory."""
-    run = memory.clocked(lambda clock: stylize(CONTENT, STYLE, config, progress=clock), device,
-                         peak=device.type == "cuda")
-    clock = run.pop("clock")
-    clock()  # the end, after the device finished
-    return {"steps": config.steps, "evaluations": clock.evaluations - 1, "wall_s": clock.elapsed,
-            "first_evaluation_s": clock.stamps[1] - clock.stamps[0] if clock.evaluations > 1 else None, **run,
-            "scales": config.scales, "min_size": config.min_size, "scale_steps": list(config.scale_steps or ())}
-
-
-def time_paths(args: argparse.Namespace, device: torch.device, network: Any, started: float, notes: list[str],
+def time_paths(args: argparse.Namespace, device: torch.device, started: float, notes: list[str],
                write: Any) -> list[dict[str, Any]]:
-    """Part 2: per size, the default path then --fast: seconds per evaluation, then a whole run."""
-    network.features.to(device)
-    steps, budget_s = args.steps, args.budget_s
+    """Part 2: per size, the default path then --fast, each a whole run as the command makes it (``loop.real_run``:
+    the median interval between evaluations, the wall time, the start) and its peak memory."""
     rows: list[dict[str, Any]] = []
     for size in args.sizes:
         for name in ("default", "fast"):
-            config = networks.config(args, size=size, steps=steps, device=str(device), fast=name == "fast",
+            config = networks.config(args, size=size, steps=args.steps, device=str(device), fast=name == "fast",
                                      style_weight=STYLE_WEIGHT, content_weight=CONTENT_WEIGHT)
             row: dict[str, Any] = {"size": size, "path": name}
             rows.append(row)
-            if time.perf_counter() - started > budget_s:
-                notes.append(f"{size} px {name}: skipped, the {budget_s:.0f} s budget is spent")
+            if time.perf_counter() - started > args.budget_s:
+                notes.append(f"{size} px {name}: skipped, the {args.budget_s:.0f} s budget is spent")
                 continue
             try:
-                row["per_eval"] = seconds_per_evaluation(network, config, device, args.smoke)
-                per_eval = row["per_eval"]["s_per_eval"] or 0.0
-                # Coarse-to-fine sizes cost less per evaluation; up to three extra LBFGS steps of rounding.
-                estimate = 1.3 * per_eval * (steps + 3 * LBFGS_STEP) + 5.0
-                if time.perf_counter() - started + estimate > budget_s:
-                    notes.append(f"{size} px {name}: whole run skipped (estimated {estimate:.0f} s would pass "
-                                 f"the {budget_s:.0f} s budget)")
-                else:
-                    row["run"] = whole_run(config, device)
+                base = memory.reset_peak(device) if device.type == "cuda" else None  # CPU peaks: the memory study's
+                with tempfile.TemporaryDirectory() as scratch:
+                    run = loop.real_run(config, CONTENT, STYLE, device, Path(scratch))
+                del run["intervals"], run["events"]
+                row["run"] = {**run, "speed": speed_from_config(config, device).__dict__, "base_mib": base,
+                              "peak_mib": memory.peak_mib(device) if base is not None else None}
             except (StyleTransferError, RuntimeError, ValueError) as exc:  # out of memory, a refused size
                 row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
             write()
@@ -303,7 +251,7 @@ def run(args: argparse.Namespace, device: torch.device, network: Any) -> int:
     report["checks"]["bf16_gram"] = check_bf16_gram(device, args.smoke)
     print(check_rows(report)[-1], flush=True)
     write()
-    report["timings"] = time_paths(args, device, network, started, report["notes"], write)
+    report["timings"] = time_paths(args, device, started, report["notes"], write)
     print("\n".join(timing_rows(report)))
     failed = [name for name, check in report["checks"].items() if check["passed"] is False]
     failed += [f"{row['size']} px {row['path']}" for row in report["timings"] if "error" in row]
@@ -335,17 +283,15 @@ def check_rows(report: dict[str, Any]) -> list[str]:
 
 
 def timing_rows(report: dict[str, Any]) -> list[str]:
-    """The timings' table (Markdown): per size and path, s/evaluation, the whole run, its peak allocated."""
-    lines = ["| size | path | s/evaluation | whole run: evaluations, wall time | peak allocated (MiB) |",
-             "|---|---|---|---|---|"]
+    """The timings' table (Markdown): per size and path, the whole run's interval, wall time and peak allocated."""
+    lines = ["| size | path | s/evaluation (median interval) | whole run: evaluations, wall time (start) | "
+             "peak allocated (MiB) |", "|---|---|---|---|---|"]
     for row in report["timings"]:
-        per_eval, whole = row.get("per_eval") or {}, row.get("run") or {}
-        shape = per_eval.get("shape")
-        seconds, peak = per_eval.get("s_per_eval"), whole.get("peak_mib")
-        lines.append(f"| {f'{shape[1]}x{shape[0]}' if shape else row['size']} | {row['path']} | "
-                     f"{'' if seconds is None else f'{seconds:.4f} s'} | "
-                     + (f"{whole['evaluations']}, {whole['wall_s']:.1f} s" if whole else row.get("error", "skipped"))
-                     + f" | {'' if peak is None else f'{peak:.0f}'} |")
+        run = row.get("run") or {}
+        seconds, peak = run.get("interval_s"), run.get("peak_mib")
+        lines.append(f"| {row['size']} | {row['path']} | {'' if seconds is None else f'{seconds:.4f} s'} | "
+                     + (f"{run['evaluations']}, {run['wall_s']:.1f} s ({run['start_s']:.1f} s)" if run
+                        else row.get("error", "skipped")) + f" | {'' if peak is None else f'{peak:.0f}'} |")
     return lines
 
 
