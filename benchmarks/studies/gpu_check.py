@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from style_transfer.cli.options import own_process
 from style_transfer.errors import StyleTransferError
 from style_transfer.io.images import load_image
 from style_transfer.fast.fast import speed_from_config
@@ -55,7 +56,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--check-size", type=int, default=128, help="long side of the first-evaluation check")
     parser.add_argument("--budget-s", type=float, default=270.0,
                         help="skip a timed run whose estimated end passes this many seconds of the script")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: the physical cores)")
     networks.add_options(parser, loss_scale=True)
     reports.add_options(parser, "gpu_check")
     parser.add_argument("--smoke", action="store_true",
@@ -323,8 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.steps < 1 or min(args.sizes) < 16 or args.check_size < 16:
         print("error: --steps must be >= 1 and sizes >= 16 px", file=sys.stderr)
         return 2
-    if args.threads:
-        torch.set_num_threads(args.threads)  # a script owns its process; the library never does this
+    own_process(args.threads)  # as the command sets its process: threads, glibc keeping freed memory
     global STYLE_WEIGHT, CONTENT_WEIGHT
     try:
         network = networks.load(args)  # random: load_network(model, "random"), seed 0 (SEED)
