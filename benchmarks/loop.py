@@ -57,8 +57,9 @@ def real_run(config: StyleConfig, content: Path, style: Path, device: torch.devi
                 profiler.start()
                 profiling.append(True)
             if part == "evaluation" and name == "forward":  # the run's model: a bf16 one's float32 start or finish?
-                model = args[0].model
-                now["exact"] = bool(getattr(model, "_exact", lambda _: False)(getattr(model, "done", 0)))
+                model = args[0].model  # fast.fast's counts its evaluations (done) and knows its float32 ones
+                now["exact"] = (getattr(model, "done", 0) < getattr(model, "exact_until", 0)
+                                or bool(getattr(model, "finishing", False)))
             sync(device)
             start, cpu = time.perf_counter(), time.process_time()
             if part == "evaluation" and not first:
@@ -77,10 +78,10 @@ def real_run(config: StyleConfig, content: Path, style: Path, device: torch.devi
                 if part == "evaluation":
                     now["evaluation_cpu"] += time.process_time() - cpu
                 if part == "closure":  # an evaluation ended (or raised: a jump, a stop): its interval closes
-                    _close(start + spent)
+                    close(start + spent)
         return call
 
-    def _close(end: float) -> None:
+    def close(end: float) -> None:
         if stamps:
             total = end - stamps[-1]
             intervals.append({"total": total, **now, "rest": total - sum(now[k] for k in PARTS),
