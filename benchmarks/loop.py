@@ -41,21 +41,31 @@ def real_run(config: StyleConfig, content: Path, style: Path, device: torch.devi
              profile: tuple[int, int] = (0, 0)) -> dict[str, Any]:
     """One ``Run`` of ``config`` from the files as the command runs it (the run loads its network, writes a loss log
     into ``folder``, its picture is saved there): the intervals between evaluations' ends with their split, and
-    torch.profiler's events of ``profile``'s (first, count) evaluations (from 1) where count > 0, in ``events``."""
+    torch.profiler's events of ``profile``'s (first, count) evaluations (from 1) where count > 0, in ``events``
+    (``events_device_time``: with the device's kernels)."""
     stack, now = [0.0], {**dict.fromkeys(KINDS, 0.0), "evaluation_cpu": 0.0, "exact": False}
     stamps: list[float] = []
     intervals: list[dict[str, Any]] = []
     first: list[float] = []  # when the first evaluation started
-    profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]
-                                      + [torch.profiler.ProfilerActivity.CUDA] * (device.type == "cuda"))
     window = range(profile[0], profile[0] + profile[1])
-    profiling: list[bool] = []  # [whether the profiler runs], once it started
+    profiling: list[Any] = []  # once started: the profiler, whether it runs, whether it has the device's times
+
+    def start_profiler() -> None:
+        kinds = torch.profiler.ProfilerActivity
+        on_device = device.type == "cuda" and kinds.CUDA in torch.profiler.supported_activities()
+        for cuda in ([True, False] if on_device else [False]):  # without CUDA's activity where CUPTI cannot start
+            profiler = torch.profiler.profile(activities=[kinds.CPU, kinds.CUDA] if cuda else [kinds.CPU])
+            try:
+                profiler.start()
+            except RuntimeError:
+                continue
+            profiling[:] = [profiler, True, cuda]
+            return
 
     def timed(part: str, name: str, method: Any) -> Any:
         def call(*args: Any, **kwargs: Any) -> Any:
             if part == "closure" and len(stamps) + 1 == profile[0] and profile[1]:
-                profiler.start()
-                profiling.append(True)
+                start_profiler()
             if part == "evaluation" and name == "forward":  # the run's model: a bf16 one's float32 start or finish?
                 model = args[0].model  # fast.fast's counts its evaluations (done) and knows its float32 ones
                 now["exact"] = (getattr(model, "done", 0) < getattr(model, "exact_until", 0)
@@ -88,8 +98,8 @@ def real_run(config: StyleConfig, content: Path, style: Path, device: torch.devi
                               "profiled": len(stamps) + 1 in window})
         stamps.append(end)
         if len(stamps) == window.stop - 1 and profiling:
-            profiler.stop()
-            profiling[0] = False
+            profiling[0].stop()
+            profiling[1] = False
         now.update({**dict.fromkeys(KINDS, 0.0), "evaluation_cpu": 0.0, "exact": False})
 
     wrapped = [(part, cls, name, vars(cls)[name]) for part, methods in PARTS.items() for cls, name in methods]
@@ -103,8 +113,8 @@ def real_run(config: StyleConfig, content: Path, style: Path, device: torch.devi
     finally:
         for _, cls, name, method in wrapped:
             setattr(cls, name, method)
-        if profiling and profiling[0]:  # the run ended inside the window
-            profiler.stop()
+        if profiling and profiling[1]:  # the run ended inside the window
+            profiling[0].stop()
     result.image.save(folder / "out.png")
     ended = time.perf_counter()
     steady = [i for i in intervals if not (i["exact"] or i["profiled"])]  # a bf16 run's bf16 ones, unprofiled
@@ -117,4 +127,5 @@ def real_run(config: StyleConfig, content: Path, style: Path, device: torch.devi
             "evaluation_cpu_s": median([i["evaluation_cpu"] for i in steady]),
             "split_s": {k: sum(i[k] for i in steady) / max(len(steady), 1) for k in KINDS},
             "intervals": [{k: round(v, 6) if isinstance(v, float) else v for k, v in i.items()} for i in intervals],
-            "events": profiler.events() if profiling and len(stamps) >= window.stop - 1 else None}
+            "events": profiling[0].events() if profiling and len(stamps) >= window.stop - 1 else None,
+            "events_device_time": bool(profiling and profiling[2])}

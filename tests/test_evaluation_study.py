@@ -122,6 +122,7 @@ def test_the_real_loop_splits_each_interval_and_puts_the_package_back(tmp_path: 
     assert real["evaluations"] == len(real["intervals"]) + 1 and (tmp_path / "out.png").is_file()
     assert [i for i, interval in enumerate(real["intervals"], 2) if interval["profiled"]] == [5, 6, 7]
     assert sum(event.name == "evaluation" for event in real["events"]) == 6  # each one's forward and backward
+    assert real["events_device_time"] is False  # the CPU's times
     for interval in real["intervals"]:
         assert sum(interval[k] for k in loop.KINDS) == pytest.approx(interval["total"], abs=1e-5)
         assert min(interval[k] for k in loop.KINDS) >= -1e-5

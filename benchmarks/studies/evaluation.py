@@ -106,9 +106,9 @@ def measure(network: Any, args: argparse.Namespace, size: int, path: str, device
     speed = speed_from_config(config, device)
     with tempfile.TemporaryDirectory() as scratch:  # the window: halfway, LBFGS's history grown, before a finish
         run = loop.real_run(config, CONTENT, STYLE, device, Path(scratch), (max(2, args.steps // 2), args.profiled))
-    events, intervals = run.pop("events"), run["intervals"]
+    events, device_time, intervals = run.pop("events"), run.pop("events_device_time"), run["intervals"]
     profile = None if events is None else {
-        **split(events, device.type == "cuda", args.profiled),
+        **split(events, device_time, args.profiled),
         "steady": sum(not i["exact"] for i in intervals if i["profiled"])}
     content, style = load_image(CONTENT, size, device), load_image(STYLE, size, device)
     row = {"speed": speed.__dict__, **run, "profile": profile,

@@ -170,7 +170,7 @@ def time_paths(args: argparse.Namespace, device: torch.device, started: float, n
                 base = memory.reset_peak(device) if device.type == "cuda" else None  # CPU peaks: the memory study's
                 with tempfile.TemporaryDirectory() as scratch:
                     run = loop.real_run(config, CONTENT, STYLE, device, Path(scratch))
-                del run["intervals"], run["events"]
+                del run["intervals"], run["events"], run["events_device_time"]
                 row["run"] = {**run, "speed": speed_from_config(config, device).__dict__, "base_mib": base,
                               "peak_mib": memory.peak_mib(device) if base is not None else None}
             except (StyleTransferError, RuntimeError, ValueError) as exc:  # out of memory, a refused size
