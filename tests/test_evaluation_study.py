@@ -68,6 +68,19 @@ def test_refusals_in_one_line(evaluation: ModuleType, monkeypatch: pytest.Monkey
     assert not Path("never.json").exists()
 
 
+def test_every_committed_report_renders(evaluation: ModuleType) -> None:
+    """``--markdown`` reads the reports in benchmarks/results/evaluation, those from before the real loop too (their
+    truncated loop's interval, the rest "-"): a row per size and path, and the interval table only where measured."""
+    for path in sorted((ROOT / "benchmarks" / "results" / "evaluation").glob("*.json")):
+        report = json.loads(path.read_text())
+        text = evaluation.markdown(report)
+        rows = [(entry["shape"], name) for entry in report["sizes"] for name in entry["paths"]]
+        for (h, w), name in rows:
+            assert f"| {w}x{h} | {name} | " in text, path.name
+        real = all("split_s" in row for entry in report["sizes"] for row in entry["paths"].values())
+        assert ("Where the interval goes" in text) == real, path.name
+
+
 def test_timing_waits_for_cuda_only_where_there_is_one(monkeypatch: pytest.MonkeyPatch) -> None:
     from benchmarks import timing
 

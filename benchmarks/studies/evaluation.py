@@ -245,16 +245,20 @@ def markdown(report: dict[str, Any]) -> str:
             exact = f"; {_ms(row['exact_interval_s'])}" if row.get("exact_interval_s") else ""
             outside = (f"**{_ms(row.get('interval_outside_floor_s'))}** "
                        f"({_ms(row.get('late_interval_outside_floor_s'))})")
-            lines.append(f"| {w}x{h} | {path} | {row['evaluations']} | {_ms(row['interval_s'])} "
-                         f"({_ms(row['late_interval_s'])}{exact}) | {_ms(fl['s'])} ({fl['dtype']}"
+            # a report from before the real loop (2026-12-07) has its truncated loop's interval (loop_s) alone
+            interval = row.get("interval_s", row.get("loop_s"))
+            ends = f"{row['start_s']:.2f} / {row['finish_s']:.2f}" if "start_s" in row else "-"
+            lines.append(f"| {w}x{h} | {path} | {row['evaluations']} | {_ms(interval)} "
+                         f"({_ms(row.get('late_interval_s'))}{exact}) | {_ms(fl['s'])} ({fl['dtype']}"
                          f"{', channels_last' if fl['channels_last'] else ''}) | {outside} | {_ms(row['evaluation_s'])}"
-                         f" | {ratio} | {fl['gflop']:.1f} at {fl['gflop'] / fl['s']:.0f} | "
-                         f"{row['start_s']:.2f} / {row['finish_s']:.2f} |")
-            loops.append(f"| {w}x{h} | {path} | " + " | ".join(map(_ms, map(row["split_s"].get, loop.KINDS))) + " |")
+                         f" | {ratio} | {fl['gflop']:.1f} at {fl['gflop'] / fl['s']:.0f} | {ends} |")
+            if "split_s" in row:
+                loops.append(f"| {w}x{h} | {path} | " + " | ".join(map(_ms, map(row["split_s"].get, loop.KINDS)))
+                             + " |")
             if profile:
                 shares.append(f"| {w}x{h} | {path} | " + " | ".join(
                     f"{profile['share'][k]:.0%} ({_ms(profile['s'][k])})" for k in KINDS) + " |")
-    return "\n".join(lines + loops + shares)
+    return "\n".join(lines + (loops if len(loops) > 5 else []) + shares)
 
 
 if __name__ == "__main__":

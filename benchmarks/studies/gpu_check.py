@@ -55,7 +55,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="evaluations of each whole run (the loop's --steps; default 300, the product's)")
     parser.add_argument("--check-size", type=int, default=128, help="long side of the first-evaluation check")
     parser.add_argument("--budget-s", type=float, default=270.0,
-                        help="skip a timed run whose estimated end passes this many seconds of the script")
+                        help="skip the timed runs that would start after this many seconds of the script")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: the physical cores)")
     networks.add_options(parser, loss_scale=True)
     reports.add_options(parser, "gpu_check")
