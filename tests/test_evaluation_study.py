@@ -114,9 +114,9 @@ def test_evaluation_smoke(tmp_path: Path) -> None:
         assert row["profile"]["s"]["convolutions"] > 0 and row["profile"]["s"]["grams"] > 0
         assert len(row["floor"]["items"]) == 10  # conv_1..conv_5 and a Gram at each
         assert row["ratio"] == pytest.approx(row["evaluation_s"] / row["floor"]["s"])
-    assert default["floor"]["dtype"] == "float32" and default["evaluations"] == 40  # 20 steps: two LBFGS steps
+    assert default["floor"]["dtype"] == "float32" and default["evaluations"] == 60  # 40 steps: three LBFGS steps
     assert fast["split_s"]["basis"] > 0 and default["split_s"]["basis"] > 0  # decode and clamp; the clamp
-    assert f"| 32x21 | default | 40 | {default['interval_s'] * 1e3:.1f} (" in done.stdout
+    assert f"| 32x21 | default | 60 | {default['interval_s'] * 1e3:.1f} (" in done.stdout
 
 
 def test_the_real_loop_splits_each_interval_and_puts_the_package_back(tmp_path: Path) -> None:

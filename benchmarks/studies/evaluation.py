@@ -61,14 +61,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, help="CPU threads (default: physical cores)")
     parser.add_argument("--steps", type=int, default=300, help="each run's --steps (default 300, the product's)")
     parser.add_argument("--profiled", type=int, default=6, help="evaluations profiled per path and size, halfway")
+    parser.add_argument("--paths", default="default,fast", help="comma-separated of: default, fast (default: both)")
     parser.add_argument("--repeats", type=int, default=7, help="timings of each floor item (the fastest counts)")
     reports.add_options(parser, "evaluation")
     parser.add_argument("--json", dest="out", help="the same as --out")
     parser.add_argument("--smoke", action="store_true", help="32 px, 2 profiled evaluations, random network (CI)")
     args = parser.parse_args(argv)
     if args.smoke:
-        args.size, args.steps, args.profiled, args.repeats, args.network = [32], 20, 2, 2, "random"
+        # 40 steps: the profiled window (halfway) falls between a bf16 run's float32 start and finish
+        args.size, args.steps, args.profiled, args.repeats, args.network = [32], 40, 2, 2, "random"
     args.size = args.size or [256, 512]
+    args.paths = args.paths.split(",")
+    if not args.paths or set(args.paths) - {"default", "fast"}:
+        parser.error(f"--paths {','.join(args.paths)}: each one of default, fast")
     return args
 
 
@@ -213,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out) if args.out else reports.path("evaluation", report, reports.sizes(args.size), suffix)
     for size in args.size:
         entry: dict[str, Any] = {"size": size, "shape": list(load_image(CONTENT, size).shape[-2:]), "paths": {}}
-        for path in ("default", "fast"):
+        for path in args.paths:
             entry["paths"][path] = measure(network, args, size, path, device, weights)
         report["sizes"].append(entry)
         reports.write(report, out)  # so far: a later failure keeps the sizes done

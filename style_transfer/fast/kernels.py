@@ -9,6 +9,9 @@ import torch.nn.functional as F
 from ..losses.tutorial import ContentLoss, StyleLoss
 
 
+Pool = tuple[list[int], list[int], list[int], list[int], bool]  # kernel, stride, padding, dilation, ceil mode
+
+
 class _Gram(torch.autograd.Function):
     """``G = F Fᵀ / n`` in float32 for features ``F`` of shape ``(C, M)``, with a one-matmul backward.
 
@@ -91,14 +94,14 @@ class _ReluGram(torch.autograd.Function):
     # ctx carries n and pool to backward, and saved_tensors: names FunctionCtx does not declare.
     @staticmethod
     def forward(ctx: torch.autograd.function.FunctionCtx, x: torch.Tensor, n: int,
-                pool: tuple[list[int], list[int], list[int], list[int], bool] | None = None,
+                pool: Pool | None = None,
                 ) -> tuple[torch.Tensor, torch.Tensor]:
         features, rows_last = _feature_matrix(x)
         saved: tuple[torch.Tensor, ...] = ()
         if pool is None:
             out = torch.relu(x)
         else:
-            pooled, indices = torch.ops.aten.max_pool2d_with_indices(x, *pool)
+            pooled, indices = _max_pool(x, pool, _pool_bands(x, pool))
             out, saved = torch.relu_(pooled), (indices,)
         ctx.save_for_backward(x, out, *saved)
         ctx.n, ctx.pool = n, pool  # type: ignore[attr-defined]
@@ -112,7 +115,7 @@ class _ReluGram(torch.autograd.Function):
         both = _symmetric_grad(grad_gram, ctx.n, x.dtype)  # type: ignore[attr-defined]
         grad = torch.ops.aten.threshold_backward(grad_out, out, 0)  # the ReLU's own backward
         if indices:  # then the pool's, to the full-size map
-            grad = torch.ops.aten.max_pool2d_with_indices_backward(grad, x, *ctx.pool, indices[0])  # type: ignore
+            grad = _max_pool_backward(grad, x, ctx.pool, indices[0])  # type: ignore[attr-defined]
         view, view_rows_last = _feature_matrix(grad)
         if view_rows_last != rows_last or view.data_ptr() != grad.data_ptr():  # another layout: no shared view
             grad = grad.contiguous(memory_format=torch.channels_last if rows_last else torch.contiguous_format)
@@ -124,8 +127,57 @@ class _ReluGram(torch.autograd.Function):
         return grad, None, None
 
 
+def _pool_bands(x: torch.Tensor, pool: Pool, threads: int | None = None) -> int:
+    """How many bands of rows a max-pool of ``x`` runs as, each band a batch entry of one view: ATen's channels_last
+    max-pool backward shares out its work by batch entry, so one image ran on one thread. The smallest count from
+    ``threads`` (torch's) to 4x that divides the pooled rows; 1 (the plain call) where windows overlap, pad, dilate or
+    end past the map, or ``x`` is not one channels_last image. The values and gradient are the same bit for bit: each
+    input pixel is in one window, and each window is whole in one band."""
+    kernel, stride, padding, dilation, ceil_mode = pool
+    threads = torch.get_num_threads() if threads is None else threads
+    if (threads < 2 or x.size(0) != 1 or kernel != stride or any(padding) or any(d != 1 for d in dilation)
+            or (ceil_mode and x.size(2) % stride[0]) or not _feature_matrix(x)[1]):
+        return 1
+    rows = x.size(2) // stride[0]
+    return next((bands for bands in range(threads, min(4 * threads, rows) + 1) if rows % bands == 0), 1)
+
+
+def _as_bands(x: torch.Tensor, bands: int, rows: int) -> torch.Tensor:
+    """The first ``rows`` rows of a channels_last ``(1, C, H, W)`` map as ``(bands, C, rows // bands, W)``: a view
+    where ``x`` is channels_last (a copy otherwise)."""
+    _, channels, _, width = x.size()
+    return x.permute(0, 2, 3, 1)[:, :rows].reshape(bands, rows // bands, width, channels).permute(0, 3, 1, 2)
+
+
+def _max_pool(x: torch.Tensor, pool: Pool, bands: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``aten.max_pool2d_with_indices(x, *pool)`` run as ``bands`` bands of rows (``_pool_bands``); the indices are
+    the bands' own, for ``_max_pool_backward``."""
+    if bands == 1:
+        return torch.ops.aten.max_pool2d_with_indices(x, *pool)
+    rows = x.size(2) // pool[1][0] * pool[1][0]  # the rows the windows read
+    pooled, indices = torch.ops.aten.max_pool2d_with_indices(_as_bands(x, bands, rows), *pool)
+    _, channels, band_rows, width = pooled.size()
+    whole = pooled.permute(0, 2, 3, 1).reshape(1, bands * band_rows, width, channels).permute(0, 3, 1, 2)
+    return whole, indices
+
+
+def _max_pool_backward(grad: torch.Tensor, x: torch.Tensor, pool: Pool, indices: torch.Tensor) -> torch.Tensor:
+    """The gradient to ``x`` of ``_max_pool`` whose ``indices`` these are (their batch is its bands) from ``grad``,
+    the pooled map's."""
+    bands = indices.size(0)
+    if bands == x.size(0):  # not in bands
+        return torch.ops.aten.max_pool2d_with_indices_backward(grad, x, *pool, indices)
+    rows = x.size(2) // pool[1][0] * pool[1][0]
+    grad_x = torch.empty_like(x)  # x's layout: channels_last
+    grad_x[:, :, rows:].zero_()  # the rows no window reads (the bands' backward zeroes its own)
+    torch.ops.aten.max_pool2d_with_indices_backward.grad_input(
+        _as_bands(grad, bands, grad.size(2)), _as_bands(x, bands, rows), *pool, indices,
+        grad_input=_as_bands(grad_x, bands, rows))
+    return grad_x
+
+
 def _feature_matrix(x: torch.Tensor) -> tuple[torch.Tensor, bool]:
-    """A feature map ``(1, C, H, W)`` as a matrix view: ``(H*W, C)`` when channels_last (``True``), else ``(C, H*W)``."""
+    """A feature map ``(1, C, H, W)`` as a matrix view: ``(H*W, C)`` if channels_last (``True``), else ``(C, H*W)``."""
     a, b, c, d = x.size()
     if a == 1 and x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous():
         return x.permute(0, 2, 3, 1).reshape(c * d, b), True

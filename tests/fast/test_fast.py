@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from style_transfer import StyleConfig, stylize
 from style_transfer.cli.stylize import main
 from style_transfer.fast import hardware
-from style_transfer.fast.kernels import _ReluGram
+from style_transfer.fast.kernels import _ReluGram, _max_pool, _max_pool_backward, _pool_bands
 from style_transfer.fast.fast import (BF16_EXACT_START, BF16_EXACT_START_FOURIER, BF16_FINISH_EVALUATIONS,
                                       accelerate, accelerator, speed_from_config)
 from style_transfer.fast.kernels import FastContentLoss, FusedStyleLoss, fused_gram_matrix
@@ -298,6 +298,37 @@ class TestReluGram:
         plain[0]._pools = {}
         _, _, plain_loss, plain_grad = first_evaluation(cnn, content_32, style_32, None, model=plain)
         assert torch.equal(loss, plain_loss) and torch.equal(grad, plain_grad)
+
+    @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+    @pytest.mark.parametrize("rows", [8, 9, 30, 31])
+    def test_pool_in_bands_changes_no_bit(self, dtype: torch.dtype, rows: int) -> None:
+        """A max-pool run as bands of rows (one batch entry each, so that ATen's channels_last backward shares it out
+        among threads): the pooled map and the gradient bit for bit as one plain max-pool's, ties included (values
+        from 5 levels), an odd last row (no window reads it) too."""
+        pool = ([2, 2], [2, 2], [0, 0], [1, 1], False)
+        generator = torch.Generator().manual_seed(rows)
+        x = torch.randint(-2, 3, (1, 16, rows, 10), generator=generator).to(dtype)
+        x = x.contiguous(memory_format=torch.channels_last)
+        grad = torch.randn(1, 16, rows // 2, 5, generator=generator).to(dtype)
+        plain = x.clone().requires_grad_(True)
+        expected = torch.nn.functional.max_pool2d(plain, 2)
+        expected.backward(grad)
+        for bands in [b for b in range(1, rows // 2 + 1) if rows // 2 % b == 0]:
+            pooled, indices = _max_pool(x, pool, bands)
+            assert indices.size(0) == bands
+            assert torch.equal(pooled, expected) and pooled.is_contiguous(memory_format=torch.channels_last)
+            assert torch.equal(_max_pool_backward(grad, x, pool, indices), plain.grad), bands
+
+    def test_pool_bands_where_the_windows_allow(self) -> None:
+        """As many bands as threads where the pooled rows divide so (up to 4x as many), else one."""
+        x = torch.zeros(1, 4, 340, 8).contiguous(memory_format=torch.channels_last)  # 170 pooled rows
+        pool = ([2, 2], [2, 2], [0, 0], [1, 1], False)
+        assert [_pool_bands(x, pool, threads) for threads in (1, 2, 3, 4, 16)] == [1, 2, 5, 5, 17]
+        assert _pool_bands(x[:, :, :338], pool, 2) == 1 and _pool_bands(x[:, :, :338], pool, 4) == 13  # 169 = 13 x 13
+        assert _pool_bands(x[:, :, :334], pool, 2) == 1  # 167, a prime
+        assert _pool_bands(x.contiguous(), pool, 2) == 1  # NCHW: its backward shares out channels already
+        assert _pool_bands(x, ([3, 3], [2, 2], [0, 0], [1, 1], False), 2) == 1  # overlapping windows
+        assert _pool_bands(x, ([2, 2], [2, 2], [1, 1], [1, 1], False), 2) == 1  # padded
 
 
 class TestAccelerate:
