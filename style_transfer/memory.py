@@ -222,8 +222,8 @@ def check_memory(content_hw: tuple[int, int], style_hw: tuple[int, int], device:
                  tiled: tuple[int, int] | None = None, losses: StyleLossPlan | None = None) -> None:
     """Refuse, before the model loads, a size whose run cannot fit in the free memory.
 
-    The estimate follows ``speed`` (None: the default path; its LBFGS history: 100 pairs, 20 where ``--fast`` moves the
-    pixels), so the largest size named is the one that fits with the options the run was given.
+    The estimate follows ``speed`` (None: the default path; its LBFGS history: 100 pairs, 50 with ``--fast``, 20 where
+    it moves the pixels), so the largest size named is the one that fits with the options the run was given.
 
     Args:
         tiled: the largest size that fits in tiles and its tile (``tiling.plans.largest_tiled_size``), named

@@ -8,7 +8,7 @@ import shlex
 
 import click
 
-from ..fast.speed import FAST_HISTORY_SIZE
+from ..fast.speed import FAST_FOURIER_HISTORY_SIZE, FAST_HISTORY_SIZE
 from ..config.run_options import RunOptions
 from ..config.style import StyleConfig
 from ..io.files import check_writable, shown
@@ -31,8 +31,8 @@ def checkpoint_help() -> str:
     return ("Save the run's state to this file on Ctrl-C, SIGTERM or a NaN loss (and every --checkpoint-every "
             "evaluations), to continue with --resume. It is large: float32 copies of the image, 2 x --history-size "
             f"+ 4 of them (LBFGS's curvature pairs), about 12 x W x H x (2 x history + 4) bytes: {small} at 128x85 "
-            f"px, {large} at 448x299 px with the default history of 100 (--fast keeps it; moving the pixels, "
-            f"{FAST_HISTORY_SIZE}). The "
+            f"px, {large} at 448x299 px with the default history of 100 (--fast keeps {FAST_FOURIER_HISTORY_SIZE}; "
+            f"moving the pixels, {FAST_HISTORY_SIZE}). The "
             "summary line gives the size written.")
 
 

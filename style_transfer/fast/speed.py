@@ -14,8 +14,10 @@ from .cpuinfo import Bf16
 # What --fast moves when --parametrization is not given: the image's scaled Fourier coefficients (fast/basis.py).
 FAST_PARAMETRIZATION = "fourier"
 # --fast's LBFGS history when it moves the pixels (--fast --parametrization pixels): its schedule was measured with 20.
-# In the Fourier basis --fast keeps torch's 100, which reached a given loss sooner (benchmarks/NOTEBOOK.md).
 FAST_HISTORY_SIZE = 20
+# In the Fourier basis: 50 pairs, half torch's 100 and half the memory LBFGS reads twice an iteration (two 100 MB
+# sweeps at 512 px), for 1 to 2 % more loss after 240 evaluations (benchmarks/NOTEBOOK.md, 2026-12-08).
+FAST_FOURIER_HISTORY_SIZE = 50
 # --fast at one size runs this share of --steps (300 steps: 240 evaluations): 240 brought the untuned pairs within 5 %
 # of the default's loss at about 0.4x its time, where 180 did not.
 FAST_STEPS_SHARE = 0.8
@@ -24,7 +26,7 @@ FAST_STEPS_SHARE = 0.8
 @dataclass(frozen=True)
 class Speed:
     """How a run computes what its config asks: the precision (and why), the layout and Gram kernel, what LBFGS moves
-    and remembers, and the share of ``--steps`` it runs. ``resolve_speed`` makes one; the defaults are the tutorial's."""
+    and remembers, and the share of ``--steps`` it runs. ``resolve_speed`` makes one; the defaults: the tutorial's."""
 
     precision: str = "fp32"
     channels_last: bool = False
@@ -62,8 +64,8 @@ def resolve_speed(config: StyleConfig, device_kind: str = "cpu", bf16: Bf16 | No
     else:
         parametrization = FAST_PARAMETRIZATION if fast else "pixels"
     history = config.history_size
-    if fast and parametrization == "pixels":
-        history = min(history, FAST_HISTORY_SIZE)
+    if fast:
+        history = min(history, FAST_HISTORY_SIZE if parametrization == "pixels" else FAST_FOURIER_HISTORY_SIZE)
     return Speed(precision=precision,
                  channels_last=True if fast else config.channels_last,
                  # the fused Gram is the Gram loss's own backward: the other style losses run without it

@@ -214,8 +214,8 @@ def test_print_config_shows_what_fast_resolves_to(imagenet_cached: Path) -> None
             "fp32 on this CPU (no bf16 instructions; --fast takes bf16 with AMX, AVX512-BF16 or a GPU's native bf16)")
     # and the line agrees with what a run takes, which asks torch's oneDNN itself
     assert rule.startswith("bf16") == device_bf16(torch.device("cpu")).native, rule
-    assert (lines["history_size"], lines["precision"], lines["scales"]) == ("100", rule, "1")
-    assert lines["parametrization"] == "fourier"  # --fast moves the Fourier coefficients, with torch's 100 pairs
+    assert (lines["history_size"], lines["precision"], lines["scales"]) == ("50", rule, "1")
+    assert lines["parametrization"] == "fourier"  # --fast moves the Fourier coefficients, with 50 pairs
     assert lines["scale_steps"] == "" and lines["sizes"] == "448 on a CPU"  # one size: coarse-to-fine lost content
     assert lines["evaluations"] == "240, in whole LBFGS steps of 20"  # 80 % of --steps 300
     auto = dict(line.split(": ", 1) for line in invoke(["--print-config", "--fast", "--size", "512"], 0)

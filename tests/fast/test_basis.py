@@ -20,7 +20,7 @@ from style_transfer.core.style_model import get_style_model_and_losses
 from style_transfer.core.lbfgs import StackedLBFGS
 from style_transfer.core.transfer import TransferSettings, get_input_optimizer, optimize
 from style_transfer.networks.vgg import IMAGENET_MEAN, IMAGENET_STD
-from style_transfer.fast.speed import resolve_speed
+from style_transfer.fast.speed import FAST_FOURIER_HISTORY_SIZE, resolve_speed
 
 from ..core.test_lbfgs import FLOAT64_TOLERANCE
 
@@ -163,7 +163,7 @@ def test_the_bases_by_name_and_what_fast_moves() -> None:
     assert basis_of(default, unguarded=True) is PIXELS and basis_of(fast, unguarded=True) is FOURIER
     assert basis_of(fast_pixels) is RESCUED
     assert (default.parametrization, fast.parametrization, fast_pixels.parametrization) == ("pixels", "fourier", "pixels")
-    assert fast.history_size == 100  # the Fourier basis keeps torch's history
+    assert fast.history_size == FAST_FOURIER_HISTORY_SIZE == 50  # in the Fourier basis: half torch's
     assert fast_pixels.history_size == 20
     with pytest.raises(ValueError, match="parametrization"):
         StyleConfig(parametrization="wavelets")

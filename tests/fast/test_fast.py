@@ -527,7 +527,7 @@ class TestConfig:
         ("cuda", False, "avx512", "fp32")])
     def test_fast_resolves_to_the_fast_set(self, monkeypatch: pytest.MonkeyPatch, device: str, native_bf16: bool,
                                            cpu: str, precision: str) -> None:
-        """docs/speed.md: --fast is the Fourier basis with torch's 100 LBFGS pairs, channels_last and the fused Gram
+        """docs/speed.md: --fast is the Fourier basis with 50 LBFGS pairs, channels_last and the fused Gram
         (20 pairs where it moves the pixels), in bf16 on a CPU with AMX or AVX512-BF16 (on the real VGG16: faster at
         about the loss of float32) and on a GPU that has it natively, float32 elsewhere ("avx512": AVX-512 without
         bf16 instructions, where oneDNN would convert); an explicit --precision bf16 still runs bf16 on a CPU that has
@@ -538,7 +538,7 @@ class TestConfig:
                                "avx512": set()}[cpu]
         monkeypatch.setattr("style_transfer.fast.hardware._cpu_flags", lambda: flags)
         speed = speed_from_config(StyleConfig(fast=True), torch.device(device))
-        assert speed == Speed(precision, True, True, 100, "fourier", "stacked",  # the stacked LBFGS on any device
+        assert speed == Speed(precision, True, True, 50, "fourier", "stacked",  # the stacked LBFGS on any device
                               FAST_STEPS_SHARE, levers_optional=True)
         assert speed.reason.startswith(f"on {'this CPU' if device == 'cpu' else 'a GPU'}" if native_bf16 else "on this")
         assert speed_from_config(StyleConfig(fast=True, optimizer="adam"), torch.device(device)).two_loop == "torch"

@@ -58,4 +58,4 @@ def test_the_plan_and_the_loop_take_the_speed_whole() -> None:
     assert (settings.parts.basis.name, settings.maths.history_size, settings.maths.two_loop) == ("pixels", 100, "torch")
     settings = transfer_settings(config, speed)
     assert (settings.parts.basis.name, settings.maths.history_size, settings.maths.two_loop) == (
-        "fourier", 100, "stacked")
+        "fourier", 50, "stacked")
