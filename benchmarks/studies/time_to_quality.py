@@ -34,7 +34,8 @@ CANDIDATES: dict[str, dict[str, Any]] = {  # StyleConfig fields over the default
     "default": {},
     "control": {"channels_last": True},
     "fast": {"fast": True},
-    "fast-history-50": {"fast": True, "history_size": 50},  # LBFGS's pairs: half the memory traffic per iteration
+    "fast-history-30": {"fast": True, "history_size": 30},  # --fast keeps 50 LBFGS pairs: fewer, less memory traffic
+    "fast-history-20": {"fast": True, "history_size": 20},
 }
 BAR = {"loss": 1.05, "content": 1.25, "wall": 0.4}  # --fast's bar at 256 px
 
