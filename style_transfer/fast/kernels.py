@@ -129,14 +129,14 @@ class _ReluGram(torch.autograd.Function):
 
 def _pool_bands(x: torch.Tensor, pool: Pool, threads: int | None = None) -> int:
     """How many bands of rows a max-pool of ``x`` runs as, each band a batch entry of one view: ATen's channels_last
-    max-pool backward shares out its work by batch entry, so one image ran on one thread. The smallest count from
-    ``threads`` (torch's) to 4x that divides the pooled rows; 1 (the plain call) where windows overlap, pad, dilate or
-    end past the map, or ``x`` is not one channels_last image. The values and gradient are the same bit for bit: each
-    input pixel is in one window, and each window is whole in one band."""
+    max-pool backward on the CPU shares out its work by batch entry, so one image ran on one thread. The smallest count
+    from ``threads`` (torch's) to 4x that divides the pooled rows; 1 (the plain call) where windows overlap, pad,
+    dilate or end past the map, or ``x`` is not one channels_last image on the CPU. The values and gradient are the
+    same bit for bit: each input pixel is in one window, and each window is whole in one band."""
     kernel, stride, padding, dilation, ceil_mode = pool
     threads = torch.get_num_threads() if threads is None else threads
-    if (threads < 2 or x.size(0) != 1 or kernel != stride or any(padding) or any(d != 1 for d in dilation)
-            or (ceil_mode and x.size(2) % stride[0]) or not _feature_matrix(x)[1]):
+    if (threads < 2 or x.device.type != "cpu" or x.size(0) != 1 or kernel != stride or any(padding)
+            or any(d != 1 for d in dilation) or (ceil_mode and x.size(2) % stride[0]) or not _feature_matrix(x)[1]):
         return 1
     rows = x.size(2) // stride[0]
     return next((bands for bands in range(threads, min(4 * threads, rows) + 1) if rows % bands == 0), 1)

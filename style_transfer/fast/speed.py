@@ -15,8 +15,8 @@ from .cpuinfo import Bf16
 FAST_PARAMETRIZATION = "fourier"
 # --fast's LBFGS history when it moves the pixels (--fast --parametrization pixels): its schedule was measured with 20.
 FAST_HISTORY_SIZE = 20
-# In the Fourier basis: 50 pairs, half torch's 100 and half the memory LBFGS reads twice an iteration (two 100 MB
-# sweeps at 512 px), for 1 to 2 % more loss after 240 evaluations (benchmarks/NOTEBOOK.md, 2026-12-08).
+# In the Fourier basis: 50 pairs, half torch's 100 and half the memory LBFGS reads twice an iteration (210 MB a sweep
+# at 512 px), for 1 to 2 % more loss after 240 evaluations (benchmarks/NOTEBOOK.md, 2026-12-08).
 FAST_FOURIER_HISTORY_SIZE = 50
 # --fast at one size runs this share of --steps (300 steps: 240 evaluations): 240 brought the untuned pairs within 5 %
 # of the default's loss at about 0.4x its time, where 180 did not.
