@@ -43,8 +43,6 @@ BAR = {"loss": 1.05, "content": 1.25, "wall": 0.4}  # --fast's bar at 256 px
 def worker(args: argparse.Namespace) -> None:
     """One run in this process: the trace of its own losses with this process's CPU time, and its scored picture."""
     start_wall = args.started  # the driver's clock when it started this process; CPU: this process's process_time
-    import torch
-
     from style_transfer import Run, StyleConfig
     from style_transfer.cli.options import own_process
     from style_transfer.io.images import pil_to_tensor

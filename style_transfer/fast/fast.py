@@ -20,7 +20,7 @@ from ..core.hooks import HookedModel
 from ..losses.tutorial import ContentLoss, StyleLoss
 from ..core.steps import LBFGS_MAX_ITER
 from .hardware import check_bf16, device_bf16
-from .kernels import FastContentLoss, FusedStyleLoss, _ReluGram
+from .kernels import FastContentLoss, FusedStyleLoss, Pool, _ReluGram
 from .speed import Speed, resolve_speed
 
 
@@ -147,7 +147,7 @@ class FastStyleModel(HookedModel):
         return x
 
 
-def _pool_arguments(pool: nn.MaxPool2d) -> tuple[list[int], list[int], list[int], list[int], bool]:
+def _pool_arguments(pool: nn.MaxPool2d) -> Pool:
     """A max-pool's kernel, stride, padding, dilation and ceil mode as ``aten.max_pool2d_with_indices`` takes them."""
     kernel, stride, padding, dilation = (list(_pair(v)) for v in (pool.kernel_size, pool.stride or pool.kernel_size,
                                                                    pool.padding, pool.dilation))
